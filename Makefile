@@ -1,0 +1,64 @@
+# moerun — plain Makefile. Everything goes to $(BUILD) (build/ by default).
+#   make                 library + CLI (build/moerun)
+#   make test            unit + CLI tests, ends with "N passed, N failed"
+#   make test SANITIZE=1 the same suite under ASan+UBSan (objects in build/san)
+#   make sanitize        shorthand for the line above
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+SANITIZE ?=
+
+CFLAGS_COMMON := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-function \
+                 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc -pthread -MMD -MP
+LDLIBS  := -lm -pthread -lpcre2-8
+
+ifeq ($(SANITIZE),1)
+BUILD   := build/san
+CFLAGS_COMMON += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+# One instruction set per file: *_avx2.c and *_avx512.c get their ISA flags, nothing else does.
+ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
+ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+LIB_SRC   := $(sort $(shell find src -name '*.c'))
+TOOL_SRC  := $(sort $(wildcard tools/*.c))
+TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+LIB       := $(BUILD)/libmoerun.a
+
+.SECONDARY:
+.PHONY: all test sanitize clean fuzz bench bench-kernels demo
+all: $(BUILD)/moerun
+
+$(BUILD)/obj/%_avx2.o: XFLAGS := $(ISA_AVX2)
+$(BUILD)/obj/%_avx512.o: XFLAGS := $(ISA_AVX512)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(XFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/moerun: $(TOOL_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+test: $(BUILD)/moerun $(TEST_BIN)
+	@sh tests/run.sh $(BUILD)
+
+sanitize:
+	$(MAKE) test SANITIZE=1
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,76 @@
+/* Base services shared by every module: errors, logging, fp16/bf16, CPU features, timing.
+ * Library code reports failures by returning -1/NULL after mr_set_error(); it never exits. */
+#ifndef MR_BASE_H
+#define MR_BASE_H
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- errors: one message per thread, the most recent failure ---- */
+void mr_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *mr_get_error(void);
+void mr_clear_error(void);
+
+/* ---- logging (stderr); level 0 = errors only, 1 = info (default), 2 = debug ---- */
+extern int mr_log_level;
+void mr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- checked arithmetic for sizes from untrusted input: return 0 on overflow ---- */
+static inline int mr_mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline int mr_add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+/* ---- fp16 / bf16 (bit-exact with ggml: round to nearest even) ---- */
+static inline uint32_t mr_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float mr_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline float mr_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0x1f) return mr_bits_f32(sign | 0x7f800000 | (m << 13));
+    if (e != 0) return mr_bits_f32(sign | ((e + 112) << 23) | (m << 13));
+    if (m == 0) return mr_bits_f32(sign);
+    /* subnormal half: m * 2^-24, exact in float */
+    float v = (float)m * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+}
+
+static inline uint16_t mr_fp32_to_fp16(float f) {
+    uint32_t x = mr_f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    x &= 0x7fffffff;
+    if (x > 0x7f800000) return sign | 0x7e00;              /* NaN -> quiet NaN */
+    if (x >= 0x38800000) {                                  /* normal half range or overflow */
+        uint32_t a = x - 0x38000000;                        /* re-bias exponent 127 -> 15 */
+        uint32_t h = (a + 0x0fff + ((a >> 13) & 1)) >> 13;  /* round mantissa to nearest even */
+        return sign | (uint16_t)(h >= 0x7c00 ? 0x7c00 : h);
+    }
+    uint32_t E = x >> 23;
+    if (E < 102) return sign;                               /* < 2^-25: rounds to zero */
+    uint32_t mf = (x & 0x7fffff) | 0x800000, s = 126 - E;   /* value / 2^-24 = mf >> s */
+    uint32_t q = mf >> s, rem = mf & ((1u << s) - 1), half = 1u << (s - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    return sign | (uint16_t)q;
+}
+
+static inline float mr_bf16_to_fp32(uint16_t h) { return mr_bits_f32((uint32_t)h << 16); }
+static inline uint16_t mr_fp32_to_bf16(float f) {
+    uint32_t u = mr_f32_bits(f);
+    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 64); /* quiet NaN */
+    return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+}
+
+/* ---- CPU features and the kernel instruction set in use ---- */
+enum mr_isa { MR_ISA_SCALAR = 0, MR_ISA_AVX2 = 1, MR_ISA_AVX512 = 2, MR_ISA_COUNT };
+int mr_cpu_best_isa(void);             /* best ISA this CPU and OS support */
+int mr_isa(void);                      /* ISA in use: best, or MOERUN_ISA=scalar|avx2|avx512 */
+int mr_set_isa(int isa);               /* tests: force an ISA; -1 if unsupported here */
+const char *mr_isa_name(int isa);
+int mr_cpu_physical_cores(void);
+
+/* ---- time ---- */
+double mr_now(void);                   /* monotonic seconds */
+
+/* ---- aligned allocation ---- */
+void *mr_aligned_alloc(size_t align, size_t size); /* zeroed? no; NULL on failure */
+void mr_aligned_free(void *p);
+
+#endif

@@ -1,0 +1,84 @@
+/* Run-time choice of the kernel instruction set (CPUID via the compiler builtins). */
+#include "base/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int mr_isa_current = -1;
+
+int mr_cpu_best_isa(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return MR_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+        __builtin_cpu_supports("bmi2"))
+        return MR_ISA_AVX2;
+    return MR_ISA_SCALAR;
+}
+
+const char *mr_isa_name(int isa) {
+    switch (isa) {
+    case MR_ISA_SCALAR: return "scalar";
+    case MR_ISA_AVX2: return "avx2";
+    case MR_ISA_AVX512: return "avx512";
+    default: return "?";
+    }
+}
+
+int mr_isa(void) {
+    if (mr_isa_current >= 0) return mr_isa_current;
+    int best = mr_cpu_best_isa(), want = best;
+    const char *env = getenv("MOERUN_ISA");
+    if (env && *env) {
+        want = -1;
+        for (int i = 0; i < MR_ISA_COUNT; i++)
+            if (strcmp(env, mr_isa_name(i)) == 0) want = i;
+        if (want < 0) {
+            fprintf(stderr, "warning: MOERUN_ISA=%s is not one of scalar|avx2|avx512; using %s\n", env,
+                    mr_isa_name(best));
+            want = best;
+        } else if (want > best) {
+            fprintf(stderr, "warning: MOERUN_ISA=%s is not supported by this CPU; using %s\n", env,
+                    mr_isa_name(best));
+            want = best;
+        }
+    }
+    mr_isa_current = want;
+    return want;
+}
+
+int mr_set_isa(int isa) {
+    if (isa < 0 || isa >= MR_ISA_COUNT || isa > mr_cpu_best_isa()) return -1;
+    mr_isa_current = isa;
+    return 0;
+}
+
+int mr_cpu_physical_cores(void) {
+    /* Count distinct (physical id, core id) pairs; fall back to online CPUs. */
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    int n = 0;
+    if (f) {
+        char line[256];
+        int phys = 0, seen[1024][2], nseen = 0;
+        while (fgets(line, sizeof line, f)) {
+            int v;
+            if (sscanf(line, "physical id : %d", &v) == 1) phys = v;
+            else if (sscanf(line, "core id : %d", &v) == 1) {
+                int dup = 0;
+                for (int i = 0; i < nseen; i++)
+                    if (seen[i][0] == phys && seen[i][1] == v) dup = 1;
+                if (!dup && nseen < 1024) { seen[nseen][0] = phys; seen[nseen][1] = v; nseen++; }
+            }
+        }
+        fclose(f);
+        n = nseen;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n <= 0) n = online > 0 ? (int)online : 1;
+    return n;
+}

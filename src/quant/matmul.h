@@ -1,0 +1,15 @@
+/* Matrix products with quantized weights.
+ * W: `rows` rows of `cols` values of type `wtype` (row-major, mr_row_size(wtype, cols) bytes per row).
+ * X: ncols activation columns of `cols` floats (column j at X + j*cols).
+ * Y: ncols output columns of `rows` floats (column j at Y + j*rows): Y[j][r] = dot(W[r], X[j]).
+ * The activations are converted to the weight type's partner type once; every (r, j) result is
+ * computed the same way whatever ncols and the thread count, so a batch equals one column at a time
+ * bit for bit. */
+#ifndef MR_MATMUL_H
+#define MR_MATMUL_H
+#include <stdint.h>
+#include "base/pool.h"
+
+int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
+              const float *X, int64_t ncols, float *Y);
+#endif

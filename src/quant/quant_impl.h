@@ -1,0 +1,83 @@
+/* Scalar reference functions named in the type table (quant.c). Internal to src/quant. */
+#ifndef MR_QUANT_IMPL_H
+#define MR_QUANT_IMPL_H
+#include <stdint.h>
+/* quant_ref.c */
+void mr_dequant_f32(const void *src, float *dst, int64_t k);
+void mr_quantize_f32(const float *src, void *dst, int64_t k);
+void mr_vec_dot_f32(int n, float *s, const void *w, const void *y);
+void mr_dequant_f16(const void *src, float *dst, int64_t k);
+void mr_quantize_f16(const float *src, void *dst, int64_t k);
+void mr_vec_dot_f16(int n, float *s, const void *w, const void *y);
+void mr_dequant_bf16(const void *src, float *dst, int64_t k);
+void mr_quantize_bf16(const float *src, void *dst, int64_t k);
+void mr_vec_dot_bf16(int n, float *s, const void *w, const void *y);
+void mr_dequant_q4_0(const void *src, float *dst, int64_t k);
+void mr_quantize_q4_0(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q4_0(int n, float *s, const void *w, const void *y);
+void mr_dequant_q4_1(const void *src, float *dst, int64_t k);
+void mr_quantize_q4_1(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q4_1(int n, float *s, const void *w, const void *y);
+void mr_dequant_q5_0(const void *src, float *dst, int64_t k);
+void mr_quantize_q5_0(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q5_0(int n, float *s, const void *w, const void *y);
+void mr_dequant_q5_1(const void *src, float *dst, int64_t k);
+void mr_quantize_q5_1(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q5_1(int n, float *s, const void *w, const void *y);
+void mr_dequant_q8_0(const void *src, float *dst, int64_t k);
+void mr_quantize_q8_0(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q8_0(int n, float *s, const void *w, const void *y);
+void mr_quantize_q8_1(const float *src, void *dst, int64_t k);
+void mr_dequant_q2_k(const void *src, float *dst, int64_t k);
+void mr_quantize_q2_k(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q2_k(int n, float *s, const void *w, const void *y);
+void mr_dequant_q3_k(const void *src, float *dst, int64_t k);
+void mr_quantize_q3_k(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q3_k(int n, float *s, const void *w, const void *y);
+void mr_dequant_q4_k(const void *src, float *dst, int64_t k);
+void mr_quantize_q4_k(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q4_k(int n, float *s, const void *w, const void *y);
+void mr_dequant_q5_k(const void *src, float *dst, int64_t k);
+void mr_quantize_q5_k(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q5_k(int n, float *s, const void *w, const void *y);
+void mr_dequant_q6_k(const void *src, float *dst, int64_t k);
+void mr_quantize_q6_k(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q6_k(int n, float *s, const void *w, const void *y);
+void mr_dequant_q8_k(const void *src, float *dst, int64_t k);
+void mr_quantize_q8_k(const float *src, void *dst, int64_t k);
+void mr_dequant_tq1_0(const void *src, float *dst, int64_t k);
+void mr_quantize_tq1_0(const float *src, void *dst, int64_t k);
+void mr_vec_dot_tq1_0(int n, float *s, const void *w, const void *y);
+void mr_dequant_tq2_0(const void *src, float *dst, int64_t k);
+void mr_quantize_tq2_0(const float *src, void *dst, int64_t k);
+void mr_vec_dot_tq2_0(int n, float *s, const void *w, const void *y);
+void mr_dequant_q1_0(const void *src, float *dst, int64_t k);
+void mr_quantize_q1_0(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q1_0(int n, float *s, const void *w, const void *y);
+/* quant_ref_iq.c */
+void mr_dequant_iq2_xxs(const void *src, float *dst, int64_t k);
+void mr_vec_dot_iq2_xxs(int n, float *s, const void *w, const void *y);
+void mr_dequant_iq2_xs(const void *src, float *dst, int64_t k);
+void mr_vec_dot_iq2_xs(int n, float *s, const void *w, const void *y);
+void mr_dequant_iq2_s(const void *src, float *dst, int64_t k);
+void mr_vec_dot_iq2_s(int n, float *s, const void *w, const void *y);
+void mr_dequant_iq3_xxs(const void *src, float *dst, int64_t k);
+void mr_vec_dot_iq3_xxs(int n, float *s, const void *w, const void *y);
+void mr_dequant_iq3_s(const void *src, float *dst, int64_t k);
+void mr_vec_dot_iq3_s(int n, float *s, const void *w, const void *y);
+void mr_dequant_iq1_s(const void *src, float *dst, int64_t k);
+void mr_vec_dot_iq1_s(int n, float *s, const void *w, const void *y);
+void mr_dequant_iq1_m(const void *src, float *dst, int64_t k);
+void mr_vec_dot_iq1_m(int n, float *s, const void *w, const void *y);
+void mr_dequant_iq4_nl(const void *src, float *dst, int64_t k);
+void mr_quantize_iq4_nl(const float *src, void *dst, int64_t k);
+void mr_vec_dot_iq4_nl(int n, float *s, const void *w, const void *y);
+void mr_dequant_iq4_xs(const void *src, float *dst, int64_t k);
+void mr_vec_dot_iq4_xs(int n, float *s, const void *w, const void *y);
+void mr_dequant_mxfp4(const void *src, float *dst, int64_t k);
+void mr_quantize_mxfp4(const float *src, void *dst, int64_t k);
+void mr_vec_dot_mxfp4(int n, float *s, const void *w, const void *y);
+void mr_dequant_nvfp4(const void *src, float *dst, int64_t k);
+void mr_quantize_nvfp4(const float *src, void *dst, int64_t k);
+void mr_vec_dot_nvfp4(int n, float *s, const void *w, const void *y);
+#endif

@@ -1,0 +1,114 @@
+#include "test.h"
+#include "base/base.h"
+#include "base/pool.h"
+
+#include <math.h>
+#include <stdatomic.h>
+
+/* fp16: every half value round-trips, and float->half rounds to nearest even. */
+static void test_fp16_roundtrip(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = mr_fp16_to_fp32((uint16_t)h);
+        if (isnan(f)) continue;
+        if (mr_fp32_to_fp16(f) != h) bad++;
+    }
+    CHECK(bad == 0, "%d half values do not round-trip", bad);
+}
+
+static void test_fp16_rounding(void) {
+    /* halfway between 1 and the next half (1 + 2^-10): ties to even -> 1.0 */
+    CHECK(mr_fp32_to_fp16(1.0f + 0x1p-11f) == 0x3c00, "tie not to even");
+    CHECK(mr_fp32_to_fp16(1.0f + 0x1p-11f + 0x1p-20f) == 0x3c01, "above tie not rounded up");
+    CHECK(mr_fp32_to_fp16(65520.0f) == 0x7c00, "65520 must overflow to inf");
+    CHECK(mr_fp32_to_fp16(65519.0f) == 0x7bff, "65519 must round to max half");
+    CHECK(mr_fp32_to_fp16(0x1p-25f) == 0x0000, "2^-25 ties to zero");
+    CHECK(mr_fp32_to_fp16(0x1.8p-25f) == 0x0001, "1.5*2^-25 rounds to smallest subnormal");
+    CHECK(mr_fp32_to_fp16(-2.0f) == 0xc000, "-2");
+    /* midpoints between adjacent subnormals tie to even */
+    for (uint16_t h = 1; h < 0x3ff; h++) {
+        float mid = (mr_fp16_to_fp32(h) + mr_fp16_to_fp32((uint16_t)(h + 1))) * 0.5f;
+        uint16_t want = (h & 1) ? (uint16_t)(h + 1) : h;
+        CHECK(mr_fp32_to_fp16(mid) == want, "subnormal midpoint %u", h);
+    }
+}
+
+static void test_bf16(void) {
+    CHECK(mr_fp32_to_bf16(1.0f) == 0x3f80, "1.0");
+    CHECK(mr_bf16_to_fp32(0x3f80) == 1.0f, "1.0 back");
+    CHECK(mr_fp32_to_bf16(mr_bits_f32(0x3f808000)) == 0x3f80, "tie to even (down)");
+    CHECK(mr_fp32_to_bf16(mr_bits_f32(0x3f818000)) == 0x3f82, "tie to even (up)");
+}
+
+typedef struct { atomic_long sum; int phase_ok; long data[64]; } pool_job;
+static void pool_fn(void *arg, int ith, int nth) {
+    pool_job *j = arg;
+    long lo, hi;
+    mr_split(64, ith, nth, &lo, &hi);
+    for (long i = lo; i < hi; i++) atomic_fetch_add(&j->sum, i);
+}
+
+static void test_pool(void) {
+    for (int n = 1; n <= 4; n++) {
+        mr_pool *p = mr_pool_create(n);
+        CHECK(p != NULL, "create %d", n);
+        if (!p) return;
+        for (int rep = 0; rep < 200; rep++) {
+            pool_job j = {0};
+            mr_pool_run(p, pool_fn, &j);
+            CHECK(atomic_load(&j.sum) == 64 * 63 / 2, "threads=%d rep=%d sum=%ld", n, rep, (long)atomic_load(&j.sum));
+        }
+        mr_pool_free(p);
+    }
+}
+
+static mr_pool *g_pool;
+static void barrier_fn(void *arg, int ith, int nth) {
+    pool_job *j = arg;
+    for (int step = 0; step < 50; step++) {
+        j->data[ith] = step;
+        mr_pool_barrier(g_pool);
+        for (int t = 0; t < nth; t++)
+            if (j->data[t] != step) j->phase_ok = 0;
+        mr_pool_barrier(g_pool);
+    }
+}
+
+static void test_pool_barrier(void) {
+    g_pool = mr_pool_create(3);
+    pool_job j = {0};
+    j.phase_ok = 1;
+    mr_pool_run(g_pool, barrier_fn, &j);
+    CHECK(j.phase_ok, "a thread saw another thread's previous phase");
+    mr_pool_free(g_pool);
+}
+
+static void test_split(void) {
+    long total = 0, prev = 0;
+    for (int i = 0; i < 7; i++) {
+        long lo, hi;
+        mr_split(100, i, 7, &lo, &hi);
+        CHECK(lo == prev, "contiguous");
+        total += hi - lo;
+        prev = hi;
+    }
+    CHECK(total == 100, "covers");
+}
+
+static void test_isa(void) {
+    int best = mr_cpu_best_isa();
+    CHECK(mr_set_isa(MR_ISA_SCALAR) == 0, "scalar always available");
+    CHECK(mr_isa() == MR_ISA_SCALAR, "set");
+    CHECK(mr_set_isa(best) == 0 && mr_isa() == best, "best");
+}
+
+int main(void) {
+    RUN(test_fp16_roundtrip);
+    RUN(test_fp16_rounding);
+    RUN(test_bf16);
+    RUN(test_pool);
+    RUN(test_pool_barrier);
+    RUN(test_split);
+    RUN(test_isa);
+    return t_finish();
+}
