@@ -43,6 +43,12 @@ typedef struct mr_gguf mr_gguf;
 
 mr_gguf *mr_gguf_open(const char *path);     /* a single file or the first shard of a split model */
 void mr_gguf_close(mr_gguf *g);
+/* Parse a GGUF image held in memory (single file only; `data` must outlive the handle; `name` is
+ * used in error messages). Used by the fuzzer and tests. */
+mr_gguf *mr_gguf_open_memory(const void *data, size_t size, const char *name);
+/* Shard i (1-based) of n of a split model written as PATH (ending in .gguf):
+ * PATH-without-.gguf + "-%05d-of-%05d.gguf". -1 if path does not end in .gguf or buf is too small. */
+int mr_gguf_split_path(char *buf, size_t size, const char *path, int i, int n);
 
 uint32_t mr_gguf_version(const mr_gguf *g);
 uint64_t mr_gguf_alignment(const mr_gguf *g);
@@ -50,17 +56,22 @@ int mr_gguf_n_shards(const mr_gguf *g);
 const char *mr_gguf_shard_path(const mr_gguf *g, int shard);
 int mr_gguf_shard_fd(const mr_gguf *g, int shard); /* read-only fd, for pread by the expert pager */
 uint64_t mr_gguf_shard_size(const mr_gguf *g, int shard);
+uint64_t mr_gguf_shard_data_offset(const mr_gguf *g, int shard); /* start of the shard's data section */
+uint64_t mr_gguf_shard_n_tensors(const mr_gguf *g, int shard);
 
 uint64_t mr_gguf_n_kv(const mr_gguf *g);
 const mr_gguf_kv *mr_gguf_kv_at(const mr_gguf *g, uint64_t i);
 const mr_gguf_kv *mr_gguf_find_kv(const mr_gguf *g, const char *key); /* NULL if absent (no error set) */
 const char *mr_gguf_vtype_name(int type);
+int mr_gguf_vtype_size(int type);   /* bytes of one scalar value; 0 for string, array, unknown */
+int mr_gguf_vtype_is_int(int type);
 
 /* Typed getters: 0 on success; -1 if missing or of the wrong type (message names key and types).
  * Integer getters accept any integer type whose value fits the destination. */
 int mr_gguf_get_u32(const mr_gguf *g, const char *key, uint32_t *out);
 int mr_gguf_get_i32(const mr_gguf *g, const char *key, int32_t *out);
 int mr_gguf_get_u64(const mr_gguf *g, const char *key, uint64_t *out);
+int mr_gguf_get_i64(const mr_gguf *g, const char *key, int64_t *out);
 int mr_gguf_get_f32(const mr_gguf *g, const char *key, float *out);   /* F32 or F64 */
 int mr_gguf_get_bool(const mr_gguf *g, const char *key, int *out);
 int mr_gguf_get_str(const mr_gguf *g, const char *key, const char **out);
