@@ -1,0 +1,364 @@
+/* i-quant and FP4 types against the reference's golden files (../shared/golden/quants/TYPE.bin):
+ * dequantization bit for bit, W x within 1e-5 of sum|w||x| per row; the reference quantizers
+ * (IQ4_NL, MXFP4, NVFP4); every SIMD vec_dot against the scalar one on random blocks. */
+#include "test.h"
+#include "quant/quant.h"
+#include "quant/quant_impl.h"
+#include "quant/quant_blocks_iq.h"
+#include "base/base.h"
+
+#include <math.h>
+#include <stdint.h>
+
+/* ---- activation quantizers (ggml's, as its x86 CPU backend runs them) ----
+ * Q8_0: quantize_row_q8_0 of ggml-cpu/arch/x86 (d = amax/127, multiply by 127/amax, round to
+ * nearest even); Q8_K: quantize_row_q8_K_ref (scale -127/max of the signed extreme). */
+static void q8_0_quantize(const float *x, mr_q8_0_act *y, int64_t k) {
+    for (int64_t i = 0; i < k / 32; i++, x += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
+        y[i].d = mr_fp32_to_fp16(d);
+        for (int j = 0; j < 32; j++) y[i].qs[j] = (int8_t)nearbyintf(x[j] * id);
+    }
+}
+
+static int nearest_int(float f) {
+    float v = f + 12582912.f;
+    int i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static void q8_k_quantize(const float *x, mr_q8_k_act *y, int64_t k) {
+    for (int64_t i = 0; i < k / 256; i++, x += 256) {
+        float max = 0, amax = 0;
+        for (int j = 0; j < 256; j++)
+            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+        if (!amax) { memset(&y[i], 0, sizeof y[i]); continue; }
+        const float iscale = -127.f / max;
+        for (int j = 0; j < 256; j++) {
+            int v = nearest_int(iscale * x[j]);
+            y[i].qs[j] = (int8_t)(v > 127 ? 127 : v);
+        }
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += y[i].qs[16 * g + j];
+            y[i].bsums[g] = (int16_t)s;
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+/* activations x[n] in the partner type of `type`; returns a malloc'd buffer */
+static void *quantize_act(int type, const float *x, int n) {
+    const mr_type_traits *t = mr_type_get(type);
+    if (t->vec_dot_type == MR_TYPE_Q8_0) {
+        mr_q8_0_act *y = malloc(sizeof *y * (size_t)(n / 32));
+        q8_0_quantize(x, y, n);
+        return y;
+    }
+    mr_q8_k_act *y = malloc(sizeof *y * (size_t)(n / 256));
+    q8_k_quantize(x, y, n);
+    return y;
+}
+
+/* ---- golden files ---- */
+typedef struct {
+    uint32_t type, rows, cols, nx, qbytes;
+    uint8_t *q;          /* 64-byte aligned copy of the quantized rows */
+    float *deq, *x, *y;
+} golden;
+
+static void golden_free(golden *g) {
+    mr_aligned_free(g->q);
+    free(g->deq); free(g->x); free(g->y);
+}
+
+static int golden_load(const char *name, golden *g) {
+    memset(g, 0, sizeof *g);
+    char rel[128];
+    snprintf(rel, sizeof rel, "golden/quants/%s.bin", name);
+    FILE *f = fopen(t_shared(rel), "rb");
+    if (!f) return -1;
+    uint32_t h[7];
+    int ok = fread(h, 4, 7, f) == 7 && h[0] == 0x444c4751 && h[1] == 1;
+    if (ok) {
+        g->type = h[2]; g->rows = h[3]; g->cols = h[4]; g->nx = h[5]; g->qbytes = h[6];
+        size_t nw = (size_t)g->rows * g->cols;
+        g->q = mr_aligned_alloc(64, g->qbytes + 64);
+        g->deq = malloc(nw * 4);
+        g->x = malloc((size_t)g->nx * g->cols * 4);
+        g->y = malloc((size_t)g->nx * g->rows * 4);
+        ok = g->q && g->deq && g->x && g->y &&
+             fread(g->q, 1, g->qbytes, f) == g->qbytes && fread(g->deq, 4, nw, f) == nw &&
+             fread(g->x, 4, (size_t)g->nx * g->cols, f) == (size_t)g->nx * g->cols &&
+             fread(g->y, 4, (size_t)g->nx * g->rows, f) == (size_t)g->nx * g->rows;
+    }
+    fclose(f);
+    if (!ok) { golden_free(g); return -1; }
+    return 0;
+}
+
+/* checks one type against its golden file: dequant bit-exact, y within tolerance using the
+ * vec_dot of `isa` (scalar reference for MR_ISA_SCALAR) */
+static void check_golden(const char *name, int type, int isa) {
+    golden g;
+    CHECK(golden_load(name, &g) == 0, "cannot read golden %s", name);
+    if (g.q == NULL) return;
+    const mr_type_traits *t = mr_type_get(type);
+    CHECK(t && (int)g.type == type, "%s: type %u", name, g.type);
+    CHECK(mr_row_size(type, g.cols) * g.rows == g.qbytes, "%s: %u bytes for %ux%u", name,
+          g.qbytes, g.rows, g.cols);
+    if (!t || (int)g.type != type || mr_row_size(type, g.cols) * g.rows != g.qbytes) { golden_free(&g); return; }
+    const size_t rs = mr_row_size(type, g.cols);
+
+    float *deq = malloc(sizeof(float) * g.rows * g.cols);
+    t->to_float(g.q, deq, (int64_t)g.rows * g.cols);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < (size_t)g.rows * g.cols; i++)
+        if (mr_f32_bits(deq[i]) != mr_f32_bits(g.deq[i])) { if (!bad) first = i; bad++; }
+    CHECK(bad == 0, "%s: %zu dequantized values differ, first at %zu: %.9g vs golden %.9g", name,
+          bad, first, deq[first], g.deq[first]);
+    free(deq);
+
+    mr_vec_dot_fn dot = mr_type_vec_dot_isa(type, isa);
+    if (!dot) { golden_free(&g); return; }
+    double worst = 0;
+    for (uint32_t ix = 0; ix < g.nx; ix++) {
+        const float *x = g.x + (size_t)ix * g.cols;
+        void *xq = quantize_act(type, x, (int)g.cols);
+        for (uint32_t r = 0; r < g.rows; r++) {
+            float s = NAN;
+            dot((int)g.cols, &s, g.q + r * rs, xq);
+            double mag = 0;
+            for (uint32_t k = 0; k < g.cols; k++) mag += fabs(g.deq[(size_t)r * g.cols + k]) * fabs(x[k]);
+            double err = fabs((double)s - g.y[(size_t)ix * g.rows + r]) / (mag > 0 ? mag : 1);
+            if (!(err <= worst)) worst = err;   /* NaN propagates */
+        }
+        free(xq);
+    }
+    CHECK(worst <= 1e-5, "%s (%s): W x relative error %.3g > 1e-5", name, mr_isa_name(isa), worst);
+    golden_free(&g);
+}
+
+static const struct { const char *name; int type; } iq_types[] = {
+    {"iq2_xxs", MR_TYPE_IQ2_XXS}, {"iq2_xs", MR_TYPE_IQ2_XS}, {"iq2_s", MR_TYPE_IQ2_S},
+    {"iq3_xxs", MR_TYPE_IQ3_XXS}, {"iq3_s", MR_TYPE_IQ3_S}, {"iq1_s", MR_TYPE_IQ1_S},
+    {"iq1_m", MR_TYPE_IQ1_M}, {"iq4_nl", MR_TYPE_IQ4_NL}, {"iq4_xs", MR_TYPE_IQ4_XS},
+    {"mxfp4", MR_TYPE_MXFP4}, {"nvfp4", MR_TYPE_NVFP4},
+};
+#define N_IQ (int)(sizeof iq_types / sizeof iq_types[0])
+
+#define GOLDEN_CASE(nm, ty) static void test_golden_##nm(void) { check_golden(#nm, ty, MR_ISA_SCALAR); }
+GOLDEN_CASE(iq2_xxs, MR_TYPE_IQ2_XXS)
+GOLDEN_CASE(iq2_xs, MR_TYPE_IQ2_XS)
+GOLDEN_CASE(iq2_s, MR_TYPE_IQ2_S)
+GOLDEN_CASE(iq3_xxs, MR_TYPE_IQ3_XXS)
+GOLDEN_CASE(iq3_s, MR_TYPE_IQ3_S)
+GOLDEN_CASE(iq1_s, MR_TYPE_IQ1_S)
+GOLDEN_CASE(iq1_m, MR_TYPE_IQ1_M)
+GOLDEN_CASE(iq4_nl, MR_TYPE_IQ4_NL)
+GOLDEN_CASE(iq4_xs, MR_TYPE_IQ4_XS)
+GOLDEN_CASE(mxfp4, MR_TYPE_MXFP4)
+GOLDEN_CASE(nvfp4, MR_TYPE_NVFP4)
+
+/* block sizes and bytes per block of the table rows this file is responsible for */
+static void test_table_rows(void) {
+    static const struct { int type, bs; size_t ts; int partner; } want[] = {
+        {MR_TYPE_IQ2_XXS, 256, sizeof(mr_block_iq2_xxs), MR_TYPE_Q8_K},
+        {MR_TYPE_IQ2_XS, 256, sizeof(mr_block_iq2_xs), MR_TYPE_Q8_K},
+        {MR_TYPE_IQ2_S, 256, sizeof(mr_block_iq2_s), MR_TYPE_Q8_K},
+        {MR_TYPE_IQ3_XXS, 256, sizeof(mr_block_iq3_xxs), MR_TYPE_Q8_K},
+        {MR_TYPE_IQ3_S, 256, sizeof(mr_block_iq3_s), MR_TYPE_Q8_K},
+        {MR_TYPE_IQ1_S, 256, sizeof(mr_block_iq1_s), MR_TYPE_Q8_K},
+        {MR_TYPE_IQ1_M, 256, sizeof(mr_block_iq1_m), MR_TYPE_Q8_K},
+        {MR_TYPE_IQ4_NL, 32, sizeof(mr_block_iq4_nl), MR_TYPE_Q8_0},
+        {MR_TYPE_IQ4_XS, 256, sizeof(mr_block_iq4_xs), MR_TYPE_Q8_K},
+        {MR_TYPE_MXFP4, 32, sizeof(mr_block_mxfp4), MR_TYPE_Q8_0},
+        {MR_TYPE_NVFP4, 64, sizeof(mr_block_nvfp4), MR_TYPE_Q8_0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const mr_type_traits *t = mr_type_get(want[i].type);
+        CHECK(t && t->block_size == want[i].bs && t->type_size == want[i].ts &&
+              t->vec_dot_type == want[i].partner, "type %d", want[i].type);
+    }
+}
+
+/* ---- reference quantizers ---- */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+static float rndf(void) { return (float)((rnd() >> 8) * (1.0 / 16777216.0)) * 2.f - 1.f; } /* [-1, 1) */
+
+/* MXFP4 / NVFP4 are idempotent on their own grid: quantizing the golden dequantized values must
+ * give back the same values (codes may differ only for zeros: -0 becomes +0). */
+static void requant_roundtrip(const char *name, int type) {
+    golden g;
+    CHECK(golden_load(name, &g) == 0, "cannot read golden %s", name);
+    if (!g.q) return;
+    const mr_type_traits *t = mr_type_get(type);
+    size_t nw = (size_t)g.rows * g.cols;
+    uint8_t *q = malloc(g.qbytes);
+    float *back = malloc(nw * 4);
+    t->from_float(g.deq, q, (int64_t)nw);
+    t->to_float(q, back, (int64_t)nw);
+    size_t bad = 0;
+    for (size_t i = 0; i < nw; i++) bad += back[i] != g.deq[i];
+    CHECK(bad == 0, "%s: %zu of %zu values change on re-quantization", name, bad, nw);
+    free(q); free(back);
+    golden_free(&g);
+}
+
+static void test_quantize_mxfp4(void) {
+    requant_roundtrip("mxfp4", MR_TYPE_MXFP4);
+    /* hand case: amax 3.0 -> exponent floor(log2 3) - 2 + 127 = 126, half scale 2^-2; 3.0 = 12 * 0.25
+     * (code 7), -1.0 = -4 * 0.25 (code 12), 0.3 nearest 0.25 (code 1) */
+    float x[32] = {3.0f, -1.0f, 0.3f};
+    mr_block_mxfp4 b;
+    mr_quantize_mxfp4(x, &b, 32);
+    CHECK(b.e == 126 && b.qs[0] == 0x07 && b.qs[1] == 0x0c && b.qs[2] == 0x01 && b.qs[3] == 0 &&
+          b.qs[16 - 1] == 0, "e %d qs %02x %02x %02x", b.e, b.qs[0], b.qs[1], b.qs[2]);
+}
+
+static void test_quantize_nvfp4(void) {
+    requant_roundtrip("nvfp4", MR_TYPE_NVFP4);
+    /* hand case: sub-block amax 6 -> scale 1.0 = UE4M3 0x38 (exponent 7, mantissa 0); value 6 is
+     * code 7; sub-block of zeros -> scale code 0 */
+    float x[64] = {0};
+    x[16] = 6.0f; x[17] = -2.0f; x[24] = 0.5f;
+    mr_block_nvfp4 b;
+    mr_quantize_nvfp4(x, &b, 64);
+    CHECK(b.d[0] == 0 && b.d[1] == 0x38 && b.d[2] == 0 && b.d[3] == 0, "scales %02x %02x", b.d[0], b.d[1]);
+    CHECK(b.qs[8] == 0x17 && b.qs[9] == 0x0c, "qs %02x %02x", b.qs[8], b.qs[9]);
+    float back[64];
+    mr_dequant_nvfp4(&b, back, 64);
+    CHECK(back[16] == 6.0f && back[17] == -2.0f && back[24] == 0.5f && back[18] == 0.f, "values");
+}
+
+static void test_quantize_iq4_nl(void) {
+    /* random blocks: 4-bit non-linear levels keep the x^2-weighted error small, and the fit is
+     * never worse than the plain scale -max/127 */
+    enum { N = 32 * 64 };
+    float x[N], back[N];
+    mr_block_iq4_nl q[N / 32];
+    for (int i = 0; i < N; i++) x[i] = rndf() * (float)(1 + i / 32);
+    mr_quantize_iq4_nl(x, q, N);
+    mr_dequant_iq4_nl(q, back, N);
+    int worse = 0;
+    double e2 = 0, x2 = 0;
+    for (int b = 0; b < N / 32; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0, max = 0;
+        for (int j = 0; j < 32; j++) if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+        const float d0 = -max / 127.f;
+        double err = 0, err0 = 0;
+        for (int j = 0; j < 32; j++) {
+            /* plain rounding to the nearest level at scale d0 */
+            float best = 1e30f;
+            for (int l = 0; l < 16; l++) {
+                static const int8_t v[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+                float e = fabsf(d0 * v[l] - xb[j]);
+                if (e < best) best = e;
+            }
+            double w = (double)xb[j] * xb[j];
+            err += w * (back[32 * b + j] - xb[j]) * (back[32 * b + j] - xb[j]);
+            err0 += w * best * best;
+            e2 += (back[32 * b + j] - xb[j]) * (back[32 * b + j] - xb[j]);
+            x2 += (double)xb[j] * xb[j];
+        }
+        worse += err > err0 * 1.01 + 1e-12;
+    }
+    CHECK(worse == 0, "%d blocks fit worse than the plain scale", worse);
+    CHECK(sqrt(e2 / x2) < 0.1, "relative RMS error %.3f", sqrt(e2 / x2));
+    /* all-zero block: scale 0, every code 8, as ggml */
+    float z[32] = {0};
+    mr_quantize_iq4_nl(z, q, 32);
+    int all8 = q[0].d == 0;
+    for (int j = 0; j < 16; j++) all8 &= q[0].qs[j] == 0x88;
+    CHECK(all8, "zero block d %04x qs %02x", q[0].d, q[0].qs[0]);
+}
+
+/* ---- SIMD kernels against the scalar reference on random blocks ---- */
+static void random_weights(int type, uint8_t *w, size_t bytes) {
+    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
+    const mr_type_traits *t = mr_type_get(type);
+    size_t nb = bytes / t->type_size;
+    /* fp16 scales: random but finite and moderate (sign random) */
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *p = w + b * t->type_size;
+        uint16_t h = mr_fp32_to_fp16(rndf() * 0.01f);
+        switch (type) {
+        case MR_TYPE_MXFP4: p[0] = (uint8_t)(118 + rnd() % 12); break;
+        case MR_TYPE_NVFP4: for (int s = 0; s < 4; s++) p[s] = (uint8_t)(rnd() % 0x7f); break;
+        case MR_TYPE_IQ1_M: {
+            uint16_t sc[4];
+            memcpy(sc, p + 48, 8);
+            for (int s = 0; s < 4; s++) sc[s] = (uint16_t)((sc[s] & 0x0fff) | (((h >> (4 * s)) & 0xf) << 12));
+            memcpy(p + 48, sc, 8);
+            break;
+        }
+        default: memcpy(p, &h, 2); break;
+        }
+    }
+}
+
+static void check_simd(int isa) {
+    if (mr_set_isa(isa) != 0) { printf("# %s not supported here, skipped\n", mr_isa_name(isa)); return; }
+    for (int ti = 0; ti < N_IQ; ti++) {
+        const int type = iq_types[ti].type;
+        mr_vec_dot_fn f = mr_type_vec_dot_isa(type, isa), ref = mr_type_get(type)->vec_dot;
+        if (!f) continue;
+        const int ns[] = {256, 512, 1024, 2816, 4096};
+        double worst = 0;
+        for (int ni = 0; ni < 5; ni++) {
+            const int n = ns[ni];
+            for (int rep = 0; rep < 6; rep++) {
+                size_t bytes = mr_row_size(type, n);
+                uint8_t *w = mr_aligned_alloc(64, bytes + 64);
+                float *x = malloc(sizeof(float) * (size_t)n), *wd = malloc(sizeof(float) * (size_t)n);
+                random_weights(type, w + rep % 2, bytes);  /* odd offset: unaligned rows too */
+                for (int i = 0; i < n; i++) x[i] = rndf() * (rep == 5 ? 100.f : 1.f);
+                void *xq = quantize_act(type, x, n);
+                float s = NAN, sr = NAN;
+                f(n, &s, w + rep % 2, xq);
+                ref(n, &sr, w + rep % 2, xq);
+                mr_type_get(type)->to_float(w + rep % 2, wd, n);
+                double mag = 0;
+                for (int i = 0; i < n; i++) mag += fabs(wd[i]) * fabs(x[i]);
+                double err = fabs((double)s - sr) / (mag > 0 ? mag : 1);
+                if (!(err <= worst)) worst = err;
+                free(xq); free(x); free(wd); mr_aligned_free(w);
+            }
+        }
+        CHECK(worst <= 1e-5, "%s %s: relative error %.3g vs scalar", iq_types[ti].name, mr_isa_name(isa), worst);
+        check_golden(iq_types[ti].name, type, isa);
+    }
+    mr_set_isa(mr_cpu_best_isa());
+}
+
+static void test_simd_avx2(void) { check_simd(MR_ISA_AVX2); }
+static void test_simd_avx512(void) { check_simd(MR_ISA_AVX512); }
+
+int main(void) {
+    RUN(test_table_rows);
+    RUN(test_golden_iq2_xxs);
+    RUN(test_golden_iq2_xs);
+    RUN(test_golden_iq2_s);
+    RUN(test_golden_iq3_xxs);
+    RUN(test_golden_iq3_s);
+    RUN(test_golden_iq1_s);
+    RUN(test_golden_iq1_m);
+    RUN(test_golden_iq4_nl);
+    RUN(test_golden_iq4_xs);
+    RUN(test_golden_mxfp4);
+    RUN(test_golden_nvfp4);
+    RUN(test_quantize_mxfp4);
+    RUN(test_quantize_nvfp4);
+    RUN(test_quantize_iq4_nl);
+    RUN(test_simd_avx2);
+    RUN(test_simd_avx512);
+    return t_finish();
+}
