@@ -20,6 +20,67 @@ void mr_set_log_level(int level); /* 0 errors, 1 info (default), 2 debug */
 /* ---- kernels (issue 3) ---- */
 
 /* ---- models, sessions, tokenizer, sampling (issues 4, 5) ---- */
+typedef struct mr_model mr_model;         /* a loaded GGUF model (weights mmapped), shareable by sessions */
+typedef struct mr_session mr_session;     /* one sequence: KV cache / arch state + position */
+typedef struct mr_tokenizer mr_tokenizer; /* defined by the tokenizer module */
+
+typedef struct {
+    int n_threads;          /* worker threads; 0 = number of physical cores */
+    int n_ctx;              /* default session context; 0 = min(training context, 4096) */
+    uint64_t ram_budget;    /* bytes of RAM for routed experts; 0 = no paging (experts read from the mmap) */
+    int reference;          /* 1 = reproduce the reference llama.cpp fork where it deviates from the
+                               official model (deepseek4: no indexer QAT, no shared-expert clamp) */
+    int kv_f32;             /* 1 = keep the KV cache in F32 (default 0: F16 like the reference) */
+    const char *dump;       /* debug: "all" or comma-separated intermediate names (e.g. "attn_norm,ffn_out")
+                               printed to stderr with stats per layer; NULL = off */
+    int dump_n;             /* values printed per dumped tensor (default 8) */
+} mr_model_params;
+
+void mr_model_params_default(mr_model_params *p);
+mr_model *mr_model_load(const char *path, const mr_model_params *p); /* p may be NULL (defaults) */
+void mr_model_free(mr_model *m);
+const char *mr_model_arch(const mr_model *m);         /* general.architecture, e.g. "qwen3moe" */
+int mr_model_n_vocab(const mr_model *m);
+int mr_model_n_embd(const mr_model *m);
+int mr_model_n_layer(const mr_model *m);
+int mr_model_n_ctx_train(const mr_model *m);
+int mr_model_n_threads(const mr_model *m);
+/* The model's tokenizer (owned by the model), or NULL if the GGUF has none usable. */
+mr_tokenizer *mr_model_tokenizer(const mr_model *m);
+/* A string metadata value (e.g. "tokenizer.chat_template", "general.name"), NULL if absent. */
+const char *mr_model_meta_str(const mr_model *m, const char *key);
+
+/* n_ctx 0 = the model's default (params.n_ctx). */
+mr_session *mr_session_new(mr_model *m, int n_ctx);
+void mr_session_free(mr_session *s);
+void mr_session_reset(mr_session *s);                 /* back to position 0 */
+int mr_session_n_past(const mr_session *s);           /* tokens evaluated so far */
+int mr_session_n_ctx(const mr_session *s);
+/* Evaluate n tokens after the ones already in the session (n > 1: one batch; n == 1: decode step).
+ * logits (may be NULL): all_logits ? [n][n_vocab] : [n_vocab] of the last token. Fails (-1) if a
+ * token id is out of range or n_past + n > n_ctx. */
+int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, int all_logits);
+
+/* .lgts files (shared/README.md): "LGTS", version 1, n_rows, n_vocab, positions[n_rows],
+ * float logits[n_rows][n_vocab]. mr_lgts_read allocates *positions and *logits (free()). */
+int mr_lgts_write(const char *path, int n_rows, int n_vocab, const int32_t *positions, const float *logits);
+int mr_lgts_read(const char *path, int *n_rows, int *n_vocab, int32_t **positions, float **logits);
+
+/* Comparison of engine logits with reference logits, row by row (both [n_rows][n_vocab]):
+ * KL(softmax(ref) || softmax(eng)) per row (computed in double), its max / median / 95th percentile,
+ * and the fraction of rows whose argmax agrees. */
+typedef struct {
+    int n_rows;
+    double kl_max, kl_median, kl_p95, kl_mean;
+    int kl_max_row;             /* row index of the max */
+    int top1_equal;             /* rows with the same argmax */
+    double top1_frac;
+} mr_logits_cmp;
+int mr_logits_compare(const float *ref, const float *eng, int n_rows, int n_vocab, mr_logits_cmp *out);
+double mr_logits_kl(const float *ref, const float *eng, int n_vocab);   /* one row */
+/* Tolerance classes of shared/README.md: "strict", "quant", "chaotic" (and the prefill half of
+ * "indexer"). Returns 1 if the comparison passes, 0 if not (why[] gets the reason), -1 for an unknown class. */
+int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, size_t why_len);
 
 /* ---- expert pager (issue 6) ---- */
 

@@ -1,0 +1,343 @@
+/* Model loading, architecture table, sessions, loader helpers (see model.h). */
+#include "model/model.h"
+#include "quant/matmul.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Architectures. deepseek4 is declared weak so the build works before its file exists; note that a
+ * weak reference does not pull an object out of a static library, so when arch_deepseek4.c lands
+ * the `weak` attribute here must be removed. */
+extern const struct mr_arch mr_arch_llama __attribute__((weak));   /* strong once arch_llama.c lands */
+extern const struct mr_arch mr_arch_qwen3moe __attribute__((weak));
+extern const struct mr_arch mr_arch_deepseek4 __attribute__((weak));
+
+static const struct mr_arch *mr_find_arch(const char *name) {
+    const struct mr_arch *table[] = {&mr_arch_llama, &mr_arch_qwen3moe, &mr_arch_deepseek4};
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i] && table[i]->name && !strcmp(table[i]->name, name)) return table[i];
+    return NULL;
+}
+
+struct mr_session {
+    mr_model *m;
+    void *st;
+    int n_ctx, n_past;
+};
+
+void mr_model_params_default(mr_model_params *p) {
+    memset(p, 0, sizeof *p);
+    p->reference = 1;
+    p->dump_n = 8;
+}
+
+mr_model *mr_model_load(const char *path, const mr_model_params *params) {
+    mr_model *m = calloc(1, sizeof *m);
+    if (!m) { mr_set_error("model: out of memory"); return NULL; }
+    if (params) m->params = *params; else mr_model_params_default(&m->params);
+    if (m->params.n_threads <= 0) m->params.n_threads = mr_cpu_physical_cores();
+    if (m->params.n_threads <= 0) m->params.n_threads = 1;
+    if (m->params.dump_n <= 0) m->params.dump_n = 8;
+    m->path = strdup(path);
+    if (!m->path) { mr_set_error("model: out of memory"); goto fail; }
+    m->gguf = mr_gguf_open(path);
+    if (!m->gguf) goto fail;
+    const char *arch = NULL;
+    if (mr_gguf_get_str(m->gguf, "general.architecture", &arch)) {
+        mr_set_error("%s: no general.architecture: %s", path, mr_get_error());
+        goto fail;
+    }
+    snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
+    m->arch = mr_find_arch(arch);
+    if (!m->arch) { mr_set_error("%s: unsupported architecture '%s'", path, arch); goto fail; }
+    m->pool = mr_pool_create(m->params.n_threads);
+    if (!m->pool) goto fail;
+    if (m->arch->load(m)) goto fail;
+    if (m->n_vocab <= 0 || m->n_embd <= 0 || m->n_layer <= 0) {
+        mr_set_error("%s: architecture loader left n_vocab/n_embd/n_layer unset", path);
+        goto fail;
+    }
+    if (m->params.n_ctx <= 0) {
+        m->params.n_ctx = m->n_ctx_train > 0 && m->n_ctx_train < 4096 ? m->n_ctx_train : 4096;
+    }
+    return m;
+fail:
+    mr_model_free(m);
+    return NULL;
+}
+
+void mr_model_free(mr_model *m) {
+    if (!m) return;
+    if (m->arch && m->arch->free && m->priv) m->arch->free(m);
+    mr_pager_free(m->pager);
+    free(m->exp_layers);
+    mr_pool_free(m->pool);
+    mr_gguf_close(m->gguf);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->path);
+    free(m);
+}
+
+const char *mr_model_arch(const mr_model *m) { return m->arch_name; }
+int mr_model_n_vocab(const mr_model *m) { return m->n_vocab; }
+int mr_model_n_embd(const mr_model *m) { return m->n_embd; }
+int mr_model_n_layer(const mr_model *m) { return m->n_layer; }
+int mr_model_n_ctx_train(const mr_model *m) { return m->n_ctx_train; }
+int mr_model_n_threads(const mr_model *m) { return m->params.n_threads; }
+mr_tokenizer *mr_model_tokenizer(const mr_model *m) { return m->tok; }
+
+const char *mr_model_meta_str_internal(const mr_model *m, const char *key) {
+    const mr_gguf_kv *kv = mr_gguf_find_kv(m->gguf, key);
+    return kv && kv->type == MR_GGUF_STRING ? kv->v.str : NULL;
+}
+const char *mr_model_meta_str(const mr_model *m, const char *key) { return mr_model_meta_str_internal(m, key); }
+
+/* ---- sessions ---- */
+
+mr_session *mr_session_new(mr_model *m, int n_ctx) {
+    if (n_ctx <= 0) n_ctx = m->params.n_ctx;
+    mr_session *s = calloc(1, sizeof *s);
+    if (!s) { mr_set_error("session: out of memory"); return NULL; }
+    s->m = m;
+    s->n_ctx = n_ctx;
+    s->st = m->arch->state_new(m, n_ctx);
+    if (!s->st) { free(s); return NULL; }
+    return s;
+}
+
+void mr_session_free(mr_session *s) {
+    if (!s) return;
+    s->m->arch->state_free(s->m, s->st);
+    free(s);
+}
+
+void mr_session_reset(mr_session *s) {
+    s->m->arch->state_reset(s->m, s->st);
+    s->n_past = 0;
+}
+
+int mr_session_n_past(const mr_session *s) { return s->n_past; }
+int mr_session_n_ctx(const mr_session *s) { return s->n_ctx; }
+
+int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, int all_logits) {
+    if (n <= 0) { mr_set_error("eval: no tokens"); return -1; }
+    if (s->n_past + n > s->n_ctx) {
+        mr_set_error("eval: %d + %d tokens exceed the context of %d", s->n_past, n, s->n_ctx);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->m->n_vocab) {
+            mr_set_error("eval: token id %d out of range [0, %d)", tokens[i], s->m->n_vocab);
+            return -1;
+        }
+    if (s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits)) return -1;
+    s->n_past += n;
+    return 0;
+}
+
+/* ---- hyperparameters ---- */
+
+static const mr_gguf_kv *hp_find(mr_model *m, const char *suffix, char *key, size_t klen) {
+    snprintf(key, klen, "%s.%s", m->arch_name, suffix);
+    return mr_gguf_find_kv(m->gguf, key);
+}
+
+int mr_model_hp_u32(mr_model *m, const char *suffix, int required, uint32_t def, uint32_t *out) {
+    char key[256];
+    if (!hp_find(m, suffix, key, sizeof key)) {
+        if (required) { mr_set_error("%s: missing metadata key %s", m->path, key); return -1; }
+        *out = def;
+        return 0;
+    }
+    return mr_gguf_get_u32(m->gguf, key, out);
+}
+
+int mr_model_hp_f32(mr_model *m, const char *suffix, int required, float def, float *out) {
+    char key[256];
+    if (!hp_find(m, suffix, key, sizeof key)) {
+        if (required) { mr_set_error("%s: missing metadata key %s", m->path, key); return -1; }
+        *out = def;
+        return 0;
+    }
+    return mr_gguf_get_f32(m->gguf, key, out);
+}
+
+int mr_model_hp_bool(mr_model *m, const char *suffix, int required, int def, int *out) {
+    char key[256];
+    if (!hp_find(m, suffix, key, sizeof key)) {
+        if (required) { mr_set_error("%s: missing metadata key %s", m->path, key); return -1; }
+        *out = def;
+        return 0;
+    }
+    return mr_gguf_get_bool(m->gguf, key, out);
+}
+
+int mr_model_hp_u32_layers(mr_model *m, const char *suffix, int required, uint32_t def, uint32_t *out, int n_layer) {
+    char key[256];
+    const mr_gguf_kv *kv = hp_find(m, suffix, key, sizeof key);
+    if (!kv) {
+        if (required) { mr_set_error("%s: missing metadata key %s", m->path, key); return -1; }
+        for (int i = 0; i < n_layer; i++) out[i] = def;
+        return 0;
+    }
+    if (kv->type != MR_GGUF_ARRAY) {
+        uint32_t v;
+        if (mr_gguf_get_u32(m->gguf, key, &v)) return -1;
+        for (int i = 0; i < n_layer; i++) out[i] = v;
+        return 0;
+    }
+    if (kv->n != (uint64_t)n_layer) {
+        mr_set_error("%s: %s has %llu values, expected %d (one per layer)", m->path, key, (unsigned long long)kv->n, n_layer);
+        return -1;
+    }
+    for (int i = 0; i < n_layer; i++) {
+        int64_t v;
+        switch (kv->arr_type) {
+        case MR_GGUF_U8: v = ((const uint8_t *)kv->arr)[i]; break;
+        case MR_GGUF_I8: v = ((const int8_t *)kv->arr)[i]; break;
+        case MR_GGUF_U16: v = ((const uint16_t *)kv->arr)[i]; break;
+        case MR_GGUF_I16: v = ((const int16_t *)kv->arr)[i]; break;
+        case MR_GGUF_U32: v = ((const uint32_t *)kv->arr)[i]; break;
+        case MR_GGUF_I32: v = ((const int32_t *)kv->arr)[i]; break;
+        case MR_GGUF_U64: v = (int64_t)((const uint64_t *)kv->arr)[i]; break;
+        case MR_GGUF_I64: v = ((const int64_t *)kv->arr)[i]; break;
+        default: mr_set_error("%s: %s is an array of %s, expected integers", m->path, key, mr_gguf_vtype_name(kv->arr_type)); return -1;
+        }
+        if (v < 0 || v > (int64_t)UINT32_MAX) { mr_set_error("%s: %s[%d] = %lld out of range", m->path, key, i, (long long)v); return -1; }
+        out[i] = (uint32_t)v;
+    }
+    return 0;
+}
+
+/* ---- tensors ---- */
+
+static void shape_str(char *buf, size_t len, int n_dims, const int64_t *shape) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, len - o, "[");
+    for (int i = 0; i < n_dims && o < len; i++)
+        o += (size_t)(shape[i] < 0 ? snprintf(buf + o, len - o, "%s*", i ? ", " : "")
+                                   : snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)shape[i]));
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+const mr_gguf_tensor *mr_model_tensor(mr_model *m, int required, int n_dims, const int64_t *shape, const char *fmt, ...) {
+    char name[256], want[128], got[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    shape_str(want, sizeof want, n_dims, shape);
+    const mr_gguf_tensor *t = mr_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (required) {
+            mr_set_error("%s: missing tensor '%s' (expected shape %s)", m->path, name, want);
+            m->load_err = 1;
+        }
+        return NULL;
+    }
+    int ok = 1;
+    for (int i = 0; i < MR_GGUF_MAX_DIMS; i++) {
+        int64_t e = i < n_dims ? shape[i] : 1;
+        if (e >= 0 && t->ne[i] != e) ok = 0;
+    }
+    if (!ok) {
+        shape_str(got, sizeof got, t->n_dims > n_dims ? t->n_dims : n_dims, t->ne);
+        mr_set_error("%s: tensor '%s' has shape %s, expected %s", m->path, name, got, want);
+        m->load_err = 1;
+        return NULL;
+    }
+    if (!mr_type_get(t->type)) {
+        mr_set_error("%s: tensor '%s' has unsupported type %d", m->path, name, t->type);
+        m->load_err = 1;
+        return NULL;
+    }
+    return t;
+}
+
+const float *mr_model_f32(mr_model *m, const mr_gguf_tensor *t) {
+    if (!t) return NULL;
+    if (t->type == MR_TYPE_F32) return (const float *)t->data;
+    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    const mr_type_traits *tt = mr_type_get(t->type);
+    if (!tt || !tt->to_float || n % tt->block_size) {
+        mr_set_error("%s: tensor '%s' of type %s cannot be read as floats", m->path, t->name, mr_type_name(t->type));
+        m->load_err = 1;
+        return NULL;
+    }
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? m->cap_owned * 2 : 32;
+        void **o = realloc(m->owned, sizeof(void *) * (size_t)cap);
+        if (!o) goto oom;
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    float *f = malloc(sizeof(float) * (size_t)n);
+    if (!f) goto oom;
+    tt->to_float(t->data, f, n);
+    m->owned[m->n_owned++] = f;
+    return f;
+oom:
+    mr_set_error("model: out of memory");
+    m->load_err = 1;
+    return NULL;
+}
+
+int mr_model_matmul(mr_model *m, const mr_weight *w, const float *X, int64_t ncols, float *Y) {
+    return mr_matmul(m->pool, w->data, w->type, w->rows, w->cols, X, ncols, Y);
+}
+
+int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out) {
+    if (row < 0 || row >= t->ne[1]) { mr_set_error("tensor %s: row %lld out of range", t->name, (long long)row); return -1; }
+    size_t rs = mr_row_size(t->type, t->ne[0]);
+    const mr_type_traits *tt = mr_type_get(t->type);
+    const uint8_t *src = (const uint8_t *)t->data + rs * (size_t)row;
+    if (t->type == MR_TYPE_F32) { memcpy(out, src, sizeof(float) * (size_t)t->ne[0]); return 0; }
+    if (!rs || !tt || !tt->to_float) { mr_set_error("tensor %s: cannot dequantize type %s", t->name, mr_type_name(t->type)); return -1; }
+    tt->to_float(src, out, t->ne[0]);
+    return 0;
+}
+
+int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers) {
+    free(m->exp_layers);
+    m->exp_layers = malloc(sizeof(mr_pager_layer) * (size_t)m->n_layer);
+    if (!m->exp_layers) { mr_set_error("model: out of memory"); return -1; }
+    memcpy(m->exp_layers, layers, sizeof(mr_pager_layer) * (size_t)m->n_layer);
+    m->pager = mr_pager_create(m->gguf, m->exp_layers, m->n_layer, m->params.ram_budget);
+    return m->pager ? 0 : -1;
+}
+
+/* ---- debug taps ---- */
+
+static int dump_selected(const char *list, const char *name) {
+    if (!strcmp(list, "all")) return 1;
+    size_t nl = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == nl && !strncmp(p, name, l)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+void mr_model_dump(const mr_model *m, const char *name, int il, const float *x, int64_t ne0, int64_t ne1) {
+    if (!mr_model_dumping(m) || !dump_selected(m->params.dump, name)) return;
+    double sum = 0, sq = 0;
+    float mn = INFINITY, mx = -INFINITY;
+    for (int64_t i = 0; i < ne0 * ne1; i++) {
+        sum += x[i]; sq += (double)x[i] * x[i];
+        if (x[i] < mn) mn = x[i];
+        if (x[i] > mx) mx = x[i];
+    }
+    char tag[160];
+    if (il >= 0) snprintf(tag, sizeof tag, "%s-%d", name, il); else snprintf(tag, sizeof tag, "%s", name);
+    fprintf(stderr, "dump %s [%lld x %lld]: sum %.6g rms %.6g min %.6g max %.6g |", tag, (long long)ne0, (long long)ne1,
+            sum, (ne0 * ne1 > 0) ? sqrt(sq / (double)(ne0 * ne1)) : 0.0, mn, mx);
+    for (int64_t i = 0; i < ne0 && i < m->params.dump_n; i++) fprintf(stderr, " %.6g", x[i]);
+    fprintf(stderr, "\n");
+}

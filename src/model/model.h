@@ -1,0 +1,113 @@
+/* Internal model framework: one struct mr_model per loaded GGUF, one struct mr_arch per architecture.
+ *
+ * An architecture file (src/model/arch_NAME.c) defines `const struct mr_arch mr_arch_NAME` and is listed
+ * in the table in model.c. Loading: model.c opens the GGUF, creates the thread pool, picks the arch by
+ * `general.architecture`, and calls arch->load(m), which reads hyperparameters (mr_model_hp_* helpers,
+ * keys "ARCH.suffix" with the reference's defaults), looks up tensors (mr_model_tensor: checks type and
+ * shape and names the tensor in the error), fills m->n_vocab / n_embd / n_layer and stores its own
+ * state in m->priv. If the arch has routed experts it calls mr_model_init_pager() with its
+ * ffn_{gate,up,down}_exps tensors: routed experts are then obtained ONLY through m->pager
+ * (mr_pager_prefetch / get / release, see moe.h which does that for you).
+ *
+ * A session owns one arch state (state_new(m, n_ctx): KV cache etc. for n_ctx positions).
+ * eval(m, st, tok, n, pos0, logits, all_logits) appends tokens tok[0..n) at positions pos0.. pos0+n-1
+ * (pos0 = number of tokens already in the state; n == 1 is the decode path, n > 1 a prefill batch,
+ * which may also follow earlier tokens) and writes logits:
+ *   all_logits != 0: logits[i * n_vocab + v] for every i in [0, n)
+ *   all_logits == 0: logits[v] for the last token only
+ * logits may be NULL (nothing written). Returns 0, or -1 with mr_set_error(). On failure the state is
+ * unspecified until state_reset.
+ *
+ * Threads: m->pool (mr_pool_run; also handed to mr_matmul). Weights: mr_model_matmul(). */
+#ifndef MR_MODEL_H
+#define MR_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "moerun.h"
+#include "base/base.h"
+#include "base/pool.h"
+#include "gguf/gguf.h"
+#include "pager/pager.h"
+#include "quant/quant.h"
+
+struct mr_arch {
+    const char *name;                                   /* general.architecture */
+    int (*load)(mr_model *m);                           /* hparams + tensors; sets n_vocab etc., m->priv */
+    void (*free)(mr_model *m);                          /* frees m->priv (pager/gguf/pool are freed by model.c) */
+    void *(*state_new)(mr_model *m, int n_ctx);         /* per-session state for n_ctx positions */
+    void (*state_free)(mr_model *m, void *st);
+    void (*state_reset)(mr_model *m, void *st);         /* forget all positions */
+    int (*eval)(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
+};
+
+struct mr_model {
+    const struct mr_arch *arch;
+    mr_model_params params;     /* as given, with n_threads resolved (>= 1) */
+    char *path;
+    char arch_name[64];
+    mr_gguf *gguf;
+    mr_pool *pool;
+    mr_pager *pager;            /* NULL until mr_model_init_pager (dense models never create one) */
+    mr_pager_layer *exp_layers; /* [n_layer] routed-expert tensors given to mr_model_init_pager */
+    mr_tokenizer *tok;          /* NULL if the GGUF has no usable tokenizer */
+    /* filled by arch->load */
+    int n_vocab, n_embd, n_layer, n_ctx_train;
+    void *priv;                 /* arch-private */
+    int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
+    /* floats converted from F16/BF16 1-D tensors by mr_model_f32 (freed with the model) */
+    void **owned; int n_owned, cap_owned;
+};
+
+/* ---- hyperparameters: key is "<arch>.<suffix>" ---- */
+/* Return 0 and *out = value (or def if absent and !required); -1 with an error naming the key. */
+int mr_model_hp_u32(mr_model *m, const char *suffix, int required, uint32_t def, uint32_t *out);
+int mr_model_hp_f32(mr_model *m, const char *suffix, int required, float def, float *out);
+int mr_model_hp_bool(mr_model *m, const char *suffix, int required, int def, int *out);
+/* A key that is either a scalar or a per-layer array (like ggml's get_key_or_arr): out[n_layer]. */
+int mr_model_hp_u32_layers(mr_model *m, const char *suffix, int required, uint32_t def, uint32_t *out, int n_layer);
+/* string (NULL if absent); key is used as given (no arch prefix) */
+const char *mr_model_meta_str_internal(const mr_model *m, const char *key);
+
+/* ---- tensors ---- */
+/* Look up a tensor by printf-style name and check its shape: ne[i] for i < n_dims must equal
+ * shape[i] (a shape value < 0 means "any"); dims from n_dims on must be 1.
+ * Missing and required: NULL, error "model: missing tensor 'blk.3.attn_q.weight' (expected shape
+ * [256, 256])" and m->load_err = 1. Missing and optional: NULL, no error. Wrong shape or a type
+ * with no kernels: NULL, error, m->load_err = 1. So a loader can look everything up and then test
+ * m->load_err once. */
+const mr_gguf_tensor *mr_model_tensor(mr_model *m, int required, int n_dims, const int64_t *shape,
+                                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* 1-D float view of a small tensor (norm weights, biases): F32 data directly, F16/BF16 converted once
+ * into a buffer owned by the model. NULL + error for other types. */
+const float *mr_model_f32(mr_model *m, const mr_gguf_tensor *t);
+
+/* A weight matrix: rows x cols, row-major in `type` (ggml ne = {cols, rows}). */
+typedef struct {
+    const void *data;
+    int type;
+    int64_t rows, cols;
+    const char *name;
+} mr_weight;
+static inline mr_weight mr_weight_of(const mr_gguf_tensor *t) {
+    mr_weight w = {0};
+    if (t) { w.data = t->data; w.type = t->type; w.cols = t->ne[0]; w.rows = t->ne[1]; w.name = t->name; }
+    return w;
+}
+/* Y[j][0..rows) = W X[j] for j < ncols (X columns of cols floats). Uses the model's pool. */
+int mr_model_matmul(mr_model *m, const mr_weight *w, const float *X, int64_t ncols, float *Y);
+/* Row `row` of a (possibly quantized) 2-D tensor as floats (embedding lookup): out[ne0]. */
+int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out);
+
+/* ---- routed experts ---- */
+/* layers[n_layer]: ffn_{gate,up,down}_exps per layer (NULL mats for non-MoE layers). Creates
+ * m->pager with m->params.ram_budget. */
+int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers);
+
+/* ---- debug taps ---- */
+/* If params.dump selects `name` ("all" or a comma-separated list of names), print to stderr
+ * "name-il [ne0 x ne1]: sum rms min max" and the first params.dump_n values of column 0.
+ * x holds ne1 columns of ne0 floats. il < 0 for tensors outside layers. */
+void mr_model_dump(const mr_model *m, const char *name, int il, const float *x, int64_t ne0, int64_t ne1);
+static inline int mr_model_dumping(const mr_model *m) { return m->params.dump && m->params.dump[0]; }
+
+#endif

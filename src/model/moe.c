@@ -1,0 +1,135 @@
+/* Routed mixture of experts: routing and grouped expert products (see moe.h). */
+#include "model/moe.h"
+#include "model/ops.h"
+#include "quant/matmul.h"
+
+#include <stdlib.h>
+
+int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
+                 int n, int32_t *sel, float *w) {
+    const int E = c->n_expert, K = c->n_used;
+    float *probs = malloc(sizeof(float) * (size_t)E * 2);
+    if (!probs) { mr_set_error("moe: out of memory"); return -1; }
+    float *score = probs + E;
+    for (int t = 0; t < n; t++) {
+        const float *l = logits + (int64_t)t * E;
+        switch (c->gating) {
+        case MR_GATING_SIGMOID: for (int e = 0; e < E; e++) probs[e] = mr_sigmoid(l[e]); break;
+        case MR_GATING_SQRT_SOFTPLUS: for (int e = 0; e < E; e++) probs[e] = sqrtf(mr_softplus(l[e])); break;
+        case MR_GATING_SOFTMAX_WEIGHT: memcpy(probs, l, sizeof(float) * (size_t)E); break;
+        default: mr_softmax(probs, l, E); break;
+        }
+        int32_t *s = sel + (int64_t)t * K;
+        float *wt = w + (int64_t)t * K;
+        if (sel_in) {
+            for (int j = 0; j < K; j++) {
+                int32_t e = sel_in[(int64_t)t * K + j];
+                if (e < 0 || e >= E) { free(probs); mr_set_error("moe: expert id %d out of range [0, %d)", e, E); return -1; }
+                s[j] = e;
+            }
+        } else {
+            for (int e = 0; e < E; e++) score[e] = sel_bias ? probs[e] + sel_bias[e] : probs[e];
+            /* top-K by descending score; equal scores keep the lower id first */
+            for (int j = 0; j < K; j++) {
+                int best = -1;
+                for (int e = 0; e < E; e++) {
+                    int taken = 0;
+                    for (int i = 0; i < j; i++) if (s[i] == e) { taken = 1; break; }
+                    if (taken) continue;
+                    if (best < 0 || score[e] > score[best]) best = e;
+                }
+                s[j] = best;
+            }
+        }
+        for (int j = 0; j < K; j++) wt[j] = probs[s[j]];
+        if (c->gating == MR_GATING_SOFTMAX_WEIGHT) mr_softmax(wt, wt, K);
+        if (c->norm_w) {
+            float sum = 0.0f;
+            for (int j = 0; j < K; j++) sum += wt[j];
+            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+            for (int j = 0; j < K; j++) wt[j] /= sum;
+        }
+        if (c->w_scale != 0.0f && c->w_scale != 1.0f)
+            for (int j = 0; j < K; j++) wt[j] *= c->w_scale;
+    }
+    free(probs);
+    return 0;
+}
+
+int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
+                   const int32_t *sel, const float *w, float *out) {
+    const int E = c->n_expert, K = c->n_used;
+    if (!m->pager || !m->exp_layers || layer < 0 || layer >= m->n_layer) {
+        mr_set_error("moe: layer %d has no routed experts (pager not initialised)", layer);
+        return -1;
+    }
+    const mr_pager_layer *pl = &m->exp_layers[layer];
+    const mr_gguf_tensor *tg = pl->mat[MR_PAGER_GATE], *tu = pl->mat[MR_PAGER_UP], *td = pl->mat[MR_PAGER_DOWN];
+    if (!tu || !td) { mr_set_error("moe: layer %d lacks ffn_up_exps / ffn_down_exps", layer); return -1; }
+    const int64_t d = tu->ne[0], F = tu->ne[1];
+    int rc = -1, prefetched = 0;
+    int *count = calloc((size_t)E + 1, sizeof(int));
+    int *start = calloc((size_t)E + 1, sizeof(int));
+    int *ids = calloc((size_t)E + 1, sizeof(int));
+    int *list = malloc(sizeof(int) * (size_t)n * K);        /* (t*K + j) grouped by expert */
+    float *xs = malloc(sizeof(float) * (size_t)n * d);       /* gathered inputs of one expert */
+    float *g = malloc(sizeof(float) * (size_t)n * F);
+    float *u = malloc(sizeof(float) * (size_t)n * F);
+    float *y = malloc(sizeof(float) * (size_t)n * d);
+    float *slots = malloc(sizeof(float) * (size_t)n * K * d); /* per (token, slot) expert output */
+    if (!count || !start || !ids || !list || !xs || !g || !u || !y || !slots) { mr_set_error("moe: out of memory"); goto done; }
+
+    for (int i = 0; i < n * K; i++) {
+        if (sel[i] < 0 || sel[i] >= E) { mr_set_error("moe: expert id %d out of range", sel[i]); goto done; }
+        count[sel[i]]++;
+    }
+    int n_ids = 0;
+    for (int e = 0; e < E; e++) { start[e + 1] = start[e] + count[e]; if (count[e]) ids[n_ids++] = e; }
+    memset(count, 0, sizeof(int) * (size_t)E);
+    for (int i = 0; i < n * K; i++) list[start[sel[i]] + count[sel[i]]++] = i;
+
+    if (mr_pager_prefetch(m->pager, layer, ids, n_ids)) goto done;
+    prefetched = 1;
+    for (int ii = 0; ii < n_ids; ii++) {
+        const int e = ids[ii], cnt = count[e];
+        const int *li = list + start[e];
+        const void *ptr[MR_PAGER_MATS];
+        if (mr_pager_get(m->pager, layer, e, ptr)) goto done;
+        for (int r = 0; r < cnt; r++) memcpy(xs + (int64_t)r * d, x + (int64_t)(li[r] / K) * d, sizeof(float) * (size_t)d);
+        if (mr_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, u)) goto done;
+        if (tg && mr_matmul(m->pool, ptr[MR_PAGER_GATE], tg->type, F, d, xs, cnt, g)) goto done;
+        for (int r = 0; r < cnt; r++) {
+            float *gr = g + (int64_t)r * F, *ur = u + (int64_t)r * F;
+            const float wr = w[li[r]];
+            if (!tg) { for (int64_t i = 0; i < F; i++) ur[i] = mr_silu(ur[i]); }
+            else {
+                if (c->clamp > 1e-6f) {
+                    const float lim = c->clamp;
+                    for (int64_t i = 0; i < F; i++) {
+                        if (gr[i] > lim) gr[i] = lim;
+                        ur[i] = ur[i] < -lim ? -lim : (ur[i] > lim ? lim : ur[i]);
+                    }
+                }
+                mr_swiglu(ur, gr, ur, F);
+            }
+            if (c->weight_before_down) for (int64_t i = 0; i < F; i++) ur[i] *= wr;
+        }
+        if (mr_matmul(m->pool, ptr[MR_PAGER_DOWN], td->type, d, F, u, cnt, y)) goto done;
+        for (int r = 0; r < cnt; r++) {
+            float *dst = slots + (int64_t)li[r] * d;
+            const float *src = y + (int64_t)r * d;
+            if (c->weight_before_down) memcpy(dst, src, sizeof(float) * (size_t)d);
+            else { const float wr = w[li[r]]; for (int64_t i = 0; i < d; i++) dst[i] = src[i] * wr; }
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        float *o = out + (int64_t)t * d;
+        memcpy(o, slots + (int64_t)t * K * d, sizeof(float) * (size_t)d);
+        for (int j = 1; j < K; j++) mr_add(o, o, slots + ((int64_t)t * K + j) * d, d);
+    }
+    rc = 0;
+done:
+    if (prefetched) mr_pager_release(m->pager, layer);
+    free(count); free(start); free(ids); free(list); free(xs); free(g); free(u); free(y); free(slots);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* Routed mixture of experts (ggml build_moe_ffn semantics), shared by every MoE architecture.
+ *
+ * Routing, per token t (logits = ffn_gate_inp x_t, [n_expert]):
+ *   probs = softmax(logits) | sigmoid(logits) | sqrt(softplus(logits)) | logits (SOFTMAX_WEIGHT)
+ *   selection = probs + sel_bias (exp_probs_b, optional; affects only which experts are chosen)
+ *   sel = top n_used experts by selection, descending (or sel_in[t] when given: hash routing)
+ *   w[j] = probs[sel[j]]; SOFTMAX_WEIGHT: w = softmax(w over the n_used)
+ *   norm_w: w /= max(sum w, 6.103515625e-5);   w_scale not 0 or 1: w *= w_scale
+ * Experts (gate/up/down = ffn_{gate,up,down}_exps slice e; shapes gate, up {d, n_ff}, down {n_ff, d}):
+ *   g = gate_e x, u = up_e x; if clamp > 1e-6: g = min(g, clamp), u = clamp(u, -clamp, clamp)
+ *   h = silu(g) * u;  weight_before_down: h *= w[j], y_j = down_e h;  else y_j = (down_e h) * w[j]
+ *   out = ((y_0 + y_1) + y_2) + ...   (slot order, like the reference's chain of adds)
+ * Tokens routed to the same expert are gathered so each expert matrix is multiplied once per batch
+ * (mr_matmul with ncols = number of tokens routed there); the experts come from the model's pager. */
+#ifndef MR_MOE_H
+#define MR_MOE_H
+#include "model/model.h"
+
+enum { MR_GATING_SOFTMAX = 1, MR_GATING_SIGMOID = 2, MR_GATING_SQRT_SOFTPLUS = 3, MR_GATING_SOFTMAX_WEIGHT = 4 };
+
+typedef struct {
+    int n_expert, n_used;
+    int gating;              /* MR_GATING_* */
+    int norm_w;              /* renormalise the selected weights */
+    float w_scale;           /* 0 or 1 = none */
+    int weight_before_down;  /* deepseek4 */
+    float clamp;             /* SwiGLU clamp limit (0 = none) */
+} mr_moe_cfg;
+
+/* logits[n][n_expert] -> sel[n][n_used], w[n][n_used]. sel_bias[n_expert] or NULL.
+ * sel_in[n][n_used] (or NULL): use these experts instead of the top-k (their weights still come
+ * from probs). Returns -1 on a bad expert id in sel_in. */
+int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
+                 int n, int32_t *sel, float *w);
+
+/* out[n][d] = routed experts of layer `layer` applied to x[n][d] (see above). The expert tensors
+ * are the ones given to mr_model_init_pager for that layer. */
+int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
+                   const int32_t *sel, const float *w, float *out);
+#endif

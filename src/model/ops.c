@@ -1,0 +1,216 @@
+/* Shared math (see ops.h): RMSNorm, softmax, SwiGLU, RoPE, F16 rows, causal attention. */
+#include "model/ops.h"
+#include "base/base.h"
+
+#include <float.h>
+#include <stdlib.h>
+
+void mr_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    if (w) for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    else for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void mr_rms_norm_rows(float *y, const float *x, const float *w, int64_t n, int64_t rows, float eps) {
+    for (int64_t r = 0; r < rows; r++) mr_rms_norm(y + r * n, x + r * n, w, n, eps);
+}
+
+void mr_softmax(float *y, const float *x, int64_t n) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) if (x[i] > max) max = x[i];
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        float e = expf(x[i] - max);
+        y[i] = e;
+        sum += (double)e;
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+void mr_swiglu(float *y, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = mr_silu(g[i]) * u[i];
+}
+
+void mr_add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+/* ---- RoPE ---- */
+
+void mr_rope_params_init(mr_rope_params *rp, int mode, int n_dims) {
+    memset(rp, 0, sizeof *rp);
+    rp->mode = mode;
+    rp->n_dims = n_dims;
+    rp->n_ctx_orig = 0;
+    rp->freq_base = 10000.0f;
+    rp->freq_scale = 1.0f;
+    rp->ext_factor = 0.0f;
+    rp->attn_factor = 1.0f;
+    rp->beta_fast = 32.0f;
+    rp->beta_slow = 1.0f;
+}
+
+/* YaRN correction dims (ggml_rope_yarn_corr_dims) */
+static float rope_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+static void rope_corr_dims(const mr_rope_params *rp, float dims[2]) {
+    float start = floorf(rope_corr_dim(rp->n_dims, rp->n_ctx_orig, rp->beta_fast, rp->freq_base));
+    float end = ceilf(rope_corr_dim(rp->n_dims, rp->n_ctx_orig, rp->beta_slow, rp->freq_base));
+    dims[0] = start > 0 ? start : 0;
+    dims[1] = end < (float)(rp->n_dims - 1) ? end : (float)(rp->n_dims - 1);
+}
+
+static float rope_ramp(float low, float high, int i0) {
+    float d = high - low;
+    float y = ((float)(i0 / 2) - low) / (d > 0.001f ? d : 0.001f);
+    float c = y < 0 ? 0 : y;
+    return 1.0f - (c < 1 ? c : 1);
+}
+
+void mr_rope_cache(const mr_rope_params *rp, int64_t pos, float sin_sign, float *cache) {
+    const float theta_scale = powf(rp->freq_base, -2.0f / (float)rp->n_dims);
+    float corr[2] = {0, 0};
+    if (rp->ext_factor != 0.0f) rope_corr_dims(rp, corr);
+    float theta = (float)pos;
+    for (int i0 = 0; i0 < rp->n_dims; i0 += 2) {
+        const float ff = rp->freq_factors ? rp->freq_factors[i0 / 2] : 1.0f;
+        const float theta_extrap = theta / ff;
+        const float theta_interp = rp->freq_scale * theta_extrap;
+        float th = theta_interp, mscale = rp->attn_factor;
+        if (rp->ext_factor != 0.0f) {
+            float mix = rope_ramp(corr[0], corr[1], i0) * rp->ext_factor;
+            th = theta_interp * (1 - mix) + theta_extrap * mix;
+            mscale *= 1.0f + 0.1f * logf(1.0f / rp->freq_scale);
+        }
+        cache[i0] = cosf(th) * mscale;
+        cache[i0 + 1] = sinf(th) * mscale * sin_sign;
+        theta *= theta_scale;
+    }
+}
+
+void mr_rope_apply(const mr_rope_params *rp, const float *cache, float *x) {
+    const int nd = rp->n_dims;
+    if (rp->mode == MR_ROPE_NEOX) {
+        for (int i0 = 0; i0 < nd; i0 += 2) {
+            const float c = cache[i0], s = cache[i0 + 1];
+            float *p = x + i0 / 2;
+            const float x0 = p[0], x1 = p[nd / 2];
+            p[0] = x0 * c - x1 * s;
+            p[nd / 2] = x0 * s + x1 * c;
+        }
+    } else {
+        for (int i0 = 0; i0 < nd; i0 += 2) {
+            const float c = cache[i0], s = cache[i0 + 1];
+            const float x0 = x[i0], x1 = x[i0 + 1];
+            x[i0] = x0 * c - x1 * s;
+            x[i0 + 1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+void mr_rope(const mr_rope_params *rp, float *x, int n_head, int64_t head_stride, int64_t pos) {
+    float cache_small[512];
+    float *cache = rp->n_dims <= 512 ? cache_small : malloc(sizeof(float) * (size_t)rp->n_dims);
+    if (!cache) return; /* n_dims > 512 and out of memory: unreachable in practice */
+    mr_rope_cache(rp, pos, 1.0f, cache);
+    for (int h = 0; h < n_head; h++) mr_rope_apply(rp, cache, x + h * head_stride);
+    if (cache != cache_small) free(cache);
+}
+
+/* ---- F16 rows ---- */
+
+void mr_f32_to_f16_row(uint16_t *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = mr_fp32_to_fp16(x[i]);
+}
+
+void mr_f16_to_f32_row(float *y, const uint16_t *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = mr_fp16_to_fp32(x[i]);
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    const mr_attn_args *a;
+    float *scratch;        /* per thread: n_kv scores + head_dim q/accumulator */
+    int64_t scratch_per;
+} attn_job;
+
+static void attn_worker(void *arg, int ith, int nth) {
+    attn_job *j = arg;
+    const mr_attn_args *a = j->a;
+    const int hd = a->head_dim, gq = a->n_head / a->n_head_kv;
+    float *s = j->scratch + (int64_t)ith * j->scratch_per;
+    float *q = s + (a->pos0 + a->n_q);
+    float *acc = q + hd;
+    long lo, hi;
+    mr_split((long)a->n_q * a->n_head, ith, nth, &lo, &hi);
+    for (long w = lo; w < hi; w++) {
+        const int t = (int)(w / a->n_head), h = (int)(w % a->n_head), g = h / gq;
+        const int pos = a->pos0 + t;
+        int j0 = 0;
+        if (a->window > 0 && pos - a->window + 1 > 0) j0 = pos - a->window + 1;
+        const int nk = pos + 1 - j0;
+        const float *qs = a->Q + (int64_t)t * a->q_stride + (int64_t)h * hd;
+        /* q in the K dot's partner type (F16 for an F16 cache) */
+        if (a->kv_f16) for (int i = 0; i < hd; i++) q[i] = mr_round_f16(qs[i]);
+        else memcpy(q, qs, sizeof(float) * (size_t)hd);
+        float max = -INFINITY;
+        for (int jj = 0; jj < nk; jj++) {
+            const int64_t off = (int64_t)(j0 + jj) * a->kv_stride + (int64_t)g * hd;
+            float d = 0.0f;
+            if (a->kv_f16) {
+                const uint16_t *k = (const uint16_t *)a->K + off;
+                for (int i = 0; i < hd; i++) d += q[i] * mr_fp16_to_fp32(k[i]);
+            } else {
+                const float *k = (const float *)a->K + off;
+                for (int i = 0; i < hd; i++) d += q[i] * k[i];
+            }
+            d *= a->scale;
+            s[jj] = d;
+            if (d > max) max = d;
+        }
+        if (a->sinks && a->sinks[h] > max) max = a->sinks[h];
+        double sum = 0.0;
+        for (int jj = 0; jj < nk; jj++) {
+            float e = expf(s[jj] - max);
+            s[jj] = e;
+            sum += (double)e;
+        }
+        if (a->sinks) sum += (double)expf(a->sinks[h] - max);
+        const float inv = (float)(1.0 / sum);
+        for (int i = 0; i < hd; i++) acc[i] = 0.0f;
+        for (int jj = 0; jj < nk; jj++) {
+            float p = s[jj] * inv;
+            const int64_t off = (int64_t)(j0 + jj) * a->kv_stride + (int64_t)g * hd;
+            if (a->kv_f16) {
+                p = mr_round_f16(p); /* probabilities in V's partner type */
+                const uint16_t *v = (const uint16_t *)a->V + off;
+                for (int i = 0; i < hd; i++) acc[i] += p * mr_fp16_to_fp32(v[i]);
+            } else {
+                const float *v = (const float *)a->V + off;
+                for (int i = 0; i < hd; i++) acc[i] += p * v[i];
+            }
+        }
+        memcpy(a->out + (int64_t)t * a->out_stride + (int64_t)h * hd, acc, sizeof(float) * (size_t)hd);
+    }
+}
+
+int mr_attention(mr_pool *pool, const mr_attn_args *a) {
+    if (a->n_head_kv <= 0 || a->n_head % a->n_head_kv) {
+        mr_set_error("attention: %d heads not a multiple of %d KV heads", a->n_head, a->n_head_kv);
+        return -1;
+    }
+    int nth = pool ? mr_pool_size(pool) : 1;
+    attn_job j = {a, NULL, (int64_t)a->pos0 + a->n_q + 2 * (int64_t)a->head_dim + 16};
+    j.scratch = malloc(sizeof(float) * (size_t)(j.scratch_per * nth));
+    if (!j.scratch) { mr_set_error("attention: out of memory"); return -1; }
+    mr_pool_run(pool, attn_worker, &j);
+    free(j.scratch);
+    return 0;
+}
