@@ -92,13 +92,26 @@ int mr_gguf_writer_set_u64(mr_gguf_writer *w, const char *key, uint64_t v);
 int mr_gguf_writer_set_f32(mr_gguf_writer *w, const char *key, float v);
 int mr_gguf_writer_set_bool(mr_gguf_writer *w, const char *key, int v);
 int mr_gguf_writer_set_str(mr_gguf_writer *w, const char *key, const char *v);
-/* Generic: any scalar or array value (arrays of strings: data is const char *[n]). */
+/* Generic: any scalar or array value. Setting a key again replaces its value. Scalars: data points
+ * at one value of the type's C type (bool: uint8_t); string: data is the NUL-terminated string;
+ * arrays: n elements (strings: const char *[n]). general.alignment (u32) sets the data alignment. */
 int mr_gguf_writer_set_kv(mr_gguf_writer *w, const char *key, int type, int arr_type, uint64_t n,
                           const void *data);
 /* Tensor data is copied at write time from `data` (caller keeps it alive until mr_gguf_writer_write). */
 int mr_gguf_writer_add_tensor(mr_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
                               const void *data);
+/* Streaming tensor data for files larger than RAM: at write time `fill` is called with consecutive
+ * row ranges [row0, row0 + n_rows) (a row is ne[0] values, mr_row_size(type, ne[0]) bytes; there are
+ * ne[1]*ne[2]*ne[3] rows; each call covers about 8 MiB) and must store those rows' bytes in dst.
+ * Returns 0, or -1 (with mr_set_error) to abort the write. */
+typedef int (*mr_gguf_fill_fn)(void *user, const char *name, uint64_t row0, uint64_t n_rows, void *dst);
+int mr_gguf_writer_add_tensor_fn(mr_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
+                                 mr_gguf_fill_fn fill, void *user);
+/* Copy one metadata entry from a reader (e.g. to re-write a model with new tensors). */
+int mr_gguf_writer_copy_kv(mr_gguf_writer *w, const mr_gguf_kv *kv);
+int mr_gguf_writer_set_version(mr_gguf_writer *w, uint32_t version); /* 2 or 3 (default 3) */
 /* Write one file; if n_shards > 1, write PATH as NAME-0000i-of-0000N.gguf shards derived from
- * `path` (which must end in .gguf) with the first shard holding metadata only. */
+ * `path` (which must end in .gguf) with the first shard holding metadata only (and the split.* keys)
+ * and the tensors spread over the other shards by bytes. Each file is written to FILE.tmp, then renamed. */
 int mr_gguf_writer_write(mr_gguf_writer *w, const char *path, int n_shards);
 #endif
