@@ -1,0 +1,311 @@
+/* DeepSeek-V4 building blocks (see ds4_ops.h). Written from ../shared/specs/deepseek4.md. */
+#include "model/ds4_ops.h"
+#include "base/base.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- norms ---- */
+
+float ds4_rms_scale(const float *x, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+void ds4_rmsnorm(float *y, const float *x, int64_t n, float eps, const float *w) {
+    const float s = ds4_rms_scale(x, n, eps);
+    if (w) for (int64_t i = 0; i < n; i++) y[i] = (x[i] * s) * w[i];
+    else for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+}
+
+/* ---- hyper-connections ---- */
+
+static inline float ds4_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+void ds4_hc_split(const float *mix, const float scale[3], const float *base, int nh, int iters, float eps,
+                  float *pre, float *post, float *comb) {
+    for (int h = 0; h < nh; h++) pre[h] = ds4_sigmoid(mix[h] * scale[0] + base[h]) + eps;
+    for (int h = 0; h < nh; h++) post[h] = 2.0f / (1.0f + expf(-(mix[nh + h] * scale[1] + base[nh + h])));
+    /* c[a + b*nh]: a (fast) = output stream. Softmax over a for each b, then + eps. */
+    float *c = comb;
+    for (int b = 0; b < nh; b++) {
+        float mx = -INFINITY;
+        for (int a = 0; a < nh; a++) {
+            const int o = 2 * nh + a + b * nh;
+            c[a + b * nh] = mix[o] * scale[2] + base[o];
+            if (c[a + b * nh] > mx) mx = c[a + b * nh];
+        }
+        float sum = 0.0f;
+        for (int a = 0; a < nh; a++) { c[a + b * nh] = expf(c[a + b * nh] - mx); sum += c[a + b * nh]; }
+        const float inv = 1.0f / sum;
+        for (int a = 0; a < nh; a++) c[a + b * nh] = c[a + b * nh] * inv + eps;
+    }
+    /* normalise over b for each a */
+#define DS4_NORM_OVER_B() \
+    for (int a = 0; a < nh; a++) { \
+        float s = 0.0f; \
+        for (int b = 0; b < nh; b++) s += c[a + b * nh]; \
+        const float inv = 1.0f / (s + eps); \
+        for (int b = 0; b < nh; b++) c[a + b * nh] *= inv; \
+    }
+    DS4_NORM_OVER_B();
+    for (int it = 1; it < iters; it++) {
+        for (int b = 0; b < nh; b++) {
+            float s = 0.0f;
+            for (int a = 0; a < nh; a++) s += c[a + b * nh];
+            const float inv = 1.0f / (s + eps);
+            for (int a = 0; a < nh; a++) c[a + b * nh] *= inv;
+        }
+        DS4_NORM_OVER_B();
+    }
+#undef DS4_NORM_OVER_B
+}
+
+void ds4_hc_combine(float *y, const float *X, const float *w, int nh, int64_t d) {
+    for (int64_t i = 0; i < d; i++) {
+        float s = 0.0f;
+        for (int h = 0; h < nh; h++) s += w[h] * X[(int64_t)h * d + i];
+        y[i] = s;
+    }
+}
+
+void ds4_hc_expand(float *Xout, const float *X, const float *v, const float *post, const float *comb,
+                   int nh, int64_t d) {
+    for (int a = 0; a < nh; a++) {
+        float *o = Xout + (int64_t)a * d;
+        for (int64_t i = 0; i < d; i++) {
+            float acc = v[i] * post[a];
+            for (int b = 0; b < nh; b++) acc += comb[a + b * nh] * X[(int64_t)b * d + i];
+            o[i] = acc;
+        }
+    }
+}
+
+void ds4_hc_head_weights(float *w, const float *m, float scale, const float *base, int nh, float eps) {
+    for (int h = 0; h < nh; h++) w[h] = ds4_sigmoid(m[h] * scale + base[h]) + eps;
+}
+
+/* ---- RoPE ---- */
+
+static float ds4_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
+void ds4_rope_init(ds4_rope *r, int n_rot, int n_ctx_orig, float base, float freq_scale, float ext_factor,
+                   float attn_factor, float beta_fast, float beta_slow) {
+    r->n_rot = n_rot; r->n_ctx_orig = n_ctx_orig; r->base = base; r->freq_scale = freq_scale;
+    r->ext_factor = ext_factor; r->attn_factor = attn_factor; r->beta_fast = beta_fast; r->beta_slow = beta_slow;
+    r->theta_scale = powf(base, -2.0f / (float)n_rot);
+    const float start = floorf(ds4_corr_dim(n_rot, n_ctx_orig, beta_fast, base));
+    const float end = ceilf(ds4_corr_dim(n_rot, n_ctx_orig, beta_slow, base));
+    r->corr[0] = start > 0 ? start : 0;
+    r->corr[1] = end < (float)(n_rot - 1) ? end : (float)(n_rot - 1);
+}
+
+void ds4_rope_cache(const ds4_rope *r, int64_t pos, int inverse, float *cs) {
+    float theta = (float)pos;
+    for (int i = 0; i < r->n_rot / 2; i++) {
+        const float theta_extrap = theta;
+        const float theta_interp = r->freq_scale * theta_extrap;
+        float th = theta_interp, mscale = r->attn_factor;
+        if (r->ext_factor != 0.0f) {
+            /* ramp over the integer pair index (ggml: i0/2 with i0 the element index) */
+            const float y = ((float)i - r->corr[0]) / fmaxf(0.001f, r->corr[1] - r->corr[0]);
+            const float ramp_mix = (1 - fminf(1, fmaxf(0, y))) * r->ext_factor;
+            th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+            mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
+        }
+        cs[2 * i] = cosf(th) * mscale;
+        cs[2 * i + 1] = sinf(th) * mscale * (inverse ? -1.0f : 1.0f);
+        theta *= r->theta_scale;
+    }
+}
+
+void ds4_rope_tail(float *x, int n, int n_rot, const float *cs) {
+    float *t = x + (n - n_rot);
+    for (int i = 0; i < n_rot / 2; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float x0 = t[2 * i], x1 = t[2 * i + 1];
+        t[2 * i] = x0 * c - x1 * s;
+        t[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+/* ---- FP8 (E4M3FN) / FP4 (E2M1) simulation, Hadamard ----
+ * Both formats are "binary floats" with 3 (resp. 1) mantissa bits whose codes increase with the
+ * value and whose last code bit is the last mantissa bit, so the nearest value with ties to the
+ * even code is round-half-even of |v| on the grid 2^(E - mbits), E = max(floor(log2|v|), Emin). */
+
+float ds4_e4m3_round(float v) {
+    const float sign = v < 0.0f ? -1.0f : 1.0f;
+    const float ax = fminf(fabsf(v), 448.0f);
+    if (!(ax > 0.0f)) return sign * 0.0f;
+    int e;
+    frexpf(ax, &e);                      /* ax = f * 2^e, f in [0.5, 1) */
+    int E = e - 1;
+    if (E < -6) E = -6;                  /* subnormals: step 2^-9 */
+    const float m = rintf(ldexpf(ax, 3 - E)); /* round half to even (default rounding mode) */
+    return sign * ldexpf(m, E - 3);
+}
+
+void ds4_fp8_sim(float *x, int n, int n_rot) {
+    for (int off = 0; off + 64 <= n - n_rot; off += 64) {
+        float amax = 0.0f;
+        for (int i = 0; i < 64; i++) amax = fmaxf(amax, fabsf(x[off + i]));
+        amax = fmaxf(amax, 1.0e-4f);
+        const float scale = ldexpf(1.0f, (int)ceilf(log2f(amax / 448.0f)));
+        for (int i = 0; i < 64; i++) {
+            float v = x[off + i] / scale;
+            v = v > 448.0f ? 448.0f : (v < -448.0f ? -448.0f : v);
+            x[off + i] = ds4_e4m3_round(v) * scale;
+        }
+    }
+}
+
+float ds4_e2m1_round(float v) {
+    const float sign = v < 0.0f ? -1.0f : 1.0f;
+    const float ax = fminf(fabsf(v), 6.0f);
+    if (!(ax > 0.0f)) return sign * 0.0f;
+    int e;
+    frexpf(ax, &e);
+    int E = e - 1;
+    if (E < 0) E = 0;                    /* below 1: step 0.5 */
+    const float m = rintf(ldexpf(ax, 1 - E));
+    return sign * ldexpf(m, E - 1);
+}
+
+void ds4_fp4_sim(float *x, int n) {
+    for (int off = 0; off + 32 <= n; off += 32) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[off + i]));
+        amax = fmaxf(amax, 7.052966104933725e-38f);
+        const float scale = ldexpf(1.0f, (int)ceilf(log2f(amax / 6.0f)));
+        for (int i = 0; i < 32; i++) {
+            float v = x[off + i] / scale;
+            v = v > 6.0f ? 6.0f : (v < -6.0f ? -6.0f : v);
+            x[off + i] = ds4_e2m1_round(v) * scale;
+        }
+    }
+}
+
+int ds4_hadamard(float *x, int n) {
+    if (n <= 0 || (n & (n - 1))) return -1;
+    for (int h = 1; h < n; h <<= 1)
+        for (int b = 0; b < n; b += 2 * h)
+            for (int i = b; i < b + h; i++) {
+                const float u = x[i], v = x[i + h];
+                x[i] = u + v;
+                x[i + h] = u - v;
+            }
+    const float s = n == 128 ? 0.08838834764831845f : (float)(1.0 / sqrt((double)n));
+    for (int i = 0; i < n; i++) x[i] *= s;
+    return 0;
+}
+
+/* ---- compressor pooling ---- */
+
+void ds4_pool(float *out, const float *const *kv, const float *const *sc, int n, int64_t width) {
+    float p[256];
+    for (int64_t i = 0; i < width; i++) {
+        float mx = -INFINITY;
+        for (int j = 0; j < n; j++) if (sc[j][i] > mx) mx = sc[j][i];
+        double sum = 0.0;
+        for (int j = 0; j < n; j++) { p[j] = expf(sc[j][i] - mx); sum += (double)p[j]; }
+        const float inv = (float)(1.0 / sum);
+        double acc = 0.0;
+        for (int j = 0; j < n; j++) acc += (double)(kv[j][i] * (p[j] * inv));
+        out[i] = (float)acc;
+    }
+}
+
+/* ---- attention ---- */
+
+static inline float ds4_round_f16(float x) { return mr_fp16_to_fp32(mr_fp32_to_fp16(x)); }
+
+void ds4_attn_head(float *out, const float *q, const float *keys, int nk, int D, float kq_scale, float sink,
+                   int f16, float *scratch) {
+    float qr[1024];
+    const float *qq = q;
+    if (f16 && D <= 1024) { for (int i = 0; i < D; i++) qr[i] = ds4_round_f16(q[i]); qq = qr; }
+    float mx = sink;
+    for (int j = 0; j < nk; j++) {
+        const float *k = keys + (int64_t)j * D;
+        float s = 0.0f;
+        for (int i = 0; i < D; i++) s += qq[i] * k[i];
+        scratch[j] = s * kq_scale;
+        if (scratch[j] > mx) mx = scratch[j];
+    }
+    double sum = 0.0;
+    for (int j = 0; j < nk; j++) { scratch[j] = expf(scratch[j] - mx); sum += (double)scratch[j]; }
+    sum += (double)expf(sink - mx);
+    const float inv = (float)(1.0 / sum);
+    for (int j = 0; j < nk; j++) {
+        scratch[j] *= inv;
+        if (f16) scratch[j] = ds4_round_f16(scratch[j]);
+    }
+    memset(out, 0, (size_t)D * sizeof(float));
+    for (int j = 0; j < nk; j++) {
+        const float *k = keys + (int64_t)j * D, p = scratch[j];
+        if (p == 0.0f) continue;
+        for (int i = 0; i < D; i++) out[i] += p * k[i];
+    }
+}
+
+/* ---- MoE ---- */
+
+void ds4_swiglu(float *h, const float *g, const float *u, int64_t n, float lim) {
+    const int clamp = lim > 1e-6f;
+    for (int64_t i = 0; i < n; i++) {
+        float gv = g[i], uv = u[i];
+        if (clamp) {
+            gv = gv < lim ? gv : lim;
+            uv = uv < -lim ? -lim : (uv > lim ? lim : uv);
+        }
+        h[i] = gv / (1.0f + expf(-gv)) * uv;
+    }
+}
+
+void ds4_topk(const float *v, int n, int k, int *idx) {
+    /* selection by repeated insertion: n is small (experts, compressed rows up to a few thousand
+     * with k <= 512), so an O(n*k) insertion into a sorted prefix is fine */
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const float x = v[i];
+        if (m == k && !(x > v[idx[m - 1]])) continue;
+        int j = m < k ? m++ : k - 1;
+        while (j > 0 && x > v[idx[j - 1]]) { idx[j] = idx[j - 1]; j--; }
+        idx[j] = i;
+    }
+}
+
+int ds4_route(const float *logits, int E, int k, const float *bias, const int32_t *hash_ids, int norm,
+              float scale, int *sel, float *w, float *probs) {
+    float sbuf[1024], bbuf[1024];
+    float *s = probs ? probs : sbuf;
+    if (E > 1024) return -1;
+    for (int e = 0; e < E; e++) s[e] = sqrtf(ds4_softplus(logits[e]));
+    if (hash_ids) {
+        for (int j = 0; j < k; j++) {
+            if (hash_ids[j] < 0 || hash_ids[j] >= E) return -1;
+            sel[j] = hash_ids[j];
+        }
+    } else if (bias) {
+        for (int e = 0; e < E; e++) bbuf[e] = s[e] + bias[e];
+        ds4_topk(bbuf, E, k, sel);
+    } else {
+        ds4_topk(s, E, k, sel);
+    }
+    for (int j = 0; j < k; j++) w[j] = s[sel[j]];
+    if (norm) {
+        double sum = 0.0;
+        for (int j = 0; j < k; j++) sum += (double)w[j];
+        float fs = (float)sum;
+        if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
+        for (int j = 0; j < k; j++) w[j] = w[j] / fs;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+        for (int j = 0; j < k; j++) w[j] *= scale;
+    return 0;
+}

@@ -1,0 +1,88 @@
+/* DeepSeek-V4 (`deepseek4`) building blocks: the math that no other architecture uses, as
+ * self-contained functions on float arrays (no model, no threads). The section numbers refer to
+ * ../shared/specs/deepseek4.md; each function reproduces what the reference computes, including its
+ * float/double choices where they can matter (FP8 rounding is discontinuous, so its inputs should be
+ * computed the same way).
+ *
+ * Shapes: a "row" is a contiguous vector. Hyper-connection streams X are Nh rows of d floats
+ * (X[h*d + i]); the comb matrix is comb[a + b*Nh] with a = output stream, b = input stream. */
+#ifndef MR_DS4_OPS_H
+#define MR_DS4_OPS_H
+#include <math.h>
+#include <stdint.h>
+
+#define DS4_MAX_HC 16
+
+/* ---- norms (spec §0) ---- */
+/* 1/sqrtf(mean(x^2) + eps), squares summed in double like ggml's rms_norm */
+float ds4_rms_scale(const float *x, int64_t n, float eps);
+/* y = x * rms_scale(x) [* w]; y may equal x; w may be NULL */
+void ds4_rmsnorm(float *y, const float *x, int64_t n, float eps, const float *w);
+
+/* ---- hyper-connections (§3.1, §3.2) ---- */
+/* mix[(2+nh)*nh] -> pre[nh], post[nh], comb[nh*nh] (Sinkhorn-normalised). */
+void ds4_hc_split(const float *mix, const float scale[3], const float *base, int nh, int iters, float eps,
+                  float *pre, float *post, float *comb);
+/* y[i] = sum_h w[h] * X[h*d + i] */
+void ds4_hc_combine(float *y, const float *X, const float *w, int nh, int64_t d);
+/* Xout[a*d+i] = post[a]*v[i] + sum_b comb[a + b*nh] * X[b*d+i]; Xout must not alias X */
+void ds4_hc_expand(float *Xout, const float *X, const float *v, const float *post, const float *comb,
+                   int nh, int64_t d);
+/* HC head weights: w[h] = sigmoid(m[h]*scale + base[h]) + eps */
+void ds4_hc_head_weights(float *w, const float *m, float scale, const float *base, int nh, float eps);
+
+/* ---- RoPE on the last n_rot dims, adjacent pairs, optional YaRN (§3.4) ---- */
+typedef struct {
+    int n_rot;
+    int n_ctx_orig;
+    float base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
+    float theta_scale;      /* powf(base, -2/n_rot) */
+    float corr[2];          /* YaRN ramp ends (pair indices) */
+} ds4_rope;
+void ds4_rope_init(ds4_rope *r, int n_rot, int n_ctx_orig, float base, float freq_scale, float ext_factor,
+                   float attn_factor, float beta_fast, float beta_slow);
+/* cs[2i] = cos, cs[2i+1] = sin (negated if inverse) for pair i < n_rot/2 at position pos */
+void ds4_rope_cache(const ds4_rope *r, int64_t pos, int inverse, float *cs);
+/* rotate the last n_rot of the n values of x in place with a cache from ds4_rope_cache */
+void ds4_rope_tail(float *x, int n, int n_rot, const float *cs);
+
+/* ---- FP8 / FP4 simulation, Hadamard (§3.5, §8) ---- */
+/* nearest E4M3FN value of v (|v| clamped to 448), ties to the even code */
+float ds4_e4m3_round(float v);
+/* blocks of 64 over the first n - n_rot values (n - n_rot must be a multiple of 64) */
+void ds4_fp8_sim(float *x, int n, int n_rot);
+/* nearest E2M1 value of v (|v| clamped to 6), ties to the even code */
+float ds4_e2m1_round(float v);
+/* blocks of 32 (n must be a multiple of 32) */
+void ds4_fp4_sim(float *x, int n);
+/* in-place Walsh-Hadamard transform (n a power of two) scaled by 1/sqrt(n); -1 if n is not one */
+int ds4_hadamard(float *x, int n);
+
+/* ---- compressor pooling (§3.6) ---- */
+/* out[i] = sum_j softmax_j(sc[j][i]) * kv[j][i] for i < width, j < n (per-feature softmax).
+ * Entries with sc = -inf contribute nothing. */
+void ds4_pool(float *out, const float *const *kv, const float *const *sc, int n, int64_t width);
+
+/* ---- attention with a sink, one head (§3.7) ----
+ * keys: nk rows of D floats at keys + j*D (used as values too). f16: the keys are F16 values
+ * (an F16 cache), so q is rounded to F16 for the dot products and the probabilities are rounded to
+ * F16 before the value sum, like ggml's mul_mat with F16 K and V. scratch: nk floats. */
+void ds4_attn_head(float *out, const float *q, const float *keys, int nk, int D, float kq_scale, float sink,
+                   int f16, float *scratch);
+
+/* ---- MoE (§3.9) ---- */
+/* softplus with ggml's threshold: x > 20 ? x : log(1 + e^x) */
+static inline float ds4_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+/* silu(min(g, lim)) * clamp(u, -lim, lim) when lim > 1e-6, else silu(g) * u; h may alias g or u */
+void ds4_swiglu(float *h, const float *g, const float *u, int64_t n, float lim);
+/* Router. logits[E] -> sel[k] (expert ids, slot order) and w[k].
+ * hash_ids != NULL: take the ids from it (hash layers); else top-k of s + bias (bias may be NULL).
+ * s = sqrt(softplus(logits)); w = s[sel], renormalised if norm (floor 6.103515625e-5), times scale
+ * if scale is neither 0 nor 1. probs (optional) receives s. Returns -1 if a hash id is out of range. */
+int ds4_route(const float *logits, int E, int k, const float *bias, const int32_t *hash_ids, int norm,
+              float scale, int *sel, float *w, float *probs);
+
+/* top-k indices of v[n] by descending value (ties: lower index first); k <= n */
+void ds4_topk(const float *v, int n, int k, int *idx);
+
+#endif
