@@ -84,6 +84,17 @@ int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, si
 
 /* ---- expert pager (issue 6) ---- */
 
+/* Synthetic random-weight models of real shapes (moerun synth). */
+typedef struct {
+    const char *shape;   /* e.g. "qwen3-30b-a3b" (mr_synth_list prints them) */
+    const char *mix;     /* quant mix, e.g. "q4_0", "q4_k_m", "iq4_xs", "iq3s-mxfp4" */
+    int n_layers;        /* 0 = the shape's full depth */
+    float zipf;          /* routing skew (0 = none) */
+    uint64_t seed;
+} mr_synth_params;
+int mr_synth(const char *path, const mr_synth_params *p);
+void mr_synth_list(FILE *out);
+
 /* ---- measurement (issue 7) ---- */
 
 #ifdef __cplusplus
