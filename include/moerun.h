@@ -16,6 +16,11 @@ const char *mr_last_error(void);
 void mr_set_log_level(int level); /* 0 errors, 1 info (default), 2 debug */
 
 /* ---- files and formats (issue 2) ---- */
+/* Print a GGUF model (a single file or the first shard of a split model) to `out`: header, metadata
+ * (long arrays abbreviated, with their length), tensor table (name, type, dims, bytes, shard,
+ * offset), totals per type, and routed-expert bytes (ffn_{gate,up,down}_exps) vs the rest.
+ * -1 if the file is missing or malformed (mr_last_error() names the file and the problem). */
+int mr_inspect(const char *path, FILE *out);
 
 /* ---- kernels (issue 3) ---- */
 

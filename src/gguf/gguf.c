@@ -491,8 +491,9 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
                          nb, t->ne[0], tt->name, tt->block_size);
             goto fail;
         }
-        uint64_t row_bytes = (uint64_t)(t->ne[0] / tt->block_size) * tt->type_size;
-        if (!mr_mul_ok(row_bytes, nel / (uint64_t)t->ne[0], &t->nbytes)) {
+        uint64_t row_bytes;
+        if (!mr_mul_ok((uint64_t)(t->ne[0] / tt->block_size), tt->type_size, &row_bytes) ||
+            !mr_mul_ok(row_bytes, nel / (uint64_t)t->ne[0], &t->nbytes)) {
             mr_set_error("%s: tensor '%s': byte size overflows", sh->path, nb);
             goto fail;
         }

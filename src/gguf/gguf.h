@@ -82,6 +82,9 @@ uint64_t mr_gguf_n_tensors(const mr_gguf *g);
 const mr_gguf_tensor *mr_gguf_tensor_at(const mr_gguf *g, uint64_t i);
 const mr_gguf_tensor *mr_gguf_find_tensor(const mr_gguf *g, const char *name); /* NULL if absent */
 
+/* 1 if the tensor holds routed experts (ffn_{gate,up,down}_exps, ffn_gate_up_exps): what the pager pages. */
+int mr_gguf_is_routed_expert(const char *name);
+
 /* ---- writer ---- */
 typedef struct mr_gguf_writer mr_gguf_writer;
 mr_gguf_writer *mr_gguf_writer_new(void);

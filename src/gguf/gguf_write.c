@@ -214,9 +214,9 @@ static int add_tensor(mr_gguf_writer *w, const char *name, int type, int n_dims,
         mr_set_error("gguf writer: tensor '%s': row length %" PRId64 " not a multiple of %d", name, t.ne[0], tt->block_size);
         return -1;
     }
-    t.row_bytes = (uint64_t)(t.ne[0] / tt->block_size) * tt->type_size;
     t.n_rows = nel / (uint64_t)t.ne[0];
-    if (!mr_mul_ok(t.row_bytes, t.n_rows, &t.nbytes)) { mr_set_error("gguf writer: tensor '%s' too large", name); return -1; }
+    if (!mr_mul_ok((uint64_t)(t.ne[0] / tt->block_size), tt->type_size, &t.row_bytes) ||
+        !mr_mul_ok(t.row_bytes, t.n_rows, &t.nbytes)) { mr_set_error("gguf writer: tensor '%s' too large", name); return -1; }
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? 2 * w->cap_t : 64;
         wtensor *p = realloc(w->t, cap * sizeof *p);
