@@ -24,6 +24,32 @@ int mr_inspect(const char *path, FILE *out);
 
 /* ---- kernels (issue 3) ---- */
 
+/* Kernel instruction sets: 0 scalar, 1 avx2, 2 avx512 (names as MOERUN_ISA takes them). */
+const char *mr_kernel_isa_name(int isa);          /* NULL if out of range */
+int mr_kernel_isa_from_name(const char *name);    /* -1 if unknown */
+int mr_kernel_isa_available(int isa);             /* 1 if this CPU can run it */
+int mr_kernel_isa_current(void);                  /* the one in use (best, or MOERUN_ISA) */
+
+/* Checking one golden quant file (../shared/golden/quants/TYPE.bin): dequantization must be bit
+ * for bit ggml's; y = W x (x converted to the partner type, then the ISA's vec_dot, or the scalar
+ * reference where that ISA has no kernel) must be within MR_QUANT_CHECK_Y_TOL of ggml's y,
+ * relative to sum_i |w_i x_i| of the row. */
+#define MR_QUANT_CHECK_Y_TOL 1e-5
+typedef struct {
+    int type;                  /* ggml type id from the file, -1 if the header was unreadable */
+    char type_name[16];
+    int rows, cols, nx;
+    int isa;                   /* instruction set checked */
+    int isa_fallback;          /* 1: that ISA has no kernel for the type; the scalar one was used */
+    long dequant_mismatches;   /* dequantized values not bit-identical to ggml's */
+    double dequant_max_abs;    /* largest |ours - ggml| among them (inf for NaN) */
+    double y_max_rel;          /* largest |y - y_ggml| / sum_i |w_i x_i| */
+    int y_worst_row, y_worst_col;
+    int pass;                  /* dequant_mismatches == 0 && y_max_rel <= MR_QUANT_CHECK_Y_TOL */
+} mr_quant_check_result;
+/* 0 when the file was checked (see res->pass), -1 when it is unreadable or malformed. */
+int mr_quant_check_file(const char *path, int isa, mr_quant_check_result *res);
+
 /* ---- models, sessions, tokenizer, sampling (issues 4, 5) ---- */
 typedef struct mr_model mr_model;         /* a loaded GGUF model (weights mmapped), shareable by sessions */
 typedef struct mr_session mr_session;     /* one sequence: KV cache / arch state + position */
