@@ -35,6 +35,8 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
     const mr_type_traits *xt = mr_type_get(wt->vec_dot_type);
     size_t w_row = mr_row_size(wtype, cols), x_row = mr_row_size(wt->vec_dot_type, cols);
     if (!w_row || !x_row || !xt) { mr_set_error("matmul: row of %lld values does not fit type %s", (long long)cols, wt->name); return -1; }
+    if (wt->vec_dot_type != MR_TYPE_F32 && !xt->from_float) { mr_set_error("matmul: cannot convert activations to %s", xt->name); return -1; }
+    if (rows <= 0 || ncols <= 0) return 0;
     uint8_t *xq = NULL;
     const uint8_t *xs = (const uint8_t *)X;
     if (wt->vec_dot_type != MR_TYPE_F32) {
