@@ -128,6 +128,30 @@ void mr_synth_list(FILE *out);
 
 /* ---- measurement (issue 7) ---- */
 
+/* Per-operator profiler (forward passes bracket operators; see src/base/prof.h). */
+void mr_profile_enable(int on);
+void mr_profile_reset(void);
+void mr_profile_eval_time(int phase, double sec); /* wall time of evals (phase 0 prefill, 1 decode) */
+void mr_profile_report(FILE *out);                /* per phase: calls/token, ms/token, share */
+
+/* Perplexity with llama-perplexity semantics: the tokens are cut into chunks of n_ctx; the first token
+ * of each chunk is replaced by BOS (if bos >= 0); the second half of each chunk is scored (logits of
+ * positions n_ctx/2 .. n_ctx-2 predict the next token). Optionally saves the scored rows' logits
+ * (save_path) or compares them with a saved baseline (kl_base_path): mean/max KL, top-1 agreement,
+ * baseline PPL. progress (may be NULL) is called after each chunk. */
+typedef struct {
+    int n_chunks;               /* chunks scored */
+    int n_scored;               /* tokens scored */
+    double ppl, ppl_err;        /* perplexity and its standard error (as llama-perplexity reports) */
+    double nll;                 /* mean negative log-likelihood */
+    int has_kl;                 /* the fields below are set when a baseline was given */
+    double kl_mean, kl_max, kl_median, kl_p99, top1_frac, base_ppl;
+} mr_ppl_result;
+typedef void (*mr_ppl_progress_fn)(void *user, int chunk, int n_chunks, double ppl_so_far);
+int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, int max_chunks, int32_t bos,
+                  const char *save_path, const char *kl_base_path, mr_ppl_progress_fn progress, void *user,
+                  mr_ppl_result *res);
+
 #ifdef __cplusplus
 }
 #endif

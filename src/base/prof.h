@@ -1,0 +1,16 @@
+/* Per-operator profiler: forward passes bracket their operators with MR_PROF_BEGIN/END (main thread
+ * only; worker time is inside the bracket). Totals are kept per phase (prefill vs decode) together
+ * with the number of tokens, so the report can give ms/token. Off unless mr_profile_enable(1). */
+#ifndef MR_PROF_H
+#define MR_PROF_H
+#include <stdint.h>
+#include "base/base.h"
+
+extern int mr_prof_on;
+void mr_prof_add(const char *op, double sec);      /* op must be a string literal */
+void mr_prof_tokens(int phase, int n_tokens);      /* phase 0 prefill, 1 decode: tokens evaluated */
+void mr_prof_set_phase(int phase);
+
+#define MR_PROF_BEGIN(t) double t = mr_prof_on ? mr_now() : 0.0
+#define MR_PROF_END(t, op) do { if (mr_prof_on) mr_prof_add(op, mr_now() - (t)); } while (0)
+#endif

@@ -1,0 +1,155 @@
+/* moerun bench: prompt-processing (pp) and generation (tg) speed, like llama-bench. */
+#include "cli.h"
+#include "moerun.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void bench_usage(FILE *f) {
+    fprintf(f,
+            "usage: moerun bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--depth D] [--ram-budget SIZE]\n"
+            "                    [-o md|csv|json] [--profile]\n\n"
+            "Measures prompt processing (pp: N tokens in one batch) and text generation (tg: N tokens one\n"
+            "at a time) in tokens/second, mean +- stddev over repetitions. Token ids are pseudo-random.\n"
+            "  -p N             prompt length for the pp test (default 512; 0 skips it)\n"
+            "  -n N             tokens generated in the tg test (default 128; 0 skips it)\n"
+            "  -r N             repetitions (default 3)\n"
+            "  -t N             threads (default: physical cores)\n"
+            "  --depth D        run each test after D tokens already in the context (default 0)\n"
+            "  --ram-budget S   RAM for routed experts, e.g. 8G, 512M (default: no paging)\n"
+            "  -o FMT           output format: md (default), csv, json\n"
+            "  --profile        print the per-operator time table after the runs\n");
+}
+
+typedef struct { const char *name; int n; double mean, sd; } bench_row;
+
+static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, double *tps) {
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(depth + n + 1));
+    if (!tok) { fprintf(stderr, "error: out of memory\n"); return -1; }
+    unsigned x = 12345;
+    for (int i = 0; i < depth + n; i++) { x = x * 1103515245u + 12345u; tok[i] = (int32_t)((x >> 8) % (unsigned)n_vocab); }
+    tok[0] = 1 % n_vocab;
+    mr_session_reset(s);
+    int rc = 0;
+    if (depth > 0 && mr_session_eval(s, tok, depth, NULL, 0) != 0) rc = -1;
+    double t0 = now_sec();
+    if (rc == 0) {
+        if (is_pp) {
+            rc = mr_session_eval(s, tok + depth, n, NULL, 0);
+            mr_profile_eval_time(0, now_sec() - t0);
+        } else {
+            for (int i = 0; i < n && rc == 0; i++) rc = mr_session_eval(s, tok + depth + i, 1, NULL, 0);
+            mr_profile_eval_time(1, now_sec() - t0);
+        }
+    }
+    double dt = now_sec() - t0;
+    free(tok);
+    if (rc != 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return -1; }
+    *tps = n / dt;
+    return 0;
+}
+
+static int cmd_bench(int argc, char **argv) {
+    const char *model = NULL, *fmt = "md";
+    int pp = 512, tg = 128, reps = 3, threads = 0, depth = 0, profile = 0;
+    unsigned long long budget = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
+        if (!strcmp(a, "--profile")) { profile = 1; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun bench --help)\n", a); return 1; }
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m")) model = v;
+        else if (!strcmp(a, "-p")) pp = atoi(v);
+        else if (!strcmp(a, "-n")) tg = atoi(v);
+        else if (!strcmp(a, "-r")) reps = atoi(v);
+        else if (!strcmp(a, "-t")) threads = atoi(v);
+        else if (!strcmp(a, "--depth")) depth = atoi(v);
+        else if (!strcmp(a, "-o")) fmt = v;
+        else if (!strcmp(a, "--ram-budget")) {
+            if (mr_cli_parse_size(v, &budget) != 0) { fprintf(stderr, "error: bad --ram-budget '%s'\n", v); return 1; }
+        } else { fprintf(stderr, "error: unknown option %s (see moerun bench --help)\n", a); return 1; }
+    }
+    if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun bench --help)\n"); return 1; }
+    if (pp < 0 || tg < 0 || reps < 1 || depth < 0 || threads < 0) { fprintf(stderr, "error: bad numeric option\n"); return 1; }
+    if (strcmp(fmt, "md") && strcmp(fmt, "csv") && strcmp(fmt, "json")) {
+        fprintf(stderr, "error: -o must be md, csv or json\n");
+        return 1;
+    }
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = threads;
+    mp.ram_budget = budget;
+    int n_ctx = depth + (pp > tg ? pp : tg) + 1;
+    mp.n_ctx = n_ctx;
+    double t0 = now_sec();
+    mr_model *m = mr_model_load(model, &mp);
+    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
+    fprintf(stderr, "loaded %s in %.2f s\n", model, now_sec() - t0);
+    mr_session *s = mr_session_new(m, n_ctx);
+    if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
+    if (profile) { mr_profile_reset(); mr_profile_enable(1); }
+    bench_row rows[2];
+    int nrows = 0, rc = 0;
+    for (int t = 0; t < 2 && rc == 0; t++) {
+        int n = t == 0 ? pp : tg;
+        if (n == 0) continue;
+        double sum = 0, sum2 = 0;
+        for (int r = 0; r < reps && rc == 0; r++) {
+            double tps = 0;
+            if (bench_run(s, mr_model_n_vocab(m), depth, n, t == 0, &tps) != 0) rc = 1;
+            sum += tps;
+            sum2 += tps * tps;
+        }
+        bench_row *br = &rows[nrows++];
+        br->name = t == 0 ? "pp" : "tg";
+        br->n = n;
+        br->mean = sum / reps;
+        br->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / reps) / (reps - 1))) : 0;
+    }
+    if (rc == 0) {
+        struct stat st;
+        double gib = stat(model, &st) == 0 ? (double)st.st_size / (1024.0 * 1024 * 1024) : 0;
+        const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+        int nt = mr_model_n_threads(m);
+        if (!strcmp(fmt, "md")) {
+            printf("| model | arch | size | threads | test | t/s |\n|---|---|---:|---:|---:|---:|\n");
+            for (int i = 0; i < nrows; i++) {
+                char test[48];
+                if (depth) snprintf(test, sizeof test, "%s%d @ d%d", rows[i].name, rows[i].n, depth);
+                else snprintf(test, sizeof test, "%s%d", rows[i].name, rows[i].n);
+                printf("| %s | %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", base, mr_model_arch(m), gib, nt, test,
+                       rows[i].mean, rows[i].sd);
+            }
+        } else if (!strcmp(fmt, "csv")) {
+            printf("model,arch,size_gib,threads,test,n,depth,tps_mean,tps_sd\n");
+            for (int i = 0; i < nrows; i++)
+                printf("%s,%s,%.4f,%d,%s,%d,%d,%.4f,%.4f\n", base, mr_model_arch(m), gib, nt, rows[i].name, rows[i].n,
+                       depth, rows[i].mean, rows[i].sd);
+        } else {
+            printf("[");
+            for (int i = 0; i < nrows; i++)
+                printf("%s{\"model\":\"%s\",\"arch\":\"%s\",\"size_gib\":%.4f,\"threads\":%d,\"test\":\"%s\",\"n\":%d,"
+                       "\"depth\":%d,\"reps\":%d,\"tps_mean\":%.4f,\"tps_sd\":%.4f}",
+                       i ? "," : "", base, mr_model_arch(m), gib, nt, rows[i].name, rows[i].n, depth, reps, rows[i].mean,
+                       rows[i].sd);
+            printf("]\n");
+        }
+        if (profile) mr_profile_report(stdout);
+    }
+    mr_session_free(s);
+    mr_model_free(m);
+    return rc;
+}
+
+MR_COMMAND(bench, "measure prompt-processing and generation speed (like llama-bench)", cmd_bench)
