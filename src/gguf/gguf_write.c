@@ -19,7 +19,7 @@
 typedef struct { uint8_t *p; size_t n, cap; int err; } wbuf;
 
 static void wb_put(wbuf *b, const void *src, size_t n) {
-    if (b->err) return;
+    if (b->err || n == 0) return;
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n) cap *= 2;
