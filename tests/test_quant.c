@@ -211,6 +211,12 @@ static void test_roundtrip(void) {
     for (int i = 0; i < N; i++) bad += back[i] != mr_bf16_to_fp32(mr_fp32_to_bf16(x[i]));
     CHECK(bad == 0, "bf16: %d values", bad);
 
+    /* fp16 NaN comes out as a quiet float NaN, as ggml's conversion gives (signaling payloads too) */
+    uint16_t nan_h[3] = {0x7c01, 0xfe00, 0x7c00};
+    mr_dequant_f16(nan_h, back, 3);
+    CHECK(mr_f32_bits(back[0]) == 0x7fc02000u && mr_f32_bits(back[1]) == 0xffc00000u && mr_f32_bits(back[2]) == 0x7f800000u,
+          "f16 NaN/inf: %08x %08x %08x", mr_f32_bits(back[0]), mr_f32_bits(back[1]), mr_f32_bits(back[2]));
+
     /* block types with one or two fp16 parameters: within half a step, plus the fp16 rounding of
      * the scale (2^-11 relative) times the value; Q4_0/Q5_0 clamp the extreme opposite to the
      * largest-magnitude value (it would need level +8/+16), which may be a whole step off */

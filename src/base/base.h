@@ -25,7 +25,7 @@ static inline float mr_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return
 
 static inline float mr_fp16_to_fp32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    if (e == 0x1f) return mr_bits_f32(sign | 0x7f800000 | (m << 13));
+    if (e == 0x1f) return mr_bits_f32(sign | 0x7f800000 | (m << 13) | (m ? 0x400000u : 0)); /* NaN comes out quiet, as in ggml */
     if (e != 0) return mr_bits_f32(sign | ((e + 112) << 23) | (m << 13));
     if (m == 0) return mr_bits_f32(sign);
     /* subnormal half: m * 2^-24, exact in float */
