@@ -333,6 +333,7 @@ static void check_simd(int isa) {
                 free(xq); free(x); free(wd); mr_aligned_free(w);
             }
         }
+        printf("# %s %s: worst relative error vs scalar %.3g\n", iq_types[ti].name, mr_isa_name(isa), worst);
         CHECK(worst <= 1e-5, "%s %s: relative error %.3g vs scalar", iq_types[ti].name, mr_isa_name(isa), worst);
         check_golden(iq_types[ti].name, type, isa);
     }

@@ -1,0 +1,304 @@
+/* AVX-512 (BW + VNNI) dot products of the i-quant and FP4 weights with Q8_K / Q8_0 activations.
+ *
+ * Common scheme, 64 values (one zmm) at a time:
+ *   - decode the weights to unsigned bytes (grid magnitudes, |level|), the sign of each weight
+ *     goes into a 64-bit mask that negates the matching activation byte (masked subtract);
+ *   - vpmaddubsw gives 32 int16 pair sums (no saturation: |w| <= 127 and |q8| <= 127 give at most
+ *     32258), vpdpwssd multiplies them by the per-group integer scale and accumulates in int32;
+ *     where the scale is a float (Q8_0 partners) vpdpbusd sums straight to int32 instead;
+ *   - one float fma per super-block (or per pair of 32-blocks) applies the float scales.
+ * Integer sums are exact, so results differ from the scalar reference only by float summation
+ * order. Grid lookups (IQ2/IQ3/IQ1) are scalar loads: on Zen 4 they beat vpgather. */
+#include "quant/quant_iq_simd.h"
+#include "quant/quant_blocks_iq.h"
+#include "quant/iq_grids.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+static inline uint64_t ld64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline uint32_t ld32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint16_t ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* zmm whose int16 lanes 0..15 are a and 16..31 are b (scales of two 32-value groups) */
+static inline __m512i scale2_epi16(int a, int b) {
+    return _mm512_mask_set1_epi16(_mm512_set1_epi16((short)a), 0xffff0000u, (short)b);
+}
+
+/* Sign bytes of IQ2_XXS / IQ3_XXS: 7 stored bits per 8 values, the 8th makes the parity even
+ * (ggml's ksigns_iq2xs). a, b: the 28 sign bits of two 32-value groups -> 64 sign bits. */
+static inline uint64_t even_signs64(uint32_t a, uint32_t b) {
+    const uint64_t s = _pdep_u64((uint64_t)(a & 0x0fffffff) | (uint64_t)(b & 0x0fffffff) << 28,
+                                 0x7f7f7f7f7f7f7f7full);
+    uint64_t p = s ^ (s >> 4);     /* bit 7 of each byte is 0: no bits leak into bits 0..3 */
+    p ^= p >> 2;
+    p ^= p >> 1;
+    return s | (p & 0x0101010101010101ull) << 7;
+}
+
+/* ------------------------------------------------------------------------------------ IQ2_XXS */
+void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y) {
+    const mr_block_iq2_xxs *x = w;
+    const mr_q8_k_act *a = y;
+    const uint64_t *G = mr_iq2xxs_grid;
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const uint8_t *q2 = (const uint8_t *)x[i].qs;
+        const int8_t *q8 = a[i].qs;
+        __m512i sumi = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) {
+            /* two 32-value groups: low words = 4 grid indices each, high words = signs | scale */
+            const uint64_t wa = ld64(q2 + 16 * g), wb = ld64(q2 + 16 * g + 8);
+            const __m512i grid = _mm512_set_epi64(
+                (long long)G[(wb >> 24) & 0xff], (long long)G[(wb >> 16) & 0xff],
+                (long long)G[(wb >> 8) & 0xff], (long long)G[wb & 0xff],
+                (long long)G[(wa >> 24) & 0xff], (long long)G[(wa >> 16) & 0xff],
+                (long long)G[(wa >> 8) & 0xff], (long long)G[wa & 0xff]);
+            const uint32_t sa = (uint32_t)(wa >> 32), sb = (uint32_t)(wb >> 32);
+            __m512i q = _mm512_loadu_si512(q8 + 64 * g);
+            q = _mm512_mask_sub_epi8(q, even_signs64(sa, sb), _mm512_setzero_si512(), q);
+            const __m512i p = _mm512_maddubs_epi16(grid, q);
+            sumi = _mm512_dpwssd_epi32(sumi, p, scale2_epi16((int)(2 * (sa >> 28) + 1), (int)(2 * (sb >> 28) + 1)));
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * a[i].d), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    *s = 0.125f * _mm512_reduce_add_ps(acc);
+}
+
+/* -------------------------------------------------------------------------------------- IQ3_S */
+/* 8 grid entries of one 32-value group, as 4 qwords (entry pairs) */
+static inline void iq3s_group(const uint8_t *qs, unsigned qh, uint64_t out[4]) {
+    const uint32_t *G = mr_iq3s_grid;
+    const uint64_t q = ld64(qs);
+    /* 16-bit fields: index byte | high bit (qh bit k for index k) at bit 8 */
+    const uint64_t p0 = _pdep_u64((uint32_t)q, 0x00ff00ff00ff00ffull) | _pdep_u64(qh & 0xf, 0x0100010001000100ull);
+    const uint64_t p1 = _pdep_u64(q >> 32, 0x00ff00ff00ff00ffull) | _pdep_u64(qh >> 4, 0x0100010001000100ull);
+    out[0] = G[p0 & 0xffff] | (uint64_t)G[(p0 >> 16) & 0xffff] << 32;
+    out[1] = G[(p0 >> 32) & 0xffff] | (uint64_t)G[p0 >> 48] << 32;
+    out[2] = G[p1 & 0xffff] | (uint64_t)G[(p1 >> 16) & 0xffff] << 32;
+    out[3] = G[(p1 >> 32) & 0xffff] | (uint64_t)G[p1 >> 48] << 32;
+}
+
+void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y) {
+    const mr_block_iq3_s *x = w;
+    const mr_q8_k_act *a = y;
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const int8_t *q8 = a[i].qs;
+        __m512i sumi = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) {
+            uint64_t e[8];
+            iq3s_group(x[i].qs + 16 * g, x[i].qh[2 * g], e);
+            iq3s_group(x[i].qs + 16 * g + 8, x[i].qh[2 * g + 1], e + 4);
+            const __m512i grid = _mm512_set_epi64((long long)e[7], (long long)e[6], (long long)e[5], (long long)e[4],
+                                                  (long long)e[3], (long long)e[2], (long long)e[1], (long long)e[0]);
+            __m512i q = _mm512_loadu_si512(q8 + 64 * g);
+            q = _mm512_mask_sub_epi8(q, ld64(x[i].signs + 8 * g), _mm512_setzero_si512(), q);
+            const __m512i p = _mm512_maddubs_epi16(grid, q);
+            const unsigned sc = x[i].scales[g];
+            sumi = _mm512_dpwssd_epi32(sumi, p, scale2_epi16((int)(2 * (sc & 0xf) + 1), (int)(2 * (sc >> 4) + 1)));
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * a[i].d), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc);
+}
+
+/* -------------------------------------------------------------------------------------- IQ1_S
+ * Grid values g in {-1, 0, 1} are fed as g + 1 (unsigned); the shift and the +1 are folded into
+ * one correction per 32 values using the activation sums (bsums):
+ *   sum l * (g + delta) q = l * dot(g + 1, q) + l * S * (delta - 1), delta = +-1/8, S = sum q. */
+void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y) {
+    const mr_block_iq1_s *x = w;
+    const mr_q8_k_act *a = y;
+    const uint64_t *G = mr_iq1s_grid;
+    const __m512i one = _mm512_set1_epi8(1);
+    __m512 acc = _mm512_setzero_ps();
+    float acc_corr = 0.f;
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const int8_t *q8 = a[i].qs;
+        __m512i sumi = _mm512_setzero_si512();
+        int corr = 0;   /* sum over groups of l * S * (8 delta - 8), in units of 1/8 */
+        for (int g = 0; g < 4; g++) {
+            const unsigned ha = x[i].qh[2 * g], hb = x[i].qh[2 * g + 1];
+            const uint64_t pa = _pdep_u64(ld32(x[i].qs + 8 * g), 0x00ff00ff00ff00ffull) |
+                                _pdep_u64(ha & 0xfff, 0x0700070007000700ull);
+            const uint64_t pb = _pdep_u64(ld32(x[i].qs + 8 * g + 4), 0x00ff00ff00ff00ffull) |
+                                _pdep_u64(hb & 0xfff, 0x0700070007000700ull);
+            const __m512i grid = _mm512_set_epi64(
+                (long long)G[pb >> 48], (long long)G[(pb >> 32) & 0xffff],
+                (long long)G[(pb >> 16) & 0xffff], (long long)G[pb & 0xffff],
+                (long long)G[pa >> 48], (long long)G[(pa >> 32) & 0xffff],
+                (long long)G[(pa >> 16) & 0xffff], (long long)G[pa & 0xffff]);
+            const __m512i q = _mm512_loadu_si512(q8 + 64 * g);
+            const int la = (int)(2 * ((ha >> 12) & 7) + 1), lb = (int)(2 * ((hb >> 12) & 7) + 1);
+            const __m512i p = _mm512_maddubs_epi16(_mm512_add_epi8(grid, one), q);
+            sumi = _mm512_dpwssd_epi32(sumi, p, scale2_epi16(la, lb));
+            const int Sa = a[i].bsums[4 * g] + a[i].bsums[4 * g + 1];
+            const int Sb = a[i].bsums[4 * g + 2] + a[i].bsums[4 * g + 3];
+            corr += la * Sa * ((ha & 0x8000) ? -9 : -7) + lb * Sb * ((hb & 0x8000) ? -9 : -7);
+        }
+        const float d = h2f(x[i].d) * a[i].d;
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        acc_corr += d * (float)corr;
+    }
+    *s = _mm512_reduce_add_ps(acc) + 0.125f * acc_corr;
+}
+
+/* -------------------------------------------------------------------------------------- IQ1_M
+ * Eight times a weight is the integer 8 g + delta8 (delta8 = +-1 per 8 values); fed unsigned as
+ * u = 8 (g + 1) + 1 + delta8 = 8 (g + 1) + (delta8 > 0 ? 2 : 0), so
+ *   8 sum w q = dot(u, q) - 9 S, S = sum q per 16 values (bsums), the scale group. */
+void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y) {
+    const mr_block_iq1_m *x = w;
+    const mr_q8_k_act *a = y;
+    const uint64_t *G = mr_iq1s_grid;
+    const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2);
+    float acc_corr = 0.f;
+    /* int16 lane j of a zmm takes scale j / 8 of a 4-scale qword */
+    const __m512i spread = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
+                                            1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const int8_t *q8 = a[i].qs;
+        uint16_t sc[4];
+        memcpy(sc, x[i].scales, 8);
+        const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        __m512i sumi = _mm512_setzero_si512();
+        int corr = 0;
+        for (int g = 0; g < 4; g++) {
+            /* 8 groups of 8 values: indices from qs and the low 3 bits of each qh nibble */
+            const uint32_t h = ld32(x[i].qh + 4 * g);
+            const uint64_t pa = _pdep_u64(ld32(x[i].qs + 8 * g), 0x00ff00ff00ff00ffull) |
+                                (_pdep_u64(h & 0xffff, 0x0f000f000f000f00ull) & 0x0700070007000700ull);
+            const uint64_t pb = _pdep_u64(ld32(x[i].qs + 8 * g + 4), 0x00ff00ff00ff00ffull) |
+                                (_pdep_u64(h >> 16, 0x0f000f000f000f00ull) & 0x0700070007000700ull);
+            const __m512i grid = _mm512_set_epi64(
+                (long long)G[pb >> 48], (long long)G[(pb >> 32) & 0xffff],
+                (long long)G[(pb >> 16) & 0xffff], (long long)G[pb & 0xffff],
+                (long long)G[pa >> 48], (long long)G[(pa >> 32) & 0xffff],
+                (long long)G[(pa >> 16) & 0xffff], (long long)G[pa & 0xffff]);
+            /* bit 3 of nibble k clear: positive shift for values 8k..8k+7 */
+            const uint64_t pos = _pdep_u64(_pext_u32(~h, 0x88888888u), 0x0101010101010101ull) * 0xff;
+            __m512i u = _mm512_slli_epi16(_mm512_add_epi8(grid, one), 3);   /* bytes stay < 32 */
+            u = _mm512_mask_add_epi8(u, pos, u, two);
+            /* scales of the four 16-value groups: 3 bits each in the low 12 bits of sc[g] */
+            const uint64_t l4 = _pdep_u64(sc[g] & 0xfff, 0x0007000700070007ull) * 2 + 0x0001000100010001ull;
+            const __m512i ls = _mm512_permutexvar_epi16(spread, _mm512_castsi128_si512(_mm_cvtsi64_si128((long long)l4)));
+            const __m512i q = _mm512_loadu_si512(q8 + 64 * g);
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(u, q), ls);
+            for (int j = 0; j < 4; j++) corr += (int)((l4 >> (16 * j)) & 0xffff) * a[i].bsums[4 * g + j];
+        }
+        const float d = h2f(d16) * a[i].d;
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        acc_corr += d * (float)corr;
+    }
+    *s = 0.125f * (_mm512_reduce_add_ps(acc) - 9.0f * acc_corr);
+}
+
+/* ----------------------------------------------------------------------- IQ4_NL / IQ4_XS / MXFP4
+ * 4-bit codes: |level| by an in-lane byte shuffle, the sign as a mask on the activations. A 32-value
+ * group's 16 code bytes go to two 128-bit lanes: low nibbles (values 0..15), high nibbles (16..31). */
+
+/* |kvalues_iq4nl| and |kvalues_mxfp4| in each 128-bit lane */
+static inline __m512i lut_iq4nl_abs(void) {
+    return _mm512_broadcast_i32x4(_mm_setr_epi8(127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113));
+}
+static inline __m512i lut_mxfp4_abs(void) {
+    return _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12));
+}
+
+/* codes of two 32-value groups (16 bytes each at pa, pb) -> 64 nibbles in value order */
+static inline __m512i nibbles2(const uint8_t *pa, const uint8_t *pb) {
+    const __m512i z = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)pa)),
+                                                  0xff00, _mm_loadu_si128((const __m128i *)pb));
+    const __m512i shift = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll, 0, 0,
+                                           0x0004000400040004ll, 0x0004000400040004ll, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi16(z, shift), _mm512_set1_epi8(0x0f));
+}
+
+void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y) {
+    const mr_block_iq4_nl *x = w;
+    const mr_q8_0_act *a = y;
+    const __m512i lut = lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
+    __m512 acc = _mm512_setzero_ps();
+    const int nb = n / MR_QK4_NL;
+    int i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m512i c = nibbles2(x[i].qs, x[i + 1].qs);
+        const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), _mm256_loadu_si256((const __m256i *)a[i + 1].qs), 1);
+        q = _mm512_mask_sub_epi8(q, _mm512_cmplt_epu8_mask(c, eight), _mm512_setzero_si512(), q);
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(lut, c), q);
+        const float da = h2f(x[i].d) * h2f(a[i].d), db = h2f(x[i + 1].d) * h2f(a[i + 1].d);
+        const __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(da), _mm512_set1_ps(db));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot), acc);
+    }
+    float tail = 0.f;
+    for (; i < nb; i++) {
+        int s1 = 0;
+        for (int j = 0; j < 16; j++)
+            s1 += a[i].qs[j] * mr_kvalues_iq4nl[x[i].qs[j] & 0xf] + a[i].qs[j + 16] * mr_kvalues_iq4nl[x[i].qs[j] >> 4];
+        tail += h2f(x[i].d) * h2f(a[i].d) * (float)s1;
+    }
+    *s = _mm512_reduce_add_ps(acc) + tail;
+}
+
+void mr_vec_dot_iq4_xs_avx512(int n, float *s, const void *w, const void *y) {
+    const mr_block_iq4_xs *x = w;
+    const mr_q8_k_act *a = y;
+    const __m512i lut = lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const int8_t *q8 = a[i].qs;
+        const unsigned sh = x[i].scales_h;
+        __m512i sumi = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) {
+            const __m512i c = nibbles2(x[i].qs + 32 * g, x[i].qs + 32 * g + 16);
+            __m512i q = _mm512_loadu_si512(q8 + 64 * g);
+            q = _mm512_mask_sub_epi8(q, _mm512_cmplt_epu8_mask(c, eight), _mm512_setzero_si512(), q);
+            const __m512i p = _mm512_maddubs_epi16(_mm512_shuffle_epi8(lut, c), q);
+            const unsigned sl = x[i].scales_l[g];
+            const int la = (int)((sl & 0xf) | ((sh >> (4 * g)) & 3) << 4) - 32;
+            const int lb = (int)((sl >> 4) | ((sh >> (4 * g + 2)) & 3) << 4) - 32;
+            sumi = _mm512_dpwssd_epi32(sumi, p, scale2_epi16(la, lb));
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * a[i].d), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc);
+}
+
+/* E8M0 exponent e -> 2^(e - 128), half the block scale (the code table is doubled) */
+static inline float e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+void mr_vec_dot_mxfp4_avx512(int n, float *s, const void *w, const void *y) {
+    const mr_block_mxfp4 *x = w;
+    const mr_q8_0_act *a = y;
+    const __m512i lut = lut_mxfp4_abs(), eight = _mm512_set1_epi8(8);
+    __m512 acc = _mm512_setzero_ps();
+    const int nb = n / MR_QK_MXFP4;
+    int i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m512i c = nibbles2(x[i].qs, x[i + 1].qs);
+        const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), _mm256_loadu_si256((const __m256i *)a[i + 1].qs), 1);
+        q = _mm512_mask_sub_epi8(q, _mm512_test_epi8_mask(c, eight), _mm512_setzero_si512(), q);
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(lut, c), q);
+        const float da = e8m0_half(x[i].e) * h2f(a[i].d), db = e8m0_half(x[i + 1].e) * h2f(a[i + 1].d);
+        const __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(da), _mm512_set1_ps(db));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot), acc);
+    }
+    float tail = 0.f;
+    for (; i < nb; i++) {
+        int s1 = 0;
+        for (int j = 0; j < 16; j++)
+            s1 += a[i].qs[j] * mr_kvalues_mxfp4[x[i].qs[j] & 0xf] + a[i].qs[j + 16] * mr_kvalues_mxfp4[x[i].qs[j] >> 4];
+        tail += h2f(a[i].d) * e8m0_half(x[i].e) * (float)s1;
+    }
+    *s = _mm512_reduce_add_ps(acc) + tail;
+}

@@ -1,0 +1,24 @@
+/* AVX2 and AVX-512 (VNNI) dot products of the i-quant and FP4 weight types with their activation
+ * partner (Q8_K or Q8_0); same contract as the scalar mr_vec_dot_* (quant_impl.h). Registered in
+ * the per-ISA tables of quant_avx2.c / quant_avx512.c. */
+#ifndef MR_QUANT_IQ_SIMD_H
+#define MR_QUANT_IQ_SIMD_H
+
+/* quant_iq_avx2.c */
+void mr_vec_dot_iq2_xxs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq3_s_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq1_s_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq1_m_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq4_nl_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq4_xs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_mxfp4_avx2(int n, float *s, const void *w, const void *y);
+
+/* quant_iq_avx512.c */
+void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq4_xs_avx512(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_mxfp4_avx512(int n, float *s, const void *w, const void *y);
+#endif
