@@ -10,56 +10,12 @@
 #include <math.h>
 #include <stdint.h>
 
-/* ---- activation quantizers (ggml's, as its x86 CPU backend runs them) ----
- * Q8_0: quantize_row_q8_0 of ggml-cpu/arch/x86 (d = amax/127, multiply by 127/amax, round to
- * nearest even); Q8_K: quantize_row_q8_K_ref (scale -127/max of the signed extreme). */
-static void q8_0_quantize(const float *x, mr_q8_0_act *y, int64_t k) {
-    for (int64_t i = 0; i < k / 32; i++, x += 32) {
-        float amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
-        y[i].d = mr_fp32_to_fp16(d);
-        for (int j = 0; j < 32; j++) y[i].qs[j] = (int8_t)nearbyintf(x[j] * id);
-    }
-}
-
-static int nearest_int(float f) {
-    float v = f + 12582912.f;
-    int i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static void q8_k_quantize(const float *x, mr_q8_k_act *y, int64_t k) {
-    for (int64_t i = 0; i < k / 256; i++, x += 256) {
-        float max = 0, amax = 0;
-        for (int j = 0; j < 256; j++)
-            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
-        if (!amax) { memset(&y[i], 0, sizeof y[i]); continue; }
-        const float iscale = -127.f / max;
-        for (int j = 0; j < 256; j++) {
-            int v = nearest_int(iscale * x[j]);
-            y[i].qs[j] = (int8_t)(v > 127 ? 127 : v);
-        }
-        for (int g = 0; g < 16; g++) {
-            int s = 0;
-            for (int j = 0; j < 16; j++) s += y[i].qs[16 * g + j];
-            y[i].bsums[g] = (int16_t)s;
-        }
-        y[i].d = 1 / iscale;
-    }
-}
-
-/* activations x[n] in the partner type of `type`; returns a malloc'd buffer */
+/* activations x[n] in the partner type of `type` (quant_ref.c's Q8_0 / Q8_K quantizers, ggml's
+ * quantize_row_q8_0 / quantize_row_q8_K); returns a malloc'd buffer */
 static void *quantize_act(int type, const float *x, int n) {
-    const mr_type_traits *t = mr_type_get(type);
-    if (t->vec_dot_type == MR_TYPE_Q8_0) {
-        mr_q8_0_act *y = malloc(sizeof *y * (size_t)(n / 32));
-        q8_0_quantize(x, y, n);
-        return y;
-    }
-    mr_q8_k_act *y = malloc(sizeof *y * (size_t)(n / 256));
-    q8_k_quantize(x, y, n);
+    const int pt = mr_type_get(type)->vec_dot_type;
+    void *y = malloc(mr_row_size(pt, n));
+    mr_type_get(pt)->from_float(x, y, n);
     return y;
 }
 
