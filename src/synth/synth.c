@@ -140,6 +140,10 @@ static int synth_add(synth_ctx *c, int kind, int type, const char *fmt, int laye
                      mr_type_name(t->type));
         return -1;
     }
+    if (kind == 2 && t->type != MR_TYPE_F32 && !mr_type_get(t->type)->from_float) {
+        mr_set_error("synth: %s: type %s has no quantizer for generated rows", t->name, mr_type_name(t->type));
+        return -1;
+    }
     if (kind == 0 && !(t->pool = synth_get_pool(c, t->type, t->std))) return -1;
     return 0;
 }
@@ -202,7 +206,7 @@ static const synth_mix synth_mixes[] = {
     {"q4_0", MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0},
     {"q8_0", MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0},
     {"q4_k_m", MR_TYPE_Q4_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K},
-    {"iq4_xs", MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_Q6_K},
+    {"iq4_xs", MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_Q4_K, MR_TYPE_Q6_K},
     {"iq3s-mxfp4", MR_TYPE_Q8_0, MR_TYPE_IQ3_S, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0},
     {"iq2xxs-q2k", MR_TYPE_Q8_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0},
 };
