@@ -62,3 +62,20 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- fuzzing the GGUF reader (clang libFuzzer + ASan/UBSan): make fuzz [FUZZ_SECONDS=600] ----
+# Objects in build/fuzz; corpus kept in build/fuzz/corpus between runs; crashes as build/fuzz/crash-*.
+FUZZ_SECONDS ?= 600
+FUZZ_BUILD   := build/fuzz
+FUZZ_CFLAGS  := -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+FUZZ_OBJ      = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(sort $(wildcard src/gguf/*.c src/base/*.c src/quant/*.c)))
+fuzz: $(LIB)
+	$(MAKE) --no-print-directory CC=clang BUILD=$(FUZZ_BUILD) CFLAGS="$(FUZZ_CFLAGS)" $(FUZZ_OBJ)
+	clang $(CFLAGS_COMMON) $(FUZZ_CFLAGS) -fsanitize=fuzzer tests/fuzz/fuzz_gguf.c $(FUZZ_OBJ) \
+	    -o $(FUZZ_BUILD)/fuzz_gguf $(LDLIBS)
+	$(CC) $(CFLAGS_COMMON) tests/fuzz/make_seeds.c $(LIB) -o $(FUZZ_BUILD)/make_seeds $(LDLIBS)
+	@mkdir -p $(FUZZ_BUILD)/seeds $(FUZZ_BUILD)/corpus
+	$(FUZZ_BUILD)/make_seeds $(FUZZ_BUILD)/seeds $(or $(MR_SHARED),../shared)
+	$(FUZZ_BUILD)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -malloc_limit_mb=256 \
+	    -dict=tests/fuzz/gguf.dict -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
+	    $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/seeds

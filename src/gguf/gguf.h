@@ -85,6 +85,9 @@ const mr_gguf_tensor *mr_gguf_find_tensor(const mr_gguf *g, const char *name); /
 /* 1 if the tensor holds routed experts (ffn_{gate,up,down}_exps, ffn_gate_up_exps): what the pager pages. */
 int mr_gguf_is_routed_expert(const char *name);
 
+/* The `moerun inspect` report of an open file (mr_inspect in moerun.h opens and prints). */
+void mr_gguf_print(const mr_gguf *g, const char *path, FILE *out);
+
 /* ---- writer ---- */
 typedef struct mr_gguf_writer mr_gguf_writer;
 mr_gguf_writer *mr_gguf_writer_new(void);

@@ -80,9 +80,7 @@ int mr_gguf_is_routed_expert(const char *name) {
            strstr(name, "ffn_gate_up_exps");
 }
 
-int mr_inspect(const char *path, FILE *out) {
-    mr_gguf *g = mr_gguf_open(path);
-    if (!g) return -1;
+void mr_gguf_print(const mr_gguf *g, const char *path, FILE *out) {
     uint64_t total_file = 0;
     for (int s = 0; s < mr_gguf_n_shards(g); s++) total_file += mr_gguf_shard_size(g, s);
     fprintf(out, "file: %s\n", path);
@@ -156,6 +154,12 @@ int mr_inspect(const char *path, FILE *out) {
     fprintf(out, "everything else: %" PRIu64 " bytes (", all_b - exp_b);
     put_size(out, all_b - exp_b);
     fprintf(out, ")\n");
+}
+
+int mr_inspect(const char *path, FILE *out) {
+    mr_gguf *g = mr_gguf_open(path);
+    if (!g) return -1;
+    mr_gguf_print(g, path, out);
     mr_gguf_close(g);
     if (ferror(out)) { mr_set_error("%s: error writing the output", path); return -1; }
     return 0;
