@@ -400,9 +400,19 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
                      sh->size);
         return -1;
     }
-    kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof *kv);
+    /* arrays grow as entries are actually parsed, so a count that lies costs no memory */
+    uint64_t kv_cap = n_kv < 256 ? n_kv : 256;
+    kv = calloc(kv_cap ? (size_t)kv_cap : 1, sizeof *kv);
     if (!kv) return oom(sh->path);
     for (; kv_done < n_kv; kv_done++) {
+        if (kv_done == kv_cap) {
+            uint64_t cap = kv_cap * 2 < n_kv ? kv_cap * 2 : n_kv;
+            mr_gguf_kv *k = realloc(kv, (size_t)cap * sizeof *k);
+            if (!k) { oom(sh->path); goto fail; }
+            memset(k + kv_cap, 0, (size_t)(cap - kv_cap) * sizeof *k);
+            kv = k;
+            kv_cap = cap;
+        }
         int rc = parse_kv(&r, &kv[kv_done], kv_done);
         if (rc) { kv_done++; goto fail; }
     }
@@ -435,14 +445,15 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
     }
 
     /* tensor infos */
-    if (g->n_tensors + n_tensors > g->cap_tensors) {
-        uint64_t cap = g->n_tensors + n_tensors;
-        mr_gguf_tensor *t = realloc(g->tensors, (size_t)(cap ? cap : 1) * sizeof *t);
-        if (!t) { oom(sh->path); goto fail; }
-        g->tensors = t;
-        g->cap_tensors = cap;
-    }
     for (uint64_t ti = 0; ti < n_tensors; ti++) {
+        if (g->n_tensors == g->cap_tensors) {
+            uint64_t left = first_t + n_tensors - g->n_tensors, cap = g->cap_tensors + (left < 256 ? left : 256);
+            if (cap < 2 * g->cap_tensors && 2 * g->cap_tensors <= first_t + n_tensors) cap = 2 * g->cap_tensors;
+            mr_gguf_tensor *nt = realloc(g->tensors, (size_t)cap * sizeof *nt);
+            if (!nt) { oom(sh->path); goto fail; }
+            g->tensors = nt;
+            g->cap_tensors = cap;
+        }
         mr_gguf_tensor *t = &g->tensors[g->n_tensors];
         const char *s;
         uint64_t len;
