@@ -114,6 +114,19 @@ double mr_logits_kl(const float *ref, const float *eng, int n_vocab);   /* one r
 int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, size_t why_len);
 
 /* ---- expert pager (issue 6) ---- */
+/* Routing traces (shared/README.md format "KJVR") and the expert-cache simulator behind
+ * `moerun cache-sim`: accesses replayed token -> layer -> rank through one global cache of
+ * (layer, expert) pairs. Policy names: mr_cache_sim_policy(0 .. mr_cache_sim_n_policies()-1), which
+ * include "belady" (offline optimum) and "oracle1" (a look-ahead bound, not a usable policy). */
+typedef struct mr_routing_trace mr_routing_trace;
+mr_routing_trace *mr_routing_trace_load(const char *path);
+void mr_routing_trace_free(mr_routing_trace *t);
+void mr_routing_trace_shape(const mr_routing_trace *t, int *n_tokens, int *n_layer, int *top_k, int *n_expert);
+typedef struct { uint64_t accesses, hits; } mr_cache_sim_result;
+int mr_cache_sim(const mr_routing_trace *t, const char *policy, int n_slots, mr_cache_sim_result *out);
+int mr_cache_sim_n_policies(void);
+const char *mr_cache_sim_policy(int i, const char **desc); /* NULL if out of range */
+const char *mr_cache_default_policy(void);
 
 /* Synthetic random-weight models of real shapes (moerun synth). */
 typedef struct {
