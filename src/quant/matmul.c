@@ -1,52 +1,153 @@
-/* Straightforward threaded matmul: activations converted once to the partner type, rows split
- * across threads, one vec_dot per (row, column). Faster tiled kernels replace the inner loop but
- * must keep its per-element result. */
+/* Threaded matrix kernels: Y[j][r] = dot(W[r], X[j]).
+ *
+ * 1. The activations are converted once to the weight type's partner type (split by columns across
+ *    the threads when there are several columns).
+ * 2. Rows are handed out in chunks from an atomic counter (a busy core just takes fewer chunks).
+ *    GEMV (one column): one vec_dot per row. GEMM: within a chunk of rows, columns go by four
+ *    through the type's 4-column kernel, which unpacks each weight block once for the four columns;
+ *    leftover columns (and types without a 4-column kernel) use vec_dot.
+ * The 4-column kernels run, per column, exactly the float operations of vec_dot (quant_simd.h), and
+ * which thread computes a chunk does not change its arithmetic, so every Y[j][r] is the same
+ * whatever ncols and the thread count. */
 #include "quant/matmul.h"
 #include "quant/quant.h"
+#include "quant/quant_simd.h"
 #include "base/base.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
+
+int mr_type_kernels(int type, int isa, mr_vec_dot_fn *dot, mr_vec_dot_x4_fn *dot4) {
+    const mr_type_traits *t = mr_type_get(type);
+    *dot = NULL;
+    *dot4 = NULL;
+    if (!t) return -1;
+    for (int i = isa; i > MR_ISA_SCALAR; i--) {
+        mr_vec_dot_fn f = mr_type_vec_dot_isa(type, i);
+        if (!f) continue;
+        *dot = f;
+        *dot4 = i == MR_ISA_AVX512 ? mr_vec_dot_x4_avx512[type] : mr_vec_dot_x4_avx2[type];
+        return i;
+    }
+    *dot = t->vec_dot;
+    return MR_ISA_SCALAR;
+}
 
 typedef struct {
     const uint8_t *W;
     size_t w_row;          /* bytes per weight row */
-    const uint8_t *Xq;
+    const float *X;
+    uint8_t *Xq;           /* converted activations (NULL: use X as is) */
     size_t x_row;          /* bytes per converted activation column */
+    mr_from_float_fn convert;
     int64_t rows, cols, ncols;
     float *Y;
     mr_vec_dot_fn dot;
+    mr_vec_dot_x4_fn dot4;
+    mr_pool *pool;
+    long chunk_rows, n_chunks;
+    atomic_long next_chunk;
 } mr_matmul_job;
+
+/* GEMM rows per chunk: the chunk's weight rows stay in L2 while all columns pass over them. */
+#define MR_GEMM_CHUNK_BYTES (128 * 1024)
+
+static void mr_matmul_rows(mr_matmul_job *j, long r0, long r1) {
+    const int n = (int)j->cols;
+    const uint8_t *xs = j->Xq ? j->Xq : (const uint8_t *)j->X;
+    if (j->ncols == 1) {
+        for (long r = r0; r < r1; r++) j->dot(n, &j->Y[r], j->W + (size_t)r * j->w_row, xs);
+        return;
+    }
+    int64_t c = 0;
+    if (j->dot4) {
+        for (; c + 4 <= j->ncols; c += 4) {
+            const uint8_t *x = xs + (size_t)c * j->x_row;
+            float *y = j->Y + c * j->rows;
+            for (long r = r0; r < r1; r++) {
+                float s[4];
+                j->dot4(n, s, j->W + (size_t)r * j->w_row, x, j->x_row);
+                y[r] = s[0];
+                y[j->rows + r] = s[1];
+                y[2 * j->rows + r] = s[2];
+                y[3 * j->rows + r] = s[3];
+            }
+        }
+    }
+    for (; c < j->ncols; c++) {
+        const uint8_t *x = xs + (size_t)c * j->x_row;
+        float *y = j->Y + c * j->rows;
+        for (long r = r0; r < r1; r++) j->dot(n, &y[r], j->W + (size_t)r * j->w_row, x);
+    }
+}
 
 static void mr_matmul_worker(void *arg, int ith, int nth) {
     mr_matmul_job *j = arg;
-    long lo, hi;
-    mr_split((long)j->rows, ith, nth, &lo, &hi);
-    for (int64_t c = 0; c < j->ncols; c++) {
-        const uint8_t *x = j->Xq + (size_t)c * j->x_row;
-        float *y = j->Y + c * j->rows;
-        for (long r = lo; r < hi; r++) j->dot((int)j->cols, &y[r], j->W + (size_t)r * j->w_row, x);
+    if (j->Xq && j->ncols > 1) {
+        long lo, hi;
+        mr_split((long)j->ncols, ith, nth, &lo, &hi);
+        for (long c = lo; c < hi; c++) j->convert(j->X + c * j->cols, j->Xq + (size_t)c * j->x_row, j->cols);
+        mr_pool_barrier(j->pool);
+    }
+    for (;;) {
+        long ch = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
+        if (ch >= j->n_chunks) break;
+        long r0 = ch * j->chunk_rows, r1 = r0 + j->chunk_rows;
+        if (r1 > j->rows) r1 = (long)j->rows;
+        mr_matmul_rows(j, r0, r1);
     }
 }
 
 int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
               const float *X, int64_t ncols, float *Y) {
     const mr_type_traits *wt = mr_type_get(wtype);
-    if (!wt || !wt->vec_dot) { mr_set_error("matmul: no dot product for weight type %s", mr_type_name(wtype)); return -1; }
+    if (!wt) { mr_set_error("matmul: unknown weight type %d", wtype); return -1; }
     const mr_type_traits *xt = mr_type_get(wt->vec_dot_type);
     size_t w_row = mr_row_size(wtype, cols), x_row = mr_row_size(wt->vec_dot_type, cols);
-    if (!w_row || !x_row || !xt) { mr_set_error("matmul: row of %lld values does not fit type %s", (long long)cols, wt->name); return -1; }
-    if (wt->vec_dot_type != MR_TYPE_F32 && !xt->from_float) { mr_set_error("matmul: cannot convert activations to %s", xt->name); return -1; }
-    if (rows <= 0 || ncols <= 0) return 0;
-    uint8_t *xq = NULL;
-    const uint8_t *xs = (const uint8_t *)X;
-    if (wt->vec_dot_type != MR_TYPE_F32) {
-        xq = malloc(x_row * (size_t)ncols);
-        if (!xq) { mr_set_error("matmul: out of memory"); return -1; }
-        for (int64_t c = 0; c < ncols; c++) xt->from_float(X + c * cols, xq + (size_t)c * x_row, cols);
-        xs = xq;
+    if (!w_row || !x_row || !xt) {
+        mr_set_error("matmul: row of %lld values does not fit type %s", (long long)cols, wt->name);
+        return -1;
     }
-    mr_matmul_job job = {W, w_row, xs, x_row, rows, cols, ncols, Y, mr_type_vec_dot(wtype)};
-    mr_pool_run(pool, mr_matmul_worker, &job);
-    free(xq);
+    if (wt->vec_dot_type != MR_TYPE_F32 && !xt->from_float) {
+        mr_set_error("matmul: cannot convert activations to %s", xt->name);
+        return -1;
+    }
+    if (rows <= 0 || ncols <= 0) return 0;
+    if (cols > 0x7fffffff) { mr_set_error("matmul: rows of %lld values are too long", (long long)cols); return -1; }
+    mr_matmul_job *job = calloc(1, sizeof *job);
+    if (!job) { mr_set_error("matmul: out of memory"); return -1; }
+    mr_type_kernels(wtype, mr_isa(), &job->dot, &job->dot4);
+    if (!job->dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); free(job); return -1; }
+    job->W = W;
+    job->w_row = w_row;
+    job->X = X;
+    job->x_row = x_row;
+    job->rows = rows;
+    job->cols = cols;
+    job->ncols = ncols;
+    job->Y = Y;
+    job->pool = pool;
+    if (wt->vec_dot_type != MR_TYPE_F32) {
+        job->convert = xt->from_float;
+        job->Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
+        if (!job->Xq) { mr_set_error("matmul: out of memory"); free(job); return -1; }
+        if (ncols == 1) job->convert(X, job->Xq, cols);
+    }
+    int nth = mr_pool_size(pool);
+    if (ncols == 1) {
+        /* enough chunks per thread to even out a shared machine, at least 8 rows each */
+        long c = (long)(rows / (nth * 16));
+        job->chunk_rows = c < 8 ? 8 : c;
+    } else {
+        long c = (long)(MR_GEMM_CHUNK_BYTES / w_row);
+        long fair = (long)((rows + nth - 1) / nth);
+        if (c > fair) c = fair;
+        job->chunk_rows = c < 1 ? 1 : c;
+    }
+    job->n_chunks = (long)((rows + job->chunk_rows - 1) / job->chunk_rows);
+    atomic_init(&job->next_chunk, 0);
+    mr_pool_run(pool, mr_matmul_worker, job);
+    mr_aligned_free(job->Xq);
+    free(job);
     return 0;
 }

@@ -1,0 +1,429 @@
+/* x86 dot-product kernels for the integer-quantized types (Q4_0 .. Q8_0, Q2_K .. Q6_K), written once
+ * and instantiated twice: by quant_avx2.c (AVX2: vpmaddubsw + vpmaddwd) and by quant_avx512.c
+ * (KX_VNNI=1: AVX512-VNNI vpdpbusd / vpdpwssd on 256-bit vectors, which on Zen 4 run at the same
+ * rate per byte as 512-bit ones without the cross-lane shuffles).
+ *
+ * This header contains intrinsics: include it ONLY from *_avx2.c / *_avx512.c, which are compiled
+ * with the ISA flags (see DEVELOPING.md). Define KX_VNNI (0 or 1) before including it.
+ *
+ * Every kernel is written for nc columns (nc = 1 or 4, a compile-time constant after inlining):
+ * column c's float operations are the same whatever nc, so the 4-column kernel equals 4 calls of
+ * vec_dot bit for bit. Integer partial sums are exact, so only float operations matter for that.
+ *
+ * Block layouts are ggml's (ggml-common.h); the kx_* structs below mirror them (sizes asserted). */
+#ifndef MR_QUANT_KERN_X86_H
+#define MR_QUANT_KERN_X86_H
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifndef KX_VNNI
+#error "define KX_VNNI before including quant_kern_x86.h"
+#endif
+
+#define KX_INLINE static inline __attribute__((always_inline))
+#define KX_UNROLL _Pragma("GCC unroll 8")
+
+typedef struct { uint16_t d; int8_t qs[32]; } kb_q8_0;
+typedef struct { uint16_t d, s; int8_t qs[32]; } kb_q8_1;
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } kb_q8_k;
+typedef struct { uint16_t d; uint8_t qs[16]; } kb_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[16]; } kb_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } kb_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } kb_q5_1;
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } kb_q2_k;
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } kb_q3_k;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } kb_q4_k;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } kb_q5_k;
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } kb_q6_k;
+_Static_assert(sizeof(kb_q8_0) == 34, "q8_0");
+_Static_assert(sizeof(kb_q8_1) == 36, "q8_1");
+_Static_assert(sizeof(kb_q8_k) == 292, "q8_K");
+_Static_assert(sizeof(kb_q4_0) == 18, "q4_0");
+_Static_assert(sizeof(kb_q4_1) == 20, "q4_1");
+_Static_assert(sizeof(kb_q5_0) == 22, "q5_0");
+_Static_assert(sizeof(kb_q5_1) == 24, "q5_1");
+_Static_assert(sizeof(kb_q2_k) == 84, "q2_K");
+_Static_assert(sizeof(kb_q3_k) == 110, "q3_K");
+_Static_assert(sizeof(kb_q4_k) == 144, "q4_K");
+_Static_assert(sizeof(kb_q5_k) == 176, "q5_K");
+_Static_assert(sizeof(kb_q6_k) == 210, "q6_K");
+
+/* ---- helpers ---- */
+
+KX_INLINE float kx_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+KX_INLINE float kx_hsum(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+KX_INLINE __m256i kx_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* acc + sum over each group of 4 bytes of u (unsigned) * s (signed), as 8 int32 */
+KX_INLINE __m256i kx_dot(__m256i acc, __m256i u, __m256i s) {
+#if KX_VNNI
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* acc + pairwise int16 products p * sc summed into int32 */
+KX_INLINE __m256i kx_madd(__m256i acc, __m256i p, __m256i sc) {
+#if KX_VNNI
+    return _mm256_dpwssd_epi32(acc, p, sc);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+#endif
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles (values 0..15) then high nibbles (values 16..31) */
+KX_INLINE __m256i kx_nib32(const uint8_t *q) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)q);
+    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits -> 32 bytes, 0xff where the bit is set (bit i -> byte i) */
+KX_INLINE __m256i kx_bits32(const uint8_t *p) {
+    uint32_t x;
+    memcpy(&x, p, 4);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i mask = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf), mask);
+    return _mm256_cmpeq_epi8(v, mask);
+}
+
+/* Bit `bit` of every byte of v moved to bit `to` (other bits cleared); bit, to in 0..7. */
+KX_INLINE __m256i kx_bit_to(__m256i v, int bit, int to) {
+    const __m256i m = _mm256_set1_epi8((char)(1 << to));
+    if (bit == to) return _mm256_and_si256(v, m);
+    if (bit < to) return _mm256_and_si256(_mm256_slli_epi16(v, to - bit), m);
+    return _mm256_and_si256(_mm256_srli_epi16(v, bit - to), m);
+}
+
+/* int16 scale vector [s[2p] x8, s[2p+1] x8] from 16 signed bytes of scales (one per 16 values) */
+static const uint8_t kx_pair_shuf[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},
+    {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
+    {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
+};
+KX_INLINE __m256i kx_pair_scales(__m128i sc8, int p) {
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_loadu_si128((const __m128i *)kx_pair_shuf[p])));
+}
+
+/* 6-bit scales and mins of Q4_K / Q5_K (12 bytes: ggml's packing) -> sc[8], mn[8] */
+KX_INLINE void kx_scales_k4(const uint8_t *s12, uint8_t *sc, uint8_t *mn) {
+    uint32_t u[3], o[4];
+    memcpy(u, s12, 12);
+    o[0] = u[0] & 0x3f3f3f3f;                                             /* scales 0..3 */
+    o[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);       /* scales 4..7 */
+    o[2] = u[1] & 0x3f3f3f3f;                                             /* mins 0..3 */
+    o[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4); /* mins 4..7 */
+    memcpy(sc, &o[0], 8);
+    memcpy(mn, &o[2], 8);
+}
+
+/* 16 6-bit scales of Q3_K (ggml's packing), returned minus 32 as signed bytes */
+KX_INLINE __m128i kx_scales_q3k(const uint8_t *s12) {
+    uint32_t u[3], o[4];
+    memcpy(u, s12, 12);
+    o[0] = (u[0] & 0x0f0f0f0f) | (((u[2] >> 0) & 0x03030303) << 4);
+    o[1] = (u[1] & 0x0f0f0f0f) | (((u[2] >> 2) & 0x03030303) << 4);
+    o[2] = ((u[0] >> 4) & 0x0f0f0f0f) | (((u[2] >> 4) & 0x03030303) << 4);
+    o[3] = ((u[1] >> 4) & 0x0f0f0f0f) | (((u[2] >> 6) & 0x03030303) << 4);
+    return _mm_sub_epi8(_mm_loadu_si128((const __m128i *)o), _mm_set1_epi8(32));
+}
+
+#define KX_Y(T, c) ((const T *)((const uint8_t *)vy + (size_t)(c) * by))
+
+/* ---- 32-value blocks with a signed weight vector (Q8_0, Q4_0, Q5_0) x Q8_0 ----
+ * Per block and column: 8 int32 partial sums, converted and scaled by dw*dy into one of two float
+ * accumulators (even / odd blocks). */
+KX_INLINE void kx_blk_signed(__m256i q, float dw, const kb_q8_0 *const *y, int ib, __m256 *acc, int nc) {
+    const __m256i aq = _mm256_abs_epi8(q);
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        const __m256i sy = _mm256_sign_epi8(kx_load(y[c][ib].qs), q);
+        const __m256i p = kx_dot(_mm256_setzero_si256(), aq, sy);
+        const __m256 d = _mm256_set1_ps(dw * kx_h2f(y[c][ib].d));
+        acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+    }
+}
+
+KX_INLINE __m256i kx_w_q8_0(const void *w, int ib) { return kx_load(((const kb_q8_0 *)w)[ib].qs); }
+KX_INLINE float kx_d_q8_0(const void *w, int ib) { return kx_h2f(((const kb_q8_0 *)w)[ib].d); }
+KX_INLINE __m256i kx_w_q4_0(const void *w, int ib) {
+    return _mm256_sub_epi8(kx_nib32(((const kb_q4_0 *)w)[ib].qs), _mm256_set1_epi8(8));
+}
+KX_INLINE float kx_d_q4_0(const void *w, int ib) { return kx_h2f(((const kb_q4_0 *)w)[ib].d); }
+KX_INLINE __m256i kx_w_q5_0(const void *w, int ib) {
+    const kb_q5_0 *b = (const kb_q5_0 *)w + ib;
+    /* value = (nibble | high bit << 4) - 16: where the high bit is clear, nibble | 0xf0 is nibble-16 */
+    return _mm256_or_si256(kx_nib32(b->qs), _mm256_andnot_si256(kx_bits32(b->qh), _mm256_set1_epi8((char)0xf0)));
+}
+KX_INLINE float kx_d_q5_0(const void *w, int ib) { return kx_h2f(((const kb_q5_0 *)w)[ib].d); }
+
+#define KX_SIGNED32(T)                                                                             \
+    KX_INLINE void kx_##T(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { \
+        const int nb = n / 32;                                                                     \
+        const kb_q8_0 *y[4];                                                                       \
+        __m256 a0[4], a1[4];                                                                       \
+        KX_UNROLL for (int c = 0; c < nc; c++) {                                                   \
+            y[c] = KX_Y(kb_q8_0, c);                                                               \
+            a0[c] = a1[c] = _mm256_setzero_ps();                                                   \
+        }                                                                                          \
+        int ib = 0;                                                                                \
+        for (; ib + 1 < nb; ib += 2) {                                                             \
+            kx_blk_signed(kx_w_##T(w, ib), kx_d_##T(w, ib), y, ib, a0, nc);                        \
+            kx_blk_signed(kx_w_##T(w, ib + 1), kx_d_##T(w, ib + 1), y, ib + 1, a1, nc);            \
+        }                                                                                          \
+        if (ib < nb) kx_blk_signed(kx_w_##T(w, ib), kx_d_##T(w, ib), y, ib, a0, nc);               \
+        KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(_mm256_add_ps(a0[c], a1[c]));      \
+    }
+KX_SIGNED32(q8_0)
+KX_SIGNED32(q4_0)
+KX_SIGNED32(q5_0)
+
+/* ---- 32-value blocks with unsigned weights and a min (Q4_1, Q5_1) x Q8_1 ----
+ * sum = dw*dy*sum(q*y) + m*s, where s = dy*sum(y) is stored in the Q8_1 block. */
+KX_INLINE void kx_blk_min(__m256i q, float dw, float mw, const kb_q8_1 *const *y, int ib, __m256 *acc, float *sm,
+                          int nc) {
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        const __m256i p = kx_dot(_mm256_setzero_si256(), q, kx_load(y[c][ib].qs));
+        const __m256 d = _mm256_set1_ps(dw * kx_h2f(y[c][ib].d));
+        acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+        sm[c] += mw * kx_h2f(y[c][ib].s);
+    }
+}
+KX_INLINE __m256i kx_w_q4_1(const void *w, int ib) { return kx_nib32(((const kb_q4_1 *)w)[ib].qs); }
+KX_INLINE float kx_d_q4_1(const void *w, int ib) { return kx_h2f(((const kb_q4_1 *)w)[ib].d); }
+KX_INLINE float kx_m_q4_1(const void *w, int ib) { return kx_h2f(((const kb_q4_1 *)w)[ib].m); }
+KX_INLINE __m256i kx_w_q5_1(const void *w, int ib) {
+    const kb_q5_1 *b = (const kb_q5_1 *)w + ib;
+    return _mm256_or_si256(kx_nib32(b->qs), _mm256_and_si256(kx_bits32(b->qh), _mm256_set1_epi8(0x10)));
+}
+KX_INLINE float kx_d_q5_1(const void *w, int ib) { return kx_h2f(((const kb_q5_1 *)w)[ib].d); }
+KX_INLINE float kx_m_q5_1(const void *w, int ib) { return kx_h2f(((const kb_q5_1 *)w)[ib].m); }
+
+#define KX_MIN32(T)                                                                                \
+    KX_INLINE void kx_##T(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { \
+        const int nb = n / 32;                                                                     \
+        const kb_q8_1 *y[4];                                                                       \
+        __m256 a0[4], a1[4];                                                                       \
+        float sm[4];                                                                               \
+        KX_UNROLL for (int c = 0; c < nc; c++) {                                                   \
+            y[c] = KX_Y(kb_q8_1, c);                                                               \
+            a0[c] = a1[c] = _mm256_setzero_ps();                                                   \
+            sm[c] = 0.0f;                                                                          \
+        }                                                                                          \
+        int ib = 0;                                                                                \
+        for (; ib + 1 < nb; ib += 2) {                                                             \
+            kx_blk_min(kx_w_##T(w, ib), kx_d_##T(w, ib), kx_m_##T(w, ib), y, ib, a0, sm, nc);      \
+            kx_blk_min(kx_w_##T(w, ib + 1), kx_d_##T(w, ib + 1), kx_m_##T(w, ib + 1), y, ib + 1, a1, sm, nc); \
+        }                                                                                          \
+        if (ib < nb) kx_blk_min(kx_w_##T(w, ib), kx_d_##T(w, ib), kx_m_##T(w, ib), y, ib, a0, sm, nc); \
+        KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(_mm256_add_ps(a0[c], a1[c])) + sm[c]; \
+    }
+KX_MIN32(q4_1)
+KX_MIN32(q5_1)
+
+/* ---- K-quants x Q8_K (256-value super-blocks) ----
+ * Per super-block and column: an exact int32 vector of scale-weighted sums, then one or two fma
+ * into a float accumulator. */
+
+/* Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scale sc and min m:
+ * sum = d*dy*sum_j sc_j*(q_j . y_j) - dmin*dy*sum_j m_j*(bsum_2j + bsum_2j+1) */
+KX_INLINE void kx_q45k(int n, float *s, const void *w, const void *vy, size_t by, const int nc, const int five) {
+    const int nb = n / 256;
+    const kb_q8_k *y[4];
+    __m256 acc[4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        y[c] = KX_Y(kb_q8_k, c);
+        acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *qs, *sc12;
+        float d, dmin;
+        __m256i hb = _mm256_setzero_si256();
+        if (five) {
+            const kb_q5_k *b = (const kb_q5_k *)w + i;
+            qs = b->qs; sc12 = b->scales; d = kx_h2f(b->d); dmin = kx_h2f(b->dmin);
+            hb = kx_load(b->qh);
+        } else {
+            const kb_q4_k *b = (const kb_q4_k *)w + i;
+            qs = b->qs; sc12 = b->scales; d = kx_h2f(b->d); dmin = kx_h2f(b->dmin);
+        }
+        uint8_t sc[8], mn[8];
+        kx_scales_k4(sc12, sc, mn);
+        /* mins duplicated per pair of 16-value bsums: [m0 m0 m1 m1 ... m7 m7] as int16 */
+        const __m128i m8 = _mm_loadl_epi64((const __m128i *)mn);
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        __m256i isum[4];
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        KX_UNROLL for (int k = 0; k < 4; k++) {
+            const __m256i q = kx_load(qs + 32 * k);
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (five) {
+                lo = _mm256_or_si256(lo, kx_bit_to(hb, 2 * k, 4));
+                hi = _mm256_or_si256(hi, kx_bit_to(hb, 2 * k + 1, 4));
+            }
+            const __m256i slo = _mm256_set1_epi16(sc[2 * k]), shi = _mm256_set1_epi16(sc[2 * k + 1]);
+            KX_UNROLL for (int c = 0; c < nc; c++) {
+                const int8_t *yq = y[c][i].qs + 64 * k;
+                isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(lo, kx_load(yq)), slo);
+                isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(hi, kx_load(yq + 32)), shi);
+            }
+        }
+        KX_UNROLL for (int c = 0; c < nc; c++) {
+            const float dy = y[c][i].d;
+            const __m256i ms = _mm256_madd_epi16(kx_load(y[c][i].bsums), mins16);
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum[c]), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(ms), acc[c]);
+        }
+    }
+    KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
+}
+KX_INLINE void kx_q4_k(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    kx_q45k(n, s, w, vy, by, nc, 0);
+}
+KX_INLINE void kx_q5_k(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    kx_q45k(n, s, w, vy, by, nc, 1);
+}
+
+/* Q6_K: 16 sub-blocks of 16 with signed 8-bit scales, q in 0..63 stands for q-32:
+ * sum = d*dy*(sum_s sc_s*(q_s . y_s) - 32*sum_s sc_s*bsum_s) */
+KX_INLINE void kx_q6_k(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const int nb = n / 256;
+    const kb_q8_k *y[4];
+    __m256 acc[4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        y[c] = KX_Y(kb_q8_k, c);
+        acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    for (int i = 0; i < nb; i++) {
+        const kb_q6_k *b = (const kb_q6_k *)w + i;
+        const float d = kx_h2f(b->d);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i isum[4];
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        KX_UNROLL for (int j = 0; j < 2; j++) {
+            const __m256i l0 = kx_load(b->ql + 64 * j), l1 = kx_load(b->ql + 64 * j + 32);
+            const __m256i h = kx_load(b->qh + 32 * j);
+            __m256i a[4];
+            a[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+            a[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+            a[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30));
+            a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            KX_UNROLL for (int m = 0; m < 4; m++) {
+                const __m256i scv = kx_pair_scales(sc8, 4 * j + m);
+                KX_UNROLL for (int c = 0; c < nc; c++)
+                    isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(a[m], kx_load(y[c][i].qs + 128 * j + 32 * m)), scv);
+            }
+        }
+        KX_UNROLL for (int c = 0; c < nc; c++) {
+            const __m256i bias = _mm256_madd_epi16(kx_load(y[c][i].bsums), sc16);
+            const __m256i t = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 5));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[c][i].d), _mm256_cvtepi32_ps(t), acc[c]);
+        }
+    }
+    KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
+}
+
+/* Q2_K: 16 sub-blocks of 16, 4-bit scale (low nibble) and 4-bit min (high nibble), q in 0..3:
+ * sum = d*dy*sum_s sc_s*(q_s . y_s) - dmin*dy*sum_s m_s*bsum_s */
+KX_INLINE void kx_q2_k(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const int nb = n / 256;
+    const kb_q8_k *y[4];
+    __m256 acc[4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        y[c] = KX_Y(kb_q8_k, c);
+        acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int i = 0; i < nb; i++) {
+        const kb_q2_k *b = (const kb_q2_k *)w + i;
+        const float d = kx_h2f(b->d), dmin = kx_h2f(b->dmin);
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales);
+        const __m128i sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0f));
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0f)));
+        __m256i isum[4];
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        KX_UNROLL for (int k = 0; k < 2; k++) {
+            const __m256i q = kx_load(b->qs + 32 * k);
+            KX_UNROLL for (int j = 0; j < 4; j++) {
+                const __m256i a = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                const __m256i scv = kx_pair_scales(sc8, 4 * k + j);
+                KX_UNROLL for (int c = 0; c < nc; c++)
+                    isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(a, kx_load(y[c][i].qs + 128 * k + 32 * j)), scv);
+            }
+        }
+        KX_UNROLL for (int c = 0; c < nc; c++) {
+            const float dy = y[c][i].d;
+            const __m256i ms = _mm256_madd_epi16(kx_load(y[c][i].bsums), mins16);
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum[c]), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(ms), acc[c]);
+        }
+    }
+    KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
+}
+
+/* Q3_K: 16 sub-blocks of 16 with 6-bit scales (minus 32); value = low 2 bits - 4 unless the hmask
+ * bit is set. With u = low | hbit << 2 in 0..7 the value is u - 4:
+ * sum = d*dy*(sum_s sc_s*(u_s . y_s) - 4*sum_s sc_s*bsum_s) */
+KX_INLINE void kx_q3_k(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const int nb = n / 256;
+    const kb_q8_k *y[4];
+    __m256 acc[4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        y[c] = KX_Y(kb_q8_k, c);
+        acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int i = 0; i < nb; i++) {
+        const kb_q3_k *b = (const kb_q3_k *)w + i;
+        const float d = kx_h2f(b->d);
+        const __m128i sc8 = kx_scales_q3k(b->scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const __m256i hm = kx_load(b->hmask);
+        __m256i isum[4];
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        KX_UNROLL for (int k = 0; k < 2; k++) {
+            const __m256i q = kx_load(b->qs + 32 * k);
+            KX_UNROLL for (int j = 0; j < 4; j++) {
+                const __m256i a = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3),
+                                                  kx_bit_to(hm, 4 * k + j, 2));
+                const __m256i scv = kx_pair_scales(sc8, 4 * k + j);
+                KX_UNROLL for (int c = 0; c < nc; c++)
+                    isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(a, kx_load(y[c][i].qs + 128 * k + 32 * j)), scv);
+            }
+        }
+        KX_UNROLL for (int c = 0; c < nc; c++) {
+            const __m256i bias = _mm256_madd_epi16(kx_load(y[c][i].bsums), sc16);
+            const __m256i t = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 2));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[c][i].d), _mm256_cvtepi32_ps(t), acc[c]);
+        }
+    }
+    KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
+}
+
+/* vec_dot (1 column) and 4-column entry points for type T, suffix S (_avx2 / _avx512) */
+#define KX_ENTRY(T, S)                                                                             \
+    static void mr_vd_##T##S(int n, float *s, const void *w, const void *y) { kx_##T(n, s, w, y, 0, 1); } \
+    static void mr_vd4_##T##S(int n, float *s, const void *w, const void *y, size_t by) {          \
+        kx_##T(n, s, w, y, by, 4);                                                                 \
+    }
+
+#endif

@@ -1,0 +1,25 @@
+/* SIMD kernel tables beyond the single-column vec_dot (quant.h): multi-column dot products used by
+ * the matrix kernels (matmul.c). No intrinsics here; the kernels live in *_avx2.c / *_avx512.c.
+ *
+ * A 4-column kernel computes s[c] = dot(w, y + c*by) for c = 0..3 with exactly the float operations
+ * (same order, same lanes) of the same ISA's single-column vec_dot, so GEMM == 4 x GEMV bit for bit;
+ * it only shares the unpacking of each weight block between the four columns. */
+#ifndef MR_QUANT_SIMD_H
+#define MR_QUANT_SIMD_H
+#include <stddef.h>
+#include "quant/quant.h"
+
+/* s[0..3] = dot(w, y + c*by): w one weight row of n values, y four activation rows of the partner
+ * type, by bytes apart. */
+typedef void (*mr_vec_dot_x4_fn)(int n, float *s, const void *w, const void *y, size_t by);
+
+/* Indexed by type; NULL where the ISA has no 4-column kernel (callers loop over vec_dot). */
+extern const mr_vec_dot_x4_fn mr_vec_dot_x4_avx2[MR_TYPE_COUNT];
+extern const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT];
+
+/* The kernels the given ISA uses for a type: *dot is what mr_type_vec_dot() would return under that
+ * ISA (falling back to a lower ISA, then scalar), *dot4 the 4-column kernel of the same ISA as *dot,
+ * or NULL. Returns the ISA *dot belongs to, -1 for an unknown type. */
+int mr_type_kernels(int type, int isa, mr_vec_dot_fn *dot, mr_vec_dot_x4_fn *dot4);
+
+#endif
