@@ -55,6 +55,15 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
 test: $(BUILD)/moerun $(TEST_BIN)
 	@sh tests/run.sh $(BUILD)
 
+# Benchmarks (not tests): bench/*.c may use internal headers. Run on a quiet machine.
+#   make bench-kernels BENCH_ARGS="--types q4_K,q8_0 --threads 2"
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+bench-kernels: $(BUILD)/bench/bench_kernels
+	nice -n 10 $(BUILD)/bench/bench_kernels $(BENCH_ARGS)
+
 sanitize:
 	$(MAKE) test SANITIZE=1
 

@@ -1,0 +1,168 @@
+/* make bench-kernels: kernel throughput on this machine (a benchmark, not a test).
+ *
+ *   DRAM read bandwidth (1 thread, all threads) over a buffer of --gib GiB;
+ *   per type: GEMV (one column, as in decode) GB/s of weight bytes on 4096x2048 and 4096x4096
+ *   matrices (rows x cols), streaming over >= --gib GiB of distinct copies per measurement so the
+ *   weights come from DRAM, not cache; 1 thread and all threads; % of the DRAM bandwidth;
+ *   GEMM GFLOP/s for a 512-column batch on one 4096x4096 matrix (all threads).
+ *
+ * Usage: bench_kernels [--types q4_K,q8_0,...] [--threads N] [--gib G] [--reps R] [--no-gemm]
+ * The ISA is the one in use (MOERUN_ISA=scalar|avx2|avx512 to force one). Run it nice'd on a quiet
+ * machine; each measurement is the best of --reps passes. */
+#include "base/base.h"
+#include "base/pool.h"
+#include "quant/matmul.h"
+#include "quant/quant.h"
+#include "quant/quant_simd.h"
+#include "../tests/simd_data.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static const int default_types[] = {
+    MR_TYPE_F16, MR_TYPE_BF16, MR_TYPE_Q8_0, MR_TYPE_Q4_0, MR_TYPE_Q4_1, MR_TYPE_Q5_0, MR_TYPE_Q2_K,
+    MR_TYPE_Q3_K, MR_TYPE_Q4_K, MR_TYPE_Q5_K, MR_TYPE_Q6_K, MR_TYPE_IQ2_XXS, MR_TYPE_IQ3_S,
+    MR_TYPE_IQ4_NL, MR_TYPE_IQ4_XS, MR_TYPE_MXFP4, MR_TYPE_NVFP4, MR_TYPE_IQ1_S, MR_TYPE_IQ1_M};
+
+/* ---- DRAM read bandwidth: XOR every 16-byte word of the buffer (plain C vectors) ---- */
+typedef long long bk_v2 __attribute__((vector_size(16)));
+typedef struct { const bk_v2 *p; size_t n; long long sink[64]; } bk_read_job;
+
+static void bk_read_worker(void *arg, int ith, int nth) {
+    bk_read_job *j = arg;
+    long lo, hi;
+    mr_split((long)(j->n / 8), ith, nth, &lo, &hi);
+    bk_v2 a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0;
+    for (long i = lo * 8; i < hi * 8; i += 8) {
+        a0 ^= j->p[i] ^ j->p[i + 4];
+        a1 ^= j->p[i + 1] ^ j->p[i + 5];
+        a2 ^= j->p[i + 2] ^ j->p[i + 6];
+        a3 ^= j->p[i + 3] ^ j->p[i + 7];
+    }
+    bk_v2 a = a0 ^ a1 ^ a2 ^ a3;
+    j->sink[ith & 63] = a[0] ^ a[1];
+}
+
+static double bk_dram(mr_pool *pool, const uint8_t *buf, size_t bytes, int reps) {
+    bk_read_job j = {(const bk_v2 *)buf, bytes / 16, {0}};
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        double t = mr_now();
+        mr_pool_run(pool, bk_read_worker, &j);
+        t = mr_now() - t;
+        if (bytes / t > best) best = bytes / t;
+    }
+    return best / 1e9;
+}
+
+/* ---- GEMV over many distinct copies of one matrix ---- */
+static double bk_gemv(mr_pool *pool, int type, const uint8_t *arena, size_t mat_bytes, int ncopies, int64_t rows,
+                      int64_t cols, const float *x, float *y, int reps) {
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        double t = mr_now();
+        for (int k = 0; k < ncopies; k++)
+            if (mr_matmul(pool, arena + (size_t)k * mat_bytes, type, rows, cols, x, 1, y) != 0) return -1;
+        t = mr_now() - t;
+        double gbs = (double)mat_bytes * ncopies / t / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    return best;
+}
+
+static int parse_types(const char *s, int *out) {
+    int n = 0;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int t = mr_type_from_name(tok);
+        if (t < 0) { fprintf(stderr, "error: unknown type '%s'\n", tok); return -1; }
+        out[n++] = t;
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    int types[64], ntypes = 0, nthreads = mr_cpu_physical_cores(), reps = 3, gemm = 1;
+    double gib = 2.0;
+    for (size_t i = 0; i < sizeof default_types / sizeof default_types[0]; i++) types[ntypes++] = default_types[i];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--types") && i + 1 < argc) {
+            if ((ntypes = parse_types(argv[++i], types)) < 0) return 1;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) nthreads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gib") && i + 1 < argc) gib = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-gemm")) gemm = 0;
+        else {
+            fprintf(stderr, "usage: %s [--types a,b] [--threads N] [--gib G] [--reps R] [--no-gemm]\n", argv[0]);
+            return !strcmp(argv[i], "--help") ? 0 : 1;
+        }
+    }
+    if (nthreads < 1 || reps < 1 || gib <= 0) { fprintf(stderr, "error: bad option value\n"); return 1; }
+    size_t arena_bytes = (size_t)(gib * 1073741824.0) + ((size_t)64 << 20);
+    uint8_t *arena = mmap(NULL, arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (arena == MAP_FAILED) { fprintf(stderr, "error: cannot map %zu bytes\n", arena_bytes); return 1; }
+    madvise(arena, arena_bytes, MADV_HUGEPAGE);
+    memset(arena, 1, arena_bytes);
+    mr_pool *pool = mr_pool_create(nthreads);
+    if (!pool) { fprintf(stderr, "error: %s\n", mr_get_error()); return 1; }
+
+    size_t stream = (size_t)(gib * 1073741824.0);
+    double dram1 = bk_dram(NULL, arena, stream, reps), dramN = bk_dram(pool, arena, stream, reps);
+    printf("# moerun bench-kernels: ISA %s, %d threads, %.2f GiB streamed per measurement, best of %d\n",
+           mr_isa_name(mr_isa()), nthreads, gib, reps);
+    printf("# DRAM read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)\n", dram1, dramN, nthreads);
+    printf("# GEMV: GB/s of weight bytes, one activation column; %%: of the %d-thread DRAM bandwidth\n", nthreads);
+    printf("# GEMM: 512 columns x 4096x4096, GFLOP/s (2*rows*cols*512 / time), %d threads\n", nthreads);
+    printf("%-8s %5s | %8s %8s %5s | %8s %8s %5s | %8s\n", "type", "bpw", "2048:1T", "2048:NT", "%", "4096:1T",
+           "4096:NT", "%", "GEMM");
+
+    static const int64_t shapes[2][2] = {{4096, 2048}, {4096, 4096}}; /* rows x cols */
+    float *x = malloc(sizeof(float) * 4096 * 512), *y = malloc(sizeof(float) * 4096 * 512);
+    if (!x || !y) return 1;
+    for (size_t i = 0; i < 4096 * 512; i++) x[i] = sd_normalish();
+    for (int ti = 0; ti < ntypes; ti++) {
+        const int type = types[ti];
+        const mr_type_traits *t = mr_type_get(type);
+        if (!t || !t->vec_dot) { printf("%-8s (no dot product)\n", mr_type_name(type)); continue; }
+        mr_vec_dot_fn dot;
+        mr_vec_dot_x4_fn dot4;
+        int kisa = mr_type_kernels(type, mr_isa(), &dot, &dot4);
+        double res[2][3];
+        for (int s = 0; s < 2; s++) {
+            const int64_t rows = shapes[s][0], cols = shapes[s][1];
+            size_t mat = mr_row_size(type, cols) * (size_t)rows;
+            int ncopies = (int)(stream / mat);
+            if (ncopies < 1) ncopies = 1;
+            if ((size_t)ncopies * mat > arena_bytes) ncopies = (int)(arena_bytes / mat);
+            sd_weights(type, arena, rows * cols, 0);
+            for (int k = 1; k < ncopies; k++) memcpy(arena + (size_t)k * mat, arena, mat);
+            res[s][0] = bk_gemv(NULL, type, arena, mat, ncopies, rows, cols, x, y, reps);
+            res[s][1] = bk_gemv(pool, type, arena, mat, ncopies, rows, cols, x, y, reps);
+            res[s][2] = 100.0 * res[s][1] / dramN;
+        }
+        double gflops = 0;
+        if (gemm) {
+            /* one matrix (it stays in cache: this measures compute); best of reps */
+            for (int r = 0; r < reps; r++) {
+                double tt = mr_now();
+                if (mr_matmul(pool, arena, type, 4096, 4096, x, 512, y) != 0) break;
+                tt = mr_now() - tt;
+                double g = 2.0 * 4096 * 4096 * 512 / tt / 1e9;
+                if (g > gflops) gflops = g;
+                if (tt > 20) break; /* slow (scalar) kernels: one pass is enough */
+            }
+        }
+        printf("%-8s %5.2f | %8.2f %8.2f %5.1f | %8.2f %8.2f %5.1f | %8.1f%s%s\n", t->name,
+               8.0 * t->type_size / t->block_size, res[0][0], res[0][1], res[0][2], res[1][0], res[1][1], res[1][2],
+               gflops, kisa == MR_ISA_SCALAR ? "  (scalar kernel)" : "", dot4 ? "" : "  (no 4-col kernel)");
+        fflush(stdout);
+    }
+    mr_pool_free(pool);
+    munmap(arena, arena_bytes);
+    free(x);
+    free(y);
+    return 0;
+}
