@@ -113,6 +113,64 @@ double mr_logits_kl(const float *ref, const float *eng, int n_vocab);   /* one r
  * "indexer"). Returns 1 if the comparison passes, 0 if not (why[] gets the reason), -1 for an unknown class. */
 int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, size_t why_len);
 
+/* Tokenizer: SPM ("llama") and byte-level BPE ("gpt2", with the pre-tokenizer named by
+ * tokenizer.ggml.pre), loaded from any GGUF that has tokenizer.ggml.* metadata. Ids match the
+ * reference llama.cpp. A tokenizer is immutable after loading and may be shared between threads. */
+typedef struct mr_tokenizer mr_tokenizer;
+mr_tokenizer *mr_tokenizer_load(const char *gguf_path);
+void mr_tokenizer_free(mr_tokenizer *t);
+int32_t mr_tokenizer_n_vocab(const mr_tokenizer *t);
+int32_t mr_tokenizer_bos(const mr_tokenizer *t);          /* -1 if none */
+int32_t mr_tokenizer_eos(const mr_tokenizer *t);          /* -1 if none */
+int32_t mr_tokenizer_eot(const mr_tokenizer *t);          /* end of turn, -1 if none */
+int mr_tokenizer_adds_bos(const mr_tokenizer *t);         /* model asks for BOS (add_bos_token) */
+int mr_tokenizer_is_eog(const mr_tokenizer *t, int32_t id); /* ends generation (eos, eot, <|im_end|>...) */
+int mr_tokenizer_is_control(const mr_tokenizer *t, int32_t id);
+const char *mr_tokenizer_model(const mr_tokenizer *t);    /* "llama" or "gpt2" */
+const char *mr_tokenizer_pre(const mr_tokenizer *t);      /* tokenizer.ggml.pre ("" if absent) */
+const char *mr_token_text(const mr_tokenizer *t, int32_t id); /* raw vocabulary string, NULL if bad id */
+int32_t mr_token_lookup(const mr_tokenizer *t, const char *text, size_t len); /* exact vocab string -> id or -1 */
+/* Tokenize len bytes of text. add_special: add the model's BOS (and EOS) as its metadata asks
+ * (like llama.cpp's add_special). parse_special: text like "<|im_start|>" becomes that control
+ * token (user-defined tokens are always matched). Returns the number of ids written, -needed if
+ * max is too small (nothing written), INT_MIN on error (mr_last_error()). */
+int mr_tokenize(const mr_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                int32_t *out, int max);
+/* The bytes of one token (SPM U+2581 -> space, <0xNN> -> byte, byte-level BPE code points -> bytes).
+ * special = 0 renders control/unknown tokens as "". Returns the length (not NUL-terminated),
+ * -needed if size is too small, INT_MIN for a bad id. */
+int mr_token_to_piece(const mr_tokenizer *t, int32_t id, char *buf, int size, int special);
+/* Text of a token sequence as llama.cpp's detokenize (leading-space removal for SPM, BPE
+ * clean-up of " ," etc.). Returns the length, -needed if size is too small, INT_MIN on error. */
+int mr_detokenize(const mr_tokenizer *t, const int32_t *ids, int n, char *text, int size, int remove_special,
+                  int unparse_special);
+
+/* Sampling. A sampler owns its RNG and the recent-token history used by the repetition penalty.
+ * Order of the steps (as llama.cpp's default chain): repetition penalty, top-k, top-p, min-p,
+ * temperature, then a draw from the softmax. temperature <= 0 is greedy (argmax after the penalty;
+ * ties: lowest id). */
+typedef struct {
+    float temperature;    /* default 0.8; <= 0: greedy */
+    int32_t top_k;        /* default 40; <= 0: off */
+    float top_p;          /* default 0.95; >= 1: off */
+    float min_p;          /* default 0.05; <= 0: off */
+    float repeat_penalty; /* default 1.0 (off); logits of recent tokens: > 0 divided, < 0 multiplied */
+    int32_t repeat_last_n;/* default 64: how many recent tokens the penalty looks at */
+    uint64_t seed;        /* default 0x5eed */
+} mr_sampler_params;
+typedef struct mr_sampler mr_sampler;
+void mr_sampler_default_params(mr_sampler_params *p);
+mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab);
+void mr_sampler_free(mr_sampler *s);
+void mr_sampler_reset(mr_sampler *s);                    /* forget history, reseed */
+void mr_sampler_accept(mr_sampler *s, int32_t id);       /* record a token (prompt or generated) */
+int32_t mr_sampler_sample(mr_sampler *s, const float *logits); /* logits[n_vocab] (not modified); -1 on error */
+/* Deterministic RNG (xoshiro256**, seeded with splitmix64): same seed, same sequence everywhere. */
+typedef struct { uint64_t s[4]; } mr_rng;
+void mr_rng_seed(mr_rng *r, uint64_t seed);
+uint64_t mr_rng_next(mr_rng *r);
+double mr_rng_uniform(mr_rng *r);                        /* [0, 1), 53 random bits */
+
 /* ---- expert pager (issue 6) ---- */
 /* Routing traces (shared/README.md format "KJVR") and the expert-cache simulator behind
  * `moerun cache-sim`: accesses replayed token -> layer -> rank through one global cache of
