@@ -116,7 +116,6 @@ int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, si
 /* Tokenizer: SPM ("llama") and byte-level BPE ("gpt2", with the pre-tokenizer named by
  * tokenizer.ggml.pre), loaded from any GGUF that has tokenizer.ggml.* metadata. Ids match the
  * reference llama.cpp. A tokenizer is immutable after loading and may be shared between threads. */
-typedef struct mr_tokenizer mr_tokenizer;
 mr_tokenizer *mr_tokenizer_load(const char *gguf_path);
 void mr_tokenizer_free(mr_tokenizer *t);
 int32_t mr_tokenizer_n_vocab(const mr_tokenizer *t);
