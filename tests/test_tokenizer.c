@@ -28,7 +28,7 @@ static int tokenize_all(const mr_tokenizer *t, const char *s, size_t len, int ad
 }
 
 /* Cases are separated by "\n__ggml_vocab_test__\n"; .out has one line of " id id ..." per case. */
-static void vocab_file(const char *name) {
+static void vocab_file(const char *name, int clean) {
     char p[256];
     size_t ilen, olen;
     snprintf(p, sizeof p, "vocab/ggml-vocab-%s.gguf", name);
@@ -42,7 +42,7 @@ static void vocab_file(const char *name) {
     CHECK(inp && out, "cannot read the .inp/.out of %s", name);
     const char *sep = "\n__ggml_vocab_test__\n";
     size_t seplen = strlen(sep);
-    int n_case = 0, n_pass = 0;
+    int n_case = 0, n_pass = 0, n_rt_fail = 0;
     char *ip = inp, *op = out;
     while (inp && out && *ip) {
         char *e = strstr(ip, sep);
@@ -64,6 +64,20 @@ static void vocab_file(const char *name) {
         int ok = n == ne && (n == 0 || !memcmp(ids, exp, sizeof *ids * (size_t)n));
         n_case++;
         n_pass += ok;
+        /* detokenize(tokenize(s)) == s, after the reference's space clean-up (" ?" -> "?" ...) for
+         * the vocabularies that have it (none of these texts has " ' " or " 's"-like sequences) */
+        char back[8192], want[8192];
+        int nw = 0;
+        for (const char *q = ip; q < e && nw < (int)sizeof want; q++) {
+            if (clean && nw > 0 && want[nw - 1] == ' ' && (*q == '?' || *q == '!' || *q == '.' || *q == ',')) nw--;
+            want[nw++] = *q;
+        }
+        int nb = mr_detokenize(t, ids, n, back, (int)sizeof back, 0, 0);
+        int rt = nb == nw && !memcmp(back, want, (size_t)nb);
+        if (!rt) {
+            n_rt_fail++;
+            if (getenv("VERBOSE_RT")) printf("    round trip %s case %d: '%.*s' -> '%.*s'\n", name, n_case, (int)(e - ip), ip, nb > 0 ? nb : 0, back);
+        }
         if (!ok) {
             printf("    %s case %d '%.*s':\n      got ", name, n_case, (int)(e - ip) > 60 ? 60 : (int)(e - ip), ip);
             for (int i = 0; i < n; i++) printf(" %d", ids[i]);
@@ -74,24 +88,126 @@ static void vocab_file(const char *name) {
         free(ids);
         ip = e + seplen;
     }
-    printf("# vocab %-28s %d/%d cases\n", name, n_pass, n_case);
+    printf("# vocab %-28s %d/%d cases, %d detokenize round-trip differences\n", name, n_pass, n_case, n_rt_fail);
     CHECK(n_case > 0 && n_pass == n_case, "%s: %d of %d cases match", name, n_pass, n_case);
+    CHECK(n_rt_fail == 0, "%s: %d cases do not detokenize to their text", name, n_rt_fail);
     free(inp); free(out);
     mr_tokenizer_free(t);
 }
 
-static void test_vocab_llama_spm(void) { vocab_file("llama-spm"); }
-static void test_vocab_phi_3(void) { vocab_file("phi-3"); }
-static void test_vocab_gpt_2(void) { vocab_file("gpt-2"); }
-static void test_vocab_deepseek_llm(void) { vocab_file("deepseek-llm"); }
-static void test_vocab_deepseek_coder(void) { vocab_file("deepseek-coder"); }
-static void test_vocab_falcon(void) { vocab_file("falcon"); }
-static void test_vocab_starcoder(void) { vocab_file("starcoder"); }
-static void test_vocab_refact(void) { vocab_file("refact"); }
-static void test_vocab_mpt(void) { vocab_file("mpt"); }
-static void test_vocab_deepseek_v3(void) { vocab_file("deepseek-v3-on-deepseek-llm"); }
-static void test_vocab_llama_bpe(void) { vocab_file("llama-bpe-on-gpt-2"); }
-static void test_vocab_qwen2(void) { vocab_file("qwen2-on-gpt-2"); }
+static void test_vocab_llama_spm(void) { vocab_file("llama-spm", 0); }
+static void test_vocab_phi_3(void) { vocab_file("phi-3", 0); }
+static void test_vocab_gpt_2(void) { vocab_file("gpt-2", 1); }
+static void test_vocab_deepseek_llm(void) { vocab_file("deepseek-llm", 0); }
+static void test_vocab_deepseek_coder(void) { vocab_file("deepseek-coder", 0); }
+static void test_vocab_falcon(void) { vocab_file("falcon", 1); }
+static void test_vocab_starcoder(void) { vocab_file("starcoder", 1); }
+static void test_vocab_refact(void) { vocab_file("refact", 1); }
+static void test_vocab_mpt(void) { vocab_file("mpt", 1); }
+static void test_vocab_deepseek_v3(void) { vocab_file("deepseek-v3-on-deepseek-llm", 0); }
+static void test_vocab_llama_bpe(void) { vocab_file("llama-bpe-on-gpt-2", 1); }
+static void test_vocab_qwen2(void) { vocab_file("qwen2-on-gpt-2", 0); }
+
+
+/* The prompts of the golden generation runs, with BOS, must tokenize to the reference's ids. */
+static void golden_prompt(const char *model, const char *prompt, const char *ids_file) {
+    mr_tokenizer *t = mr_tokenizer_load(t_shared(model));
+    CHECK(t, "%s: %s", model, mr_last_error());
+    if (!t) return;
+    size_t len;
+    char *txt = slurp(t_shared(ids_file), &len);
+    CHECK(txt, "cannot read %s", ids_file);
+    int32_t exp[256];
+    int ne = 0;
+    for (char *q = txt; txt && *q && ne < 256;) {
+        char *end;
+        long v = strtol(q, &end, 10);
+        if (end == q) { q++; continue; }
+        exp[ne++] = (int32_t)v;
+        q = end;
+    }
+    int32_t *ids = NULL;
+    int n = tokenize_all(t, prompt, strlen(prompt), 1, 1, &ids);
+    CHECK(n == ne && ne > 0 && !memcmp(ids, exp, sizeof *ids * (size_t)ne), "'%s' on %s: %d ids (first %d), expected %d",
+          prompt, model, n, n > 0 ? ids[0] : -1, ne);
+    /* and back: without the BOS the SPM prefix space is dropped (with it, the reference keeps it) */
+    char buf[256];
+    int nb = n > 0 ? mr_detokenize(t, ids + 1, n - 1, buf, (int)sizeof buf, 0, 0) : -1;
+    CHECK(nb == (int)strlen(prompt) && !memcmp(buf, prompt, (size_t)nb), "detokenize gave '%.*s'", nb > 0 ? nb : 0, buf);
+    free(ids); free(txt);
+    mr_tokenizer_free(t);
+}
+
+static void test_golden_prompts(void) {
+    golden_prompt("models/aidreams260K.gguf", "I dreamed", "golden/tokens-aidreams.txt");
+    golden_prompt("models/kjv-moe-q8_0.gguf", "And God said", "golden/tokens-kjv-prompt.txt");
+}
+
+static int ids_are(const mr_tokenizer *t, const char *s, int add, int special, const int32_t *exp, int ne) {
+    int32_t *ids = NULL;
+    int n = tokenize_all(t, s, strlen(s), add, special, &ids);
+    int ok = n == ne && !memcmp(ids, exp, sizeof *ids * (size_t)ne);
+    if (!ok) {
+        printf("    '%s' ->", s);
+        for (int i = 0; i < n; i++) printf(" %d", ids[i]);
+        printf("\n");
+    }
+    free(ids);
+    return ok;
+}
+
+static void test_special_tokens(void) {
+    mr_tokenizer *t = mr_tokenizer_load(t_shared("vocab/ggml-vocab-gpt-2.gguf"));
+    CHECK(t, "%s", mr_last_error());
+    if (!t) return;
+    /* <|endoftext|> is a control token: split out only with parse_special */
+    static const int32_t a[] = { 15496, 50256, 6894 };
+    static const int32_t b[] = { 15496, 27, 91, 437, 1659, 5239, 91, 29, 6894 };
+    CHECK(ids_are(t, "Hello<|endoftext|>world", 0, 1, a, 3), "parse_special");
+    CHECK(ids_are(t, "Hello<|endoftext|>world", 0, 0, b, 9), "no parse_special");
+    CHECK(mr_tokenizer_eos(t) == 50256 && mr_tokenizer_is_eog(t, 50256), "eos %d", mr_tokenizer_eos(t));
+    CHECK(!mr_tokenizer_adds_bos(t), "gpt-2 adds no BOS");
+    CHECK(mr_token_lookup(t, "<|endoftext|>", 13) == 50256, "lookup");
+    char buf[32];
+    CHECK(mr_token_to_piece(t, 50256, buf, sizeof buf, 0) == 0, "control token hidden without special");
+    CHECK(mr_token_to_piece(t, 50256, buf, sizeof buf, 1) == 13 && !memcmp(buf, "<|endoftext|>", 13), "control piece");
+    CHECK(mr_token_to_piece(t, 50256, buf, 4, 1) == -13, "too small buffer -> -needed");
+    CHECK(mr_token_to_piece(t, 995, buf, sizeof buf, 0) == 6 && !memcmp(buf, " world", 6), "byte-level piece");
+    CHECK(mr_token_to_piece(t, 1 << 20, buf, sizeof buf, 0) == INT_MIN, "bad id");
+    int32_t two[2];
+    CHECK(mr_tokenize(t, "Hello world again", 17, 0, 0, two, 2) == -3, "too small output -> -needed");
+    CHECK(mr_tokenize(t, "", 0, 1, 1, two, 2) == 0, "empty text, no BOS for gpt-2");
+    mr_tokenizer_free(t);
+
+    t = mr_tokenizer_load(t_shared("vocab/ggml-vocab-llama-spm.gguf"));
+    CHECK(t, "%s", mr_last_error());
+    if (!t) return;
+    /* SPM: a space is prefixed at the start and after each special token */
+    static const int32_t c[] = { 1, 1, 6324, 2, 29871, 921 };
+    CHECK(ids_are(t, "<s>Hi</s> x", 1, 1, c, 6), "spm parse_special");
+    static const int32_t d[] = { 1 };
+    CHECK(ids_are(t, "", 1, 1, d, 1), "empty text is just BOS");
+    CHECK(mr_tokenizer_bos(t) == 1 && mr_tokenizer_eos(t) == 2 && mr_tokenizer_adds_bos(t), "spm bos/eos");
+    /* byte fallback: a character missing from the vocabulary comes out as <0xNN> tokens */
+    int32_t *ids = NULL;
+    int n = tokenize_all(t, "\xf0\x9f\xa6\x99", 4, 0, 0, &ids);
+    int bytes = 0;
+    for (int i = 0; i < n; i++) {
+        const char *tx = mr_token_text(t, ids[i]);
+        bytes += tx && !strncmp(tx, "<0x", 3);
+    }
+    CHECK(n == 5 && bytes == 4, "llama emoji: %d tokens, %d byte tokens", n, bytes);
+    char buf2[16];
+    int nb = mr_detokenize(t, ids, n, buf2, sizeof buf2, 0, 0);
+    CHECK(nb == 4 && !memcmp(buf2, "\xf0\x9f\xa6\x99", 4), "bytes detokenize (%d)", nb);
+    free(ids);
+    mr_tokenizer_free(t);
+}
+
+static void test_load_errors(void) {
+    CHECK(!mr_tokenizer_load("/nonexistent.gguf"), "missing file loads");
+    CHECK(!mr_tokenizer_load(t_shared("golden/tokens-32.txt")), "not a gguf loads");
+}
 
 int main(void) {
     RUN(test_vocab_llama_spm);
@@ -106,5 +222,8 @@ int main(void) {
     RUN(test_vocab_deepseek_v3);
     RUN(test_vocab_llama_bpe);
     RUN(test_vocab_qwen2);
+    RUN(test_golden_prompts);
+    RUN(test_special_tokens);
+    RUN(test_load_errors);
     return t_finish();
 }
