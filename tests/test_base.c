@@ -62,6 +62,33 @@ static void test_pool(void) {
     }
 }
 
+typedef struct { atomic_int hits[1000]; } chunk_job;
+static void chunk_fn(void *arg, long i) { atomic_fetch_add(&((chunk_job *)arg)->hits[i], 1); }
+
+/* every chunk exactly once, for any pool size, mixed with mr_pool_run jobs */
+static void test_pool_chunks(void) {
+    static const long counts[] = {1, 2, 7, 64, 1000};
+    for (int n = 0; n <= 4; n++) {
+        mr_pool *p = n ? mr_pool_create(n) : NULL;
+        CHECK(n == 0 || p != NULL, "create %d", n);
+        static chunk_job j;
+        for (int rep = 0; rep < 300; rep++) {
+            long nc = counts[rep % 5];
+            for (long i = 0; i < nc; i++) atomic_store(&j.hits[i], 0);
+            mr_pool_run_chunks(p, chunk_fn, &j, nc);
+            int bad = 0;
+            for (long i = 0; i < nc; i++) bad += atomic_load(&j.hits[i]) != 1;
+            CHECK(bad == 0, "threads=%d rep=%d: %d of %ld chunks not run exactly once", n, rep, bad, nc);
+            if (rep % 3 == 0) {
+                pool_job pj = {0};
+                mr_pool_run(p, pool_fn, &pj);
+                CHECK(atomic_load(&pj.sum) == 64 * 63 / 2, "run after chunks: threads=%d rep=%d", n, rep);
+            }
+        }
+        mr_pool_free(p);
+    }
+}
+
 static mr_pool *g_pool;
 static void barrier_fn(void *arg, int ith, int nth) {
     pool_job *j = arg;
@@ -108,6 +135,7 @@ int main(void) {
     RUN(test_bf16);
     RUN(test_pool);
     RUN(test_pool_barrier);
+    RUN(test_pool_chunks);
     RUN(test_split);
     RUN(test_isa);
     return t_finish();

@@ -2,20 +2,36 @@
 #include "base/base.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define MR_POOL_SPIN 200000 /* spins before a worker sleeps on the condition variable */
+#define MR_WAIT_SPIN 4000   /* spins before a waiting thread starts yielding its core */
+
+/* Chunked jobs hand out chunk indices with a CAS on one 64-bit word:
+ * bits 40..63 job id (low 24 bits of the job sequence), 20..39 number of chunks, 0..19 next chunk.
+ * A worker that arrives late (busy elsewhere, descheduled) finds no chunk left and is not waited for;
+ * the job id stops a stale worker's CAS from succeeding on a later job's word. */
+#define MR_CLAIM_MAX_CHUNKS ((1L << 20) - 1)
 
 struct mr_pool {
     int n;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    unsigned long seq;    /* jobs started (written by the calling thread only) */
+    atomic_ulong job;     /* seq << 1 | 1 for a chunked job; workers wait for it to change */
+    /* mr_pool_run jobs */
     mr_pool_fn fn;
     void *ctx;
-    atomic_uint gen;      /* bumped once per job */
     atomic_int n_done;    /* workers finished with the current job */
+    /* chunked jobs */
+    mr_pool_chunk_fn cfn;
+    void *cctx;
+    _Atomic uint64_t claim;
+    atomic_long chunks_done;
     atomic_int n_sleeping;
     atomic_int stop;
     /* sense-reversing barrier */
@@ -31,28 +47,58 @@ static inline void mr_cpu_relax(void) {
 #endif
 }
 
+/* one step of a wait loop: spin for a while, then let other threads on this core run */
+static inline void mr_wait_step(int *spins) {
+    if (++*spins < MR_WAIT_SPIN) mr_cpu_relax();
+    else sched_yield();
+}
+
+/* Claim and run chunks of the current chunked job until none is left. */
+static void mr_pool_claim_loop(mr_pool *p) {
+    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    for (;;) {
+        uint64_t next = c & 0xfffff, nch = (c >> 20) & 0xfffff;
+        if (next >= nch) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        /* our chunk is outstanding, so the job (cfn, cctx) cannot change under us */
+        p->cfn(p->cctx, (long)next);
+        atomic_fetch_add_explicit(&p->chunks_done, 1, memory_order_release);
+        c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    }
+}
+
 static void *mr_pool_worker(void *arg) {
     struct mr_worker_arg *wa = arg;
     mr_pool *p = wa->p;
     int ith = wa->ith;
     free(wa);
-    unsigned seen = 0;
+    unsigned long seen = 0;
     for (;;) {
-        unsigned g;
+        unsigned long w;
         int spins = 0;
-        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !atomic_load(&p->stop)) {
-            if (++spins < MR_POOL_SPIN) { mr_cpu_relax(); continue; }
+        while (((w = atomic_load_explicit(&p->job, memory_order_acquire)) >> 1) == seen && !atomic_load(&p->stop)) {
+            if (++spins < MR_POOL_SPIN) {
+                mr_cpu_relax();
+                if ((spins & 1023) == 0) sched_yield();
+                continue;
+            }
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->n_sleeping, 1);
-            while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
+            while ((atomic_load(&p->job) >> 1) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
             atomic_fetch_sub(&p->n_sleeping, 1);
             pthread_mutex_unlock(&p->mu);
             spins = 0;
         }
         if (atomic_load(&p->stop)) break;
-        seen = g;
-        p->fn(p->ctx, ith, p->n);
-        atomic_fetch_add_explicit(&p->n_done, 1, memory_order_acq_rel);
+        seen = w >> 1;
+        if (w & 1) {
+            mr_pool_claim_loop(p);
+        } else {
+            /* mr_pool_run waits for every worker, so fn and ctx are this job's */
+            p->fn(p->ctx, ith, p->n);
+            atomic_fetch_add_explicit(&p->n_done, 1, memory_order_acq_rel);
+        }
     }
     return NULL;
 }
@@ -100,19 +146,58 @@ void mr_pool_free(mr_pool *p) {
 
 int mr_pool_size(const mr_pool *p) { return p ? p->n : 1; }
 
-void mr_pool_run(mr_pool *p, mr_pool_fn fn, void *ctx) {
-    if (!p || p->n == 1) { fn(ctx, 0, 1); return; }
-    p->fn = fn;
-    p->ctx = ctx;
-    atomic_store(&p->n_done, 0);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+/* publish job word w (seq_cst: pairs with the sleeping worker's n_sleeping increment) and wake */
+static void mr_pool_publish(mr_pool *p, unsigned long w) {
+    atomic_store(&p->job, w);
     if (atomic_load(&p->n_sleeping) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+void mr_pool_run(mr_pool *p, mr_pool_fn fn, void *ctx) {
+    if (!p || p->n == 1) { fn(ctx, 0, 1); return; }
+    p->fn = fn;
+    p->ctx = ctx;
+    atomic_store(&p->n_done, 0);
+    p->seq++;
+    mr_pool_publish(p, p->seq << 1);
     fn(ctx, 0, p->n);
-    while (atomic_load_explicit(&p->n_done, memory_order_acquire) < p->n - 1) mr_cpu_relax();
+    int spins = 0;
+    while (atomic_load_explicit(&p->n_done, memory_order_acquire) < p->n - 1) mr_wait_step(&spins);
+}
+
+typedef struct { mr_pool_chunk_fn fn; void *ctx; long base; } mr_chunk_slice;
+static void mr_chunk_slice_fn(void *arg, long i) {
+    mr_chunk_slice *s = arg;
+    s->fn(s->ctx, s->base + i);
+}
+
+void mr_pool_run_chunks(mr_pool *p, mr_pool_chunk_fn fn, void *ctx, long n_chunks) {
+    if (n_chunks <= 0) return;
+    if (!p || p->n == 1 || n_chunks == 1) {
+        for (long i = 0; i < n_chunks; i++) fn(ctx, i);
+        return;
+    }
+    if (n_chunks > MR_CLAIM_MAX_CHUNKS) {
+        for (long b = 0; b < n_chunks; b += MR_CLAIM_MAX_CHUNKS) {
+            mr_chunk_slice s = {fn, ctx, b};
+            long n = n_chunks - b < MR_CLAIM_MAX_CHUNKS ? n_chunks - b : MR_CLAIM_MAX_CHUNKS;
+            mr_pool_run_chunks(p, mr_chunk_slice_fn, &s, n);
+        }
+        return;
+    }
+    p->cfn = fn;
+    p->cctx = ctx;
+    atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
+    p->seq++;
+    atomic_store_explicit(&p->claim, ((uint64_t)(p->seq & 0xffffff) << 40) | ((uint64_t)n_chunks << 20),
+                          memory_order_release);
+    mr_pool_publish(p, p->seq << 1 | 1);
+    mr_pool_claim_loop(p);
+    int spins = 0;
+    while (atomic_load_explicit(&p->chunks_done, memory_order_acquire) < n_chunks) mr_wait_step(&spins);
 }
 
 void mr_pool_barrier(mr_pool *p) {
@@ -122,6 +207,7 @@ void mr_pool_barrier(mr_pool *p) {
         atomic_store(&p->bar_count, 0);
         atomic_store(&p->bar_sense, !sense);
     } else {
-        while (atomic_load(&p->bar_sense) == sense) mr_cpu_relax();
+        int spins = 0;
+        while (atomic_load(&p->bar_sense) == sense) mr_wait_step(&spins);
     }
 }

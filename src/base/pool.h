@@ -14,6 +14,14 @@ void mr_pool_run(mr_pool *p, mr_pool_fn fn, void *ctx); /* p may be NULL: runs f
 /* Barrier for use inside fn: all nth threads of the current job must call it. */
 void mr_pool_barrier(mr_pool *p);
 
+/* fn(ctx, i) for every chunk i in [0, n_chunks), each exactly once, on the calling thread and
+ * whichever workers are free (chunks are claimed one at a time). Returns when all chunks are done;
+ * unlike mr_pool_run it does not wait for workers that never got to the job (busy or descheduled on
+ * a shared machine), so it suits many short jobs such as decode matmuls. fn must not use the
+ * barrier. p may be NULL (runs every chunk on the calling thread). */
+typedef void (*mr_pool_chunk_fn)(void *ctx, long chunk);
+void mr_pool_run_chunks(mr_pool *p, mr_pool_chunk_fn fn, void *ctx, long n_chunks);
+
 /* Split [0, n) into nth nearly equal parts; part ith is [*lo, *hi). */
 static inline void mr_split(long n, int ith, int nth, long *lo, long *hi) {
     long q = n / nth, r = n % nth;

@@ -2,7 +2,8 @@
  *
  * 1. The activations are converted once to the weight type's partner type (split by columns across
  *    the threads when there are several columns).
- * 2. Rows are handed out in chunks from an atomic counter (a busy core just takes fewer chunks).
+ * 2. Rows are handed out in chunks (mr_pool_run_chunks: a thread that is busy or descheduled on a
+ *    shared machine takes fewer chunks and is not waited for).
  *    GEMV (one column): one vec_dot per row. GEMM: within a chunk of rows, columns go by four
  *    through the type's 4-column kernel, which unpacks each weight block once for the four columns;
  *    leftover columns (and types without a 4-column kernel) use vec_dot.
@@ -14,7 +15,6 @@
 #include "quant/quant_simd.h"
 #include "base/base.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 
 int mr_type_kernels(int type, int isa, mr_vec_dot_fn *dot, mr_vec_dot_x4_fn *dot4) {
@@ -44,13 +44,13 @@ typedef struct {
     float *Y;
     mr_vec_dot_fn dot;
     mr_vec_dot_x4_fn dot4;
-    mr_pool *pool;
-    long chunk_rows, n_chunks;
-    atomic_long next_chunk;
+    long chunk_rows;
 } mr_matmul_job;
 
 /* GEMM rows per chunk: the chunk's weight rows stay in L2 while all columns pass over them. */
 #define MR_GEMM_CHUNK_BYTES (128 * 1024)
+/* columns converted per chunk of the conversion phase */
+#define MR_CONVERT_COLS 4
 
 static void mr_matmul_rows(mr_matmul_job *j, long r0, long r1) {
     const int n = (int)j->cols;
@@ -81,21 +81,18 @@ static void mr_matmul_rows(mr_matmul_job *j, long r0, long r1) {
     }
 }
 
-static void mr_matmul_worker(void *arg, int ith, int nth) {
+static void mr_matmul_convert_chunk(void *arg, long ch) {
     mr_matmul_job *j = arg;
-    if (j->Xq && j->ncols > 1) {
-        long lo, hi;
-        mr_split((long)j->ncols, ith, nth, &lo, &hi);
-        for (long c = lo; c < hi; c++) j->convert(j->X + c * j->cols, j->Xq + (size_t)c * j->x_row, j->cols);
-        mr_pool_barrier(j->pool);
-    }
-    for (;;) {
-        long ch = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
-        if (ch >= j->n_chunks) break;
-        long r0 = ch * j->chunk_rows, r1 = r0 + j->chunk_rows;
-        if (r1 > j->rows) r1 = (long)j->rows;
-        mr_matmul_rows(j, r0, r1);
-    }
+    int64_t c0 = (int64_t)ch * MR_CONVERT_COLS, c1 = c0 + MR_CONVERT_COLS;
+    if (c1 > j->ncols) c1 = j->ncols;
+    for (int64_t c = c0; c < c1; c++) j->convert(j->X + c * j->cols, j->Xq + (size_t)c * j->x_row, j->cols);
+}
+
+static void mr_matmul_chunk(void *arg, long ch) {
+    mr_matmul_job *j = arg;
+    long r0 = ch * j->chunk_rows, r1 = r0 + j->chunk_rows;
+    if (r1 > j->rows) r1 = (long)j->rows;
+    mr_matmul_rows(j, r0, r1);
 }
 
 int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
@@ -114,40 +111,36 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
     }
     if (rows <= 0 || ncols <= 0) return 0;
     if (cols > 0x7fffffff) { mr_set_error("matmul: rows of %lld values are too long", (long long)cols); return -1; }
-    mr_matmul_job *job = calloc(1, sizeof *job);
-    if (!job) { mr_set_error("matmul: out of memory"); return -1; }
-    mr_type_kernels(wtype, mr_isa(), &job->dot, &job->dot4);
-    if (!job->dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); free(job); return -1; }
-    job->W = W;
-    job->w_row = w_row;
-    job->X = X;
-    job->x_row = x_row;
-    job->rows = rows;
-    job->cols = cols;
-    job->ncols = ncols;
-    job->Y = Y;
-    job->pool = pool;
+    mr_matmul_job job = {0};
+    mr_type_kernels(wtype, mr_isa(), &job.dot, &job.dot4);
+    if (!job.dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); return -1; }
+    job.W = W;
+    job.w_row = w_row;
+    job.X = X;
+    job.x_row = x_row;
+    job.rows = rows;
+    job.cols = cols;
+    job.ncols = ncols;
+    job.Y = Y;
     if (wt->vec_dot_type != MR_TYPE_F32) {
-        job->convert = xt->from_float;
-        job->Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
-        if (!job->Xq) { mr_set_error("matmul: out of memory"); free(job); return -1; }
-        if (ncols == 1) job->convert(X, job->Xq, cols);
+        job.convert = xt->from_float;
+        job.Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
+        if (!job.Xq) { mr_set_error("matmul: out of memory"); return -1; }
+        if (ncols == 1) job.convert(X, job.Xq, cols);
+        else mr_pool_run_chunks(pool, mr_matmul_convert_chunk, &job, (long)((ncols + MR_CONVERT_COLS - 1) / MR_CONVERT_COLS));
     }
     int nth = mr_pool_size(pool);
     if (ncols == 1) {
         /* enough chunks per thread to even out a shared machine, at least 8 rows each */
         long c = (long)(rows / (nth * 16));
-        job->chunk_rows = c < 8 ? 8 : c;
+        job.chunk_rows = c < 8 ? 8 : c;
     } else {
         long c = (long)(MR_GEMM_CHUNK_BYTES / w_row);
         long fair = (long)((rows + nth - 1) / nth);
         if (c > fair) c = fair;
-        job->chunk_rows = c < 1 ? 1 : c;
+        job.chunk_rows = c < 1 ? 1 : c;
     }
-    job->n_chunks = (long)((rows + job->chunk_rows - 1) / job->chunk_rows);
-    atomic_init(&job->next_chunk, 0);
-    mr_pool_run(pool, mr_matmul_worker, job);
-    mr_aligned_free(job->Xq);
-    free(job);
+    mr_pool_run_chunks(pool, mr_matmul_chunk, &job, (long)((rows + job.chunk_rows - 1) / job.chunk_rows));
+    mr_aligned_free(job.Xq);
     return 0;
 }
