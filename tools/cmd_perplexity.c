@@ -1,0 +1,181 @@
+/* moerun perplexity: perplexity of a text (llama-perplexity semantics, see mr_perplexity in moerun.h),
+ * and KL-divergence against a saved baseline run. */
+#include "cli.h"
+#include "moerun.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void ppl_usage(FILE *f) {
+    fprintf(f,
+            "usage: moerun perplexity -m MODEL (-f TEXT | --tokens-file IDS) [-c N] [--chunks N] [-t N]\n"
+            "                         [--save-logits FILE] [--kl-base FILE] [--bos ID] [--kv-f32]\n\n"
+            "Perplexity like llama-perplexity: the text is tokenized (with BOS if the vocabulary adds one) and\n"
+            "cut into chunks of N tokens; each chunk is evaluated from an empty context with its first token\n"
+            "replaced by BOS, and the second half of each chunk is scored. Progress goes to stderr, the\n"
+            "final estimate (PPL +/- its standard error) to stdout.\n"
+            "  -c N              context (chunk) length (default 512)\n"
+            "  --chunks N        score at most N chunks (default all)\n"
+            "  -t N              threads (default: physical cores)\n"
+            "  --tokens-file F   take token ids (comma or space separated) from F instead of tokenizing a\n"
+            "                    text; BOS is then given by --bos (default: none)\n"
+            "  --bos ID          BOS id that replaces the first token of each chunk (-1: none)\n"
+            "  --save-logits F   save the scored rows' logits (a baseline for --kl-base)\n"
+            "  --kl-base F       compare with a baseline saved by --save-logits (same text and -c): KL\n"
+            "                    divergence KL(base || this), top-1 agreement, baseline PPL\n"
+            "  --kv-f32          F32 KV cache (default F16 like the reference)\n");
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        cap *= 2;
+        char *nb = realloc(b, cap + 1);
+        if (!nb) { free(b); b = NULL; }
+        b = nb;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!b || err) { free(b); return NULL; }
+    b[n] = 0;
+    if (len) *len = n;
+    return b;
+}
+
+/* "1,2,3" (also spaces, newlines, brackets) -> malloc'd ids; -1 on a malformed list */
+static int parse_ids(const char *s, int32_t **out, int *n) {
+    int cap = 1024, k = 0;
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!v) return -1;
+    for (const char *p = s; *p;) {
+        while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t' || *p == '[' || *p == ']') p++;
+        if (!*p) break;
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 0 || x > 0x7fffffff) { free(v); return -1; }
+        if (k == cap) {
+            cap *= 2;
+            int32_t *nv = realloc(v, sizeof(int32_t) * (size_t)cap);
+            if (!nv) { free(v); return -1; }
+            v = nv;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+typedef struct { double t0; int printed; } ppl_progress;
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_chunk(void *user, int chunk, int n_chunks, double ppl) {
+    ppl_progress *p = user;
+    if (chunk == 1) {
+        double dt = now_sec() - p->t0;
+        fprintf(stderr, "perplexity: %.2f seconds per chunk - ETA %.1f s\n", dt, dt * n_chunks);
+    }
+    fprintf(stderr, "[%d]%.4f,", chunk, ppl);
+    if (chunk % 10 == 0 || chunk == n_chunks) fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
+static int cmd_perplexity(int argc, char **argv) {
+    const char *model = NULL, *text_path = NULL, *ids_path = NULL, *save = NULL, *base = NULL;
+    int n_ctx = 512, chunks = 0, bos_set = 0;
+    long bos = -1;
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { ppl_usage(stdout); return 0; }
+        if (!strcmp(a, "--kv-f32")) { mp.kv_f32 = 1; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun perplexity --help)\n", a); return 1; }
+        const char *v = argv[++i];
+        char *end = NULL;
+        if (!strcmp(a, "-m")) model = v;
+        else if (!strcmp(a, "-f")) text_path = v;
+        else if (!strcmp(a, "--tokens-file")) ids_path = v;
+        else if (!strcmp(a, "--save-logits")) save = v;
+        else if (!strcmp(a, "--kl-base")) base = v;
+        else if (!strcmp(a, "-c") || !strcmp(a, "--chunks") || !strcmp(a, "-t") || !strcmp(a, "--bos")) {
+            long x = strtol(v, &end, 10);
+            if (end == v || *end || x < -1 || x > 0x7fffffff || (x < 0 && strcmp(a, "--bos"))) {
+                fprintf(stderr, "error: bad value '%s' for %s\n", v, a);
+                return 1;
+            }
+            if (!strcmp(a, "-c")) n_ctx = (int)x;
+            else if (!strcmp(a, "--chunks")) chunks = (int)x;
+            else if (!strcmp(a, "-t")) mp.n_threads = (int)x;
+            else { bos = x; bos_set = 1; }
+        } else { fprintf(stderr, "error: unknown option %s (see moerun perplexity --help)\n", a); return 1; }
+    }
+    if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun perplexity --help)\n"); return 1; }
+    if (!text_path == !ids_path) { fprintf(stderr, "error: give exactly one of -f TEXT and --tokens-file IDS\n"); return 1; }
+    if (n_ctx < 4) { fprintf(stderr, "error: -c must be at least 4\n"); return 1; }
+    if (save && base) { fprintf(stderr, "error: --save-logits and --kl-base cannot be combined\n"); return 1; }
+
+    int rc = 1, n_tok = 0;
+    int32_t *ids = NULL;
+    char *buf = NULL;
+    mr_model *m = NULL;
+    size_t len = 0;
+    if (!(buf = read_all(text_path ? text_path : ids_path, &len))) {
+        fprintf(stderr, "error: cannot read %s\n", text_path ? text_path : ids_path);
+        return 1;
+    }
+    if (text_path) {
+        fprintf(stderr, "error: tokenizing text needs the tokenizer, which is not built in yet; use --tokens-file\n");
+        goto done;
+    }
+    if (parse_ids(buf, &ids, &n_tok)) { fprintf(stderr, "error: %s: bad token list (expected non-negative ids)\n", ids_path); goto done; }
+    (void)bos_set;
+    mp.n_ctx = n_ctx;
+    double t0 = now_sec();
+    if (!(m = mr_model_load(model, &mp))) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    fprintf(stderr, "perplexity: loaded %s in %.2f s; %d tokens, context %d, %d threads\n", model, now_sec() - t0,
+            n_tok, n_ctx, mr_model_n_threads(m));
+    if (n_tok < 2 * n_ctx) {
+        fprintf(stderr, "error: need at least %d tokens for a context of %d, the input has %d\n", 2 * n_ctx, n_ctx, n_tok);
+        goto done;
+    }
+    ppl_progress pr = {now_sec(), 0};
+    mr_ppl_result r;
+    if (mr_perplexity(m, ids, n_tok, n_ctx, chunks, (int32_t)bos, save, base, on_chunk, &pr, &r)) {
+        fprintf(stderr, "\nerror: %s\n", mr_last_error());
+        goto done;
+    }
+    double dt = now_sec() - pr.t0;
+    fprintf(stderr, "perplexity: %d chunks, %d tokens scored in %.2f s (%.1f tokens/s evaluated)\n", r.n_chunks,
+            r.n_scored, dt, (double)r.n_chunks * n_ctx / dt);
+    printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
+    if (r.has_kl) {
+        printf("Baseline PPL      : %.4f (ln(PPL/PPL_base) = %.6f)\n", r.base_ppl, r.nll - log(r.base_ppl));
+        printf("KL-divergence     : mean %.6g, median %.6g, p99 %.6g, max %.6g\n", r.kl_mean, r.kl_median, r.kl_p99, r.kl_max);
+        printf("Same top-1 token  : %.3f%%\n", 100.0 * r.top1_frac);
+    }
+    if (save) fprintf(stderr, "perplexity: saved the scored logits to %s\n", save);
+    rc = 0;
+done:
+    mr_model_free(m);
+    free(ids);
+    free(buf);
+    return rc;
+}
+
+MR_COMMAND(perplexity, "perplexity of a text and KL-divergence against a baseline (like llama-perplexity)", cmd_perplexity)
