@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "moerun.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,8 @@ static void ppl_usage(FILE *f) {
             "  -t N              threads (default: physical cores)\n"
             "  --tokens-file F   take token ids (comma or space separated) from F instead of tokenizing a\n"
             "                    text; BOS is then given by --bos (default: none)\n"
-            "  --bos ID          BOS id that replaces the first token of each chunk (-1: none)\n"
+            "  --bos ID          BOS id that replaces the first token of each chunk (-1: none; default: the\n"
+            "                    model's BOS if its vocabulary adds one)\n"
             "  --save-logits F   save the scored rows' logits (a baseline for --kl-base)\n"
             "  --kl-base F       compare with a baseline saved by --save-logits (same text and -c): KL\n"
             "                    divergence KL(base || this), top-1 agreement, baseline PPL\n"
@@ -134,20 +136,32 @@ static int cmd_perplexity(int argc, char **argv) {
     int32_t *ids = NULL;
     char *buf = NULL;
     mr_model *m = NULL;
+    mr_tokenizer *own_tk = NULL;
     size_t len = 0;
     if (!(buf = read_all(text_path ? text_path : ids_path, &len))) {
         fprintf(stderr, "error: cannot read %s\n", text_path ? text_path : ids_path);
         return 1;
     }
-    if (text_path) {
-        fprintf(stderr, "error: tokenizing text needs the tokenizer, which is not built in yet; use --tokens-file\n");
-        goto done;
-    }
-    if (parse_ids(buf, &ids, &n_tok)) { fprintf(stderr, "error: %s: bad token list (expected non-negative ids)\n", ids_path); goto done; }
-    (void)bos_set;
     mp.n_ctx = n_ctx;
     double t0 = now_sec();
     if (!(m = mr_model_load(model, &mp))) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    if (text_path) {
+        /* like llama-perplexity: tokenize with the model's special tokens (BOS if it adds one), no
+         * parsing of special-token text; BOS then also replaces the first token of every chunk */
+        mr_tokenizer *tk = mr_model_tokenizer(m);
+        if (!tk && !(tk = own_tk = mr_tokenizer_load(model))) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+        int cap = (int)(len < 0x3fffffff ? len : 0x3fffffff) + 16;
+        if (!(ids = malloc(sizeof(int32_t) * (size_t)cap))) { fprintf(stderr, "error: out of memory\n"); goto done; }
+        n_tok = mr_tokenize(tk, buf, len, 1, 0, ids, cap);
+        if (n_tok < 0) {
+            fprintf(stderr, "error: tokenizing %s: %s\n", text_path, n_tok == INT_MIN ? mr_last_error() : "too many tokens");
+            goto done;
+        }
+        if (!bos_set) bos = mr_tokenizer_adds_bos(tk) ? mr_tokenizer_bos(tk) : -1;
+    } else if (parse_ids(buf, &ids, &n_tok)) {
+        fprintf(stderr, "error: %s: bad token list (expected non-negative ids)\n", ids_path);
+        goto done;
+    }
     fprintf(stderr, "perplexity: loaded %s in %.2f s; %d tokens, context %d, %d threads\n", model, now_sec() - t0,
             n_tok, n_ctx, mr_model_n_threads(m));
     if (n_tok < 2 * n_ctx) {
@@ -172,6 +186,7 @@ static int cmd_perplexity(int argc, char **argv) {
     if (save) fprintf(stderr, "perplexity: saved the scored logits to %s\n", save);
     rc = 0;
 done:
+    mr_tokenizer_free(own_tk);
     mr_model_free(m);
     free(ids);
     free(buf);
