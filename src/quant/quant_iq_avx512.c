@@ -49,13 +49,11 @@ void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y) {
         __m512i sumi = _mm512_setzero_si512();
         for (int g = 0; g < 4; g++) {
             /* two 32-value groups: low words = 4 grid indices each, high words = signs | scale */
-            const uint64_t wa = ld64(q2 + 16 * g), wb = ld64(q2 + 16 * g + 8);
+            const uint8_t *ix = q2 + 16 * g;   /* index bytes 0..3 (group 2g) and 8..11 (2g+1) */
             const __m512i grid = _mm512_set_epi64(
-                (long long)G[(wb >> 24) & 0xff], (long long)G[(wb >> 16) & 0xff],
-                (long long)G[(wb >> 8) & 0xff], (long long)G[wb & 0xff],
-                (long long)G[(wa >> 24) & 0xff], (long long)G[(wa >> 16) & 0xff],
-                (long long)G[(wa >> 8) & 0xff], (long long)G[wa & 0xff]);
-            const uint32_t sa = (uint32_t)(wa >> 32), sb = (uint32_t)(wb >> 32);
+                (long long)G[ix[11]], (long long)G[ix[10]], (long long)G[ix[9]], (long long)G[ix[8]],
+                (long long)G[ix[3]], (long long)G[ix[2]], (long long)G[ix[1]], (long long)G[ix[0]]);
+            const uint32_t sa = ld32(ix + 4), sb = ld32(ix + 12);
             __m512i q = _mm512_loadu_si512(q8 + 64 * g);
             q = _mm512_mask_sub_epi8(q, even_signs64(sa, sb), _mm512_setzero_si512(), q);
             const __m512i p = _mm512_maddubs_epi16(grid, q);
@@ -66,33 +64,54 @@ void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y) {
     *s = 0.125f * _mm512_reduce_add_ps(acc);
 }
 
-/* -------------------------------------------------------------------------------------- IQ3_S */
-/* 8 grid entries of one 32-value group, as 4 qwords (entry pairs) */
-static inline void iq3s_group(const uint8_t *qs, unsigned qh, uint64_t out[4]) {
-    const uint32_t *G = mr_iq3s_grid;
-    const uint64_t q = ld64(qs);
-    /* 16-bit fields: index byte | high bit (qh bit k for index k) at bit 8 */
-    const uint64_t p0 = _pdep_u64((uint32_t)q, 0x00ff00ff00ff00ffull) | _pdep_u64(qh & 0xf, 0x0100010001000100ull);
-    const uint64_t p1 = _pdep_u64(q >> 32, 0x00ff00ff00ff00ffull) | _pdep_u64(qh >> 4, 0x0100010001000100ull);
-    out[0] = G[p0 & 0xffff] | (uint64_t)G[(p0 >> 16) & 0xffff] << 32;
-    out[1] = G[(p0 >> 32) & 0xffff] | (uint64_t)G[p0 >> 48] << 32;
-    out[2] = G[p1 & 0xffff] | (uint64_t)G[(p1 >> 16) & 0xffff] << 32;
-    out[3] = G[(p1 >> 32) & 0xffff] | (uint64_t)G[p1 >> 48] << 32;
+/* -------------------------------------------------------------------------------------- IQ3_S
+ * The grid (512 entries of 4 values in 1..15) is kept in registers as 16-bit entries with one value
+ * per nibble (iq3s_grid_nib, 16 zmm): 32 lookups are 8 two-table word permutes (6 index bits each)
+ * and a 3-level blend on index bits 6..8, about 3x cheaper than scalar loads. */
+static inline __m512i lut512_epi16(const __m512i T[16], __m512i idx) {
+    const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
+    const __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
+    const __mmask32 b8 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(256));
+    __m512i p[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) p[k] = _mm512_permutex2var_epi16(T[2 * k], idx, T[2 * k + 1]);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) p[k] = _mm512_mask_blend_epi16(b6, p[2 * k], p[2 * k + 1]);
+    p[0] = _mm512_mask_blend_epi16(b7, p[0], p[1]);
+    p[1] = _mm512_mask_blend_epi16(b7, p[2], p[3]);
+    return _mm512_mask_blend_epi16(b8, p[0], p[1]);
+}
+
+/* 16 nibble-packed entries (32 bytes) -> 64 value bytes in order: each byte's low nibble, then its
+ * high nibble */
+static inline __m512i nib_expand(__m256i e) {
+    const __m512i w = _mm512_cvtepu8_epi16(e);
+    return _mm512_ternarylogic_epi32(w, _mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x0f0f), 0xa8); /* (a|b)&c */
 }
 
 void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq3_s *x = w;
     const mr_q8_k_act *a = y;
+    __m512i T[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) T[k] = _mm512_loadu_si512(mr_iq3s_grid_nib + 32 * k);
+    const __m512i bit8 = _mm512_set1_epi16(0x100);
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
         const int8_t *q8 = a[i].qs;
+        /* 64 indices: qs byte | bit k of qh (as a 64-bit mask) at bit 8 */
+        const __m512i qs = _mm512_loadu_si512(x[i].qs);
+        const uint64_t qh = ld64(x[i].qh);
+        __m512i ia = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(qs));
+        __m512i ib = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(qs, 1));
+        ia = _mm512_mask_add_epi16(ia, (__mmask32)qh, ia, bit8);
+        ib = _mm512_mask_add_epi16(ib, (__mmask32)(qh >> 32), ib, bit8);
+        const __m512i ra = lut512_epi16(T, ia), rb = lut512_epi16(T, ib);
         __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
-            uint64_t e[8];
-            iq3s_group(x[i].qs + 16 * g, x[i].qh[2 * g], e);
-            iq3s_group(x[i].qs + 16 * g + 8, x[i].qh[2 * g + 1], e + 4);
-            const __m512i grid = _mm512_set_epi64((long long)e[7], (long long)e[6], (long long)e[5], (long long)e[4],
-                                                  (long long)e[3], (long long)e[2], (long long)e[1], (long long)e[0]);
+            const __m512i r = g < 2 ? ra : rb;
+            const __m512i grid = nib_expand(g & 1 ? _mm512_extracti64x4_epi64(r, 1) : _mm512_castsi512_si256(r));
             __m512i q = _mm512_loadu_si512(q8 + 64 * g);
             q = _mm512_mask_sub_epi8(q, ld64(x[i].signs + 8 * g), _mm512_setzero_si512(), q);
             const __m512i p = _mm512_maddubs_epi16(grid, q);
