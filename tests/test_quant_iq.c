@@ -5,6 +5,7 @@
 #include "quant/quant.h"
 #include "quant/quant_impl.h"
 #include "quant/quant_blocks_iq.h"
+#include "quant/iq_grids.h"
 #include "base/base.h"
 
 #include <math.h>
@@ -139,6 +140,23 @@ static void test_table_rows(void) {
         CHECK(t && t->block_size == want[i].bs && t->type_size == want[i].ts &&
               t->vec_dot_type == want[i].partner, "type %d", want[i].type);
     }
+}
+
+/* derived tables match the grids they come from; sign table = 7 bits + even parity */
+static void test_grid_tables(void) {
+    int bad = 0;
+    for (int i = 0; i < 512; i++)
+        for (int t = 0; t < 4; t++)
+            bad += ((mr_iq3s_grid_nib[i] >> (4 * t)) & 0xf) != ((mr_iq3s_grid[i] >> (8 * t)) & 0xff);
+    CHECK(bad == 0, "iq3s_grid_nib: %d values differ from iq3s_grid", bad);
+    bad = 0;
+    for (int i = 0; i < 128; i++) {
+        int par = __builtin_popcount((unsigned)i) & 1;
+        bad += mr_ksigns_iq2xs[i] != (i | par << 7);
+        for (int j = 0; j < 8; j++)
+            bad += ((mr_ksigns64[i] >> (8 * j)) & 0xff) != ((mr_ksigns_iq2xs[i] >> j) & 1 ? 0xffu : 0u);
+    }
+    CHECK(bad == 0, "ksigns tables: %d mismatches", bad);
 }
 
 /* ---- reference quantizers ---- */
@@ -301,6 +319,7 @@ static void test_simd_avx512(void) { check_simd(MR_ISA_AVX512); }
 
 int main(void) {
     RUN(test_table_rows);
+    RUN(test_grid_tables);
     RUN(test_golden_iq2_xxs);
     RUN(test_golden_iq2_xs);
     RUN(test_golden_iq2_s);

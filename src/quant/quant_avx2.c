@@ -4,6 +4,7 @@
  * equals four vec_dot calls bit for bit (quant_simd.h). */
 #include "quant/quant.h"
 #include "quant/quant_simd.h"
+#include "quant/quant_iq_simd.h"
 
 #define KX_VNNI 0
 #include "quant/quant_kern_x86.h"
@@ -81,6 +82,13 @@ const mr_vec_dot_fn mr_vec_dot_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_Q4_K] = mr_vd_q4_k_avx2,
     [MR_TYPE_Q5_K] = mr_vd_q5_k_avx2,
     [MR_TYPE_Q6_K] = mr_vd_q6_k_avx2,
+    [MR_TYPE_IQ2_XXS] = mr_vec_dot_iq2_xxs_avx2,
+    [MR_TYPE_IQ3_S] = mr_vec_dot_iq3_s_avx2,
+    [MR_TYPE_IQ1_S] = mr_vec_dot_iq1_s_avx2,
+    [MR_TYPE_IQ1_M] = mr_vec_dot_iq1_m_avx2,
+    [MR_TYPE_IQ4_NL] = mr_vec_dot_iq4_nl_avx2,
+    [MR_TYPE_IQ4_XS] = mr_vec_dot_iq4_xs_avx2,
+    [MR_TYPE_MXFP4] = mr_vec_dot_mxfp4_avx2,
 };
 
 const mr_vec_dot_x4_fn mr_vec_dot_x4_avx2[MR_TYPE_COUNT] = {
