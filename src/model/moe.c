@@ -91,10 +91,13 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     if (mr_pager_prefetch(m->pager, layer, ids, n_ids)) goto done;
     prefetched = 1;
     for (int ii = 0; ii < n_ids; ii++) {
-        const int e = ids[ii], cnt = count[e];
-        const int *li = list + start[e];
+        /* experts in the pager's order: resident ones first, so compute overlaps the reads of the rest
+         * (the result does not depend on the order: outputs are summed per token in slot order below) */
+        int e;
         const void *ptr[MR_PAGER_MATS];
-        if (mr_pager_get(m->pager, layer, e, ptr)) goto done;
+        if (mr_pager_next(m->pager, layer, &e, ptr)) goto done;
+        const int cnt = count[e];
+        const int *li = list + start[e];
         for (int r = 0; r < cnt; r++) memcpy(xs + (int64_t)r * d, x + (int64_t)(li[r] / K) * d, sizeof(float) * (size_t)d);
         if (mr_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, u)) goto done;
         if (tg && mr_matmul(m->pool, ptr[MR_PAGER_GATE], tg->type, F, d, xs, cnt, g)) goto done;
@@ -121,6 +124,7 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
             if (c->weight_before_down) memcpy(dst, src, sizeof(float) * (size_t)d);
             else { const float wr = w[li[r]]; for (int64_t i = 0; i < d; i++) dst[i] = src[i] * wr; }
         }
+        mr_pager_done(m->pager, layer, e); /* its slot may now take another expert of the batch */
     }
     for (int t = 0; t < n; t++) {
         float *o = out + (int64_t)t * d;

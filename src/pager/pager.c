@@ -1,53 +1,670 @@
-/* Expert pager. This first version serves every expert from the mmap (no budget yet). */
+/* Expert pager (see pager.h): a slot arena under a byte budget, the replacement policy of
+ * policy.c, and a pool of I/O threads doing pread (O_DIRECT where possible) into the slots.
+ *
+ * Threads: every mr_pager_* call comes from one thread (the model's); the I/O threads only read into
+ * slots and update the slots' load state under p->mu. The cache directory (mr_cache) is touched only
+ * by the calling thread. A slot being read is pinned by its batch; if a batch is released before its
+ * reads finish, the slot is waited for before it is reused. */
 #include "pager/pager.h"
+#include "pager/policy.h"
 #include "base/base.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PAGE 4096ull
+#define TRACE_CAP (1ll << 24) /* recorded accesses for the Belady comparison (64 MiB) */
+
+enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
+enum { B_QUEUED = 0, B_PINNED, B_SERVED, B_DONE };
+enum { FAULT_NONE = 0, FAULT_EIO, FAULT_SHORT };
+
+typedef struct {
+    int state, pending, layer, expert;
+    uint64_t delta[MR_PAGER_MATS]; /* data offset inside the mat's area (O_DIRECT alignment) */
+    char err[320];
+} slot_io;
+
+typedef struct {
+    int slot, fd, dfd;       /* dfd: O_DIRECT descriptor or -1 */
+    uint64_t off, len, delta; /* the slice [off, off + len) goes to dst + delta */
+    uint8_t *dst;             /* 4096-aligned area of the slot */
+    const char *name, *path;
+    int expert;
+} io_job;
+
+typedef struct {
+    int active, n, cap;
+    int *ids, *slot;
+    unsigned char *st;
+} batch;
 
 struct mr_pager {
-    int n_layers;
+    const mr_gguf *g;
+    int n_layers, paging, e_max, floor_slots;
     mr_pager_layer *layers;
+    uint64_t mat_off[MR_PAGER_MATS], slot_bytes;
+    int n_slots;
+    uint8_t *arena;
+    int n_shards, *dfd, any_direct;
+    mr_cache *cache;
+    slot_io *sl;
+    batch *b;
+    int last_layer;
+    /* I/O */
+    pthread_t th[MR_PAGER_IO_THREADS];
+    int n_th, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_job, cv_done;
+    int mu_init;
+    io_job *q;
+    int q_cap, q_head, q_len;
+    int fault_kind;
+    uint64_t fault_at, read_seq;
+    /* statistics */
+    mr_pager_counters cnt;
+    uint64_t *l_hits, *l_miss;
+    int32_t *trace;
+    int64_t n_trace, cap_trace;
+    int trace_trunc;
 };
 
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static int n_experts_of(const mr_pager_layer *l) {
+    for (int m = 0; m < MR_PAGER_MATS; m++)
+        if (l->mat[m]) return (int)l->mat[m]->ne[2];
+    return 0;
+}
+
+/* checks the layers; per-mat area sizes (max over layers and experts of the aligned read) */
+static int layout(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t area[MR_PAGER_MATS],
+                  int *e_max) {
+    memset(area, 0, sizeof(uint64_t) * MR_PAGER_MATS);
+    *e_max = 0;
+    for (int l = 0; l < n_layers; l++) {
+        const mr_pager_layer *pl = &layers[l];
+        int E = n_experts_of(pl);
+        if (!E && !pl->mat[0] && !pl->mat[1] && !pl->mat[2]) continue;
+        for (int m = 0; m < MR_PAGER_MATS; m++) {
+            const mr_gguf_tensor *t = pl->mat[m];
+            if (!t) continue;
+            if (t->ne[2] != E || E < 1 || E > 65536 || t->nbytes % (uint64_t)E) {
+                mr_set_error("pager: %s: %lld experts / %llu bytes do not match the layer's %d experts", t->name,
+                             (long long)t->ne[2], (unsigned long long)t->nbytes, E);
+                return -1;
+            }
+            if (g && (t->shard < 0 || t->shard >= mr_gguf_n_shards(g) ||
+                      t->file_offset + t->nbytes > mr_gguf_shard_size(g, t->shard))) {
+                mr_set_error("pager: %s lies outside its file", t->name);
+                return -1;
+            }
+            uint64_t slice = t->nbytes / (uint64_t)E;
+            for (int e = 0; e < E; e++) {
+                uint64_t off = t->file_offset + slice * (uint64_t)e;
+                uint64_t need = align_up(off % PAGE + slice, PAGE);
+                if (need > area[m]) area[m] = need;
+            }
+        }
+        if (E > *e_max) *e_max = E;
+    }
+    return 0;
+}
+
+uint64_t mr_pager_slot_bytes(const mr_gguf *g, const mr_pager_layer *layers, int n_layers) {
+    uint64_t area[MR_PAGER_MATS];
+    int e_max;
+    if (layout(g, layers, n_layers, area, &e_max)) return 0;
+    return area[0] + area[1] + area[2];
+}
+
+uint64_t mr_pager_expert_bytes(const mr_pager_layer *layers, int n_layers) {
+    uint64_t s = 0;
+    for (int l = 0; l < n_layers; l++)
+        for (int m = 0; m < MR_PAGER_MATS; m++)
+            if (layers[l].mat[m]) s += layers[l].mat[m]->nbytes;
+    return s;
+}
+
+/* experts used per token: the layers' n_used, else ARCH.expert_used_count, else 1 */
+static int floor_slots(const mr_gguf *g, const mr_pager_layer *layers, int n_layers) {
+    int k = 0;
+    for (int l = 0; l < n_layers; l++)
+        if (layers[l].n_used > k && n_experts_of(&layers[l])) k = layers[l].n_used;
+    if (k == 0 && g) {
+        const char *arch = NULL;
+        uint32_t v = 0;
+        char key[128];
+        const mr_gguf_kv *kv = mr_gguf_find_kv(g, "general.architecture");
+        if (kv && kv->type == MR_GGUF_STRING) arch = kv->v.str;
+        if (arch) {
+            snprintf(key, sizeof key, "%s.expert_used_count", arch);
+            if (mr_gguf_find_kv(g, key) && mr_gguf_get_u32(g, key, &v) == 0) k = (int)v;
+        }
+    }
+    return k < 1 ? 1 : k;
+}
+
+uint64_t mr_pager_min_budget(const mr_gguf *g, const mr_pager_layer *layers, int n_layers) {
+    return mr_pager_slot_bytes(g, layers, n_layers) * (uint64_t)floor_slots(g, layers, n_layers);
+}
+
+static void fmt_bytes(char *buf, size_t n, uint64_t b) {
+    if (b >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", (double)b / (1ull << 30));
+    else if (b >= (1ull << 20)) snprintf(buf, n, "%.1f MiB", (double)b / (1ull << 20));
+    else snprintf(buf, n, "%.1f KiB", (double)b / 1024);
+}
+
+/* ---- I/O threads ---- */
+/* pread until len bytes or EOF; returns 0 or errno, *got = bytes read */
+static int read_full(int fd, uint8_t *dst, uint64_t len, uint64_t off, uint64_t *got) {
+    *got = 0;
+    while (*got < len) {
+        ssize_t r = pread(fd, dst + *got, (size_t)(len - *got), (off_t)(off + *got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (r == 0) break;
+        *got += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* one job: returns 0 or errno; *ok = the slice's bytes are all in place; *bytes = bytes transferred */
+static int run_job(const io_job *j, int fault, int *ok, uint64_t *bytes) {
+    uint64_t got = 0;
+    int err = 0;
+    *ok = 0;
+    *bytes = 0;
+    if (fault == FAULT_EIO) return EIO;
+    if (j->dfd >= 0 && fault == FAULT_NONE) {
+        /* whole pages around the slice; the last one may end past EOF (a short read that still covers it) */
+        uint64_t a0 = j->off - j->delta, alen = align_up(j->delta + j->len, PAGE);
+        err = read_full(j->dfd, j->dst, alen, a0, &got);
+        *bytes = got;
+        if (!err) { *ok = got >= j->delta + j->len; return 0; }
+        if (err != EINVAL) return err;
+        /* the file system refused O_DIRECT for this read: fall back to a buffered one */
+    }
+    uint64_t len = fault == FAULT_SHORT ? j->len / 2 : j->len;
+    err = read_full(j->fd, j->dst + j->delta, len, j->off, &got);
+    *bytes += got;
+    *ok = !err && got == j->len;
+    return err;
+}
+
+static void *io_main(void *arg) {
+    mr_pager *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->q_len == 0) pthread_cond_wait(&p->cv_job, &p->mu);
+        if (p->q_len == 0) break;
+        io_job j = p->q[p->q_head];
+        p->q_head = (p->q_head + 1) % p->q_cap;
+        p->q_len--;
+        uint64_t seq = ++p->read_seq;
+        int fault = p->fault_kind != FAULT_NONE && seq == p->fault_at ? p->fault_kind : FAULT_NONE;
+        pthread_mutex_unlock(&p->mu);
+
+        int ok;
+        uint64_t bytes;
+        int err = run_job(&j, fault, &ok, &bytes);
+
+        pthread_mutex_lock(&p->mu);
+        slot_io *s = &p->sl[j.slot];
+        p->cnt.reads++;
+        p->cnt.bytes_read += bytes;
+        if (!ok) {
+            if (s->state != SLOT_ERROR) {
+                if (err)
+                    snprintf(s->err, sizeof s->err, "pager: reading expert %d of %s (%llu bytes at offset %llu of %s) failed: %s",
+                             j.expert, j.name, (unsigned long long)j.len, (unsigned long long)j.off, j.path, strerror(err));
+                else
+                    snprintf(s->err, sizeof s->err, "pager: short read of expert %d of %s (%llu bytes at offset %llu of %s)",
+                             j.expert, j.name, (unsigned long long)j.len, (unsigned long long)j.off, j.path);
+            }
+            s->state = SLOT_ERROR;
+        }
+        if (--s->pending == 0 && s->state == SLOT_LOADING) s->state = SLOT_READY;
+        pthread_cond_broadcast(&p->cv_done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* ---- create / free ---- */
+static int parse_fault(mr_pager *p) {
+    const char *f = getenv("MOERUN_PAGER_FAULT");
+    if (!f || !*f) return 0;
+    const char *colon = strchr(f, ':');
+    char *end = NULL;
+    unsigned long long n = colon ? strtoull(colon + 1, &end, 10) : 0;
+    if (colon && n >= 1 && end && !*end) {
+        if (!strncmp(f, "eio:", 4)) { p->fault_kind = FAULT_EIO; p->fault_at = n; return 0; }
+        if (!strncmp(f, "short:", 6)) { p->fault_kind = FAULT_SHORT; p->fault_at = n; return 0; }
+    }
+    mr_set_error("MOERUN_PAGER_FAULT='%s': expected eio:N or short:N (N >= 1: the N-th read fails)", f);
+    return -1;
+}
+
 mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t budget_bytes) {
-    (void)g;
-    if (budget_bytes != 0) { mr_set_error("expert paging under a RAM budget is not implemented yet"); return NULL; }
+    if (n_layers < 0 || (n_layers > 0 && !layers)) { mr_set_error("pager: bad layer list"); return NULL; }
     mr_pager *p = calloc(1, sizeof *p);
-    if (!p) goto fail;
-    p->layers = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *p->layers);
-    if (!p->layers) goto fail;
-    for (int i = 0; i < n_layers; i++) p->layers[i] = layers[i];
+    if (!p) { mr_set_error("pager: out of memory"); return NULL; }
+    p->g = g;
     p->n_layers = n_layers;
+    p->last_layer = INT_MAX;
+    p->layers = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *p->layers);
+    p->b = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *p->b);
+    if (!p->layers || !p->b) goto oom;
+    for (int i = 0; i < n_layers; i++) p->layers[i] = layers[i];
+    uint64_t area[MR_PAGER_MATS];
+    if (layout(g, layers, n_layers, area, &p->e_max)) goto fail;
+    if (budget_bytes == 0 || p->e_max == 0) return p; /* no paging: serve from the mmap */
+
+    p->paging = 1;
+    p->floor_slots = floor_slots(g, layers, n_layers);
+    p->mat_off[0] = 0;
+    p->mat_off[1] = area[0];
+    p->mat_off[2] = area[0] + area[1];
+    p->slot_bytes = area[0] + area[1] + area[2];
+    uint64_t slots = budget_bytes / p->slot_bytes, n_keys = 0;
+    for (int l = 0; l < n_layers; l++) n_keys += (uint64_t)n_experts_of(&layers[l]);
+    if (slots < (uint64_t)p->floor_slots) {
+        char need[32], have[32], slot[32];
+        fmt_bytes(need, sizeof need, p->slot_bytes * (uint64_t)p->floor_slots);
+        fmt_bytes(have, sizeof have, budget_bytes);
+        fmt_bytes(slot, sizeof slot, p->slot_bytes);
+        mr_set_error("pager: RAM budget %s is below the minimum %s (%llu bytes): %d expert slots of %s are needed "
+                     "(the experts one token uses in one layer), the budget holds %llu",
+                     have, need, (unsigned long long)(p->slot_bytes * (uint64_t)p->floor_slots), p->floor_slots, slot,
+                     (unsigned long long)slots);
+        goto fail;
+    }
+    if (slots > n_keys) slots = n_keys;
+    p->n_slots = (int)slots;
+    if (parse_fault(p)) goto fail;
+
+    const char *pol = getenv("MOERUN_PAGER_POLICY");
+    int policy = pol && *pol ? mr_cache_policy_from_name(pol) : MR_POLICY_DEFAULT;
+    if (policy < 0) goto fail;
+    p->cache = mr_cache_create(policy, n_layers, p->e_max, p->n_slots);
+    if (!p->cache) goto fail;
+    p->arena = mr_aligned_alloc(PAGE, (size_t)(p->slot_bytes * (uint64_t)p->n_slots));
+    p->sl = calloc((size_t)p->n_slots, sizeof *p->sl);
+    p->q_cap = 3 * p->n_slots;
+    p->q = malloc(sizeof *p->q * (size_t)p->q_cap);
+    p->l_hits = calloc((size_t)n_layers, sizeof(uint64_t));
+    p->l_miss = calloc((size_t)n_layers, sizeof(uint64_t));
+    if (!p->arena || !p->sl || !p->q || !p->l_hits || !p->l_miss) goto oom;
+
+    /* descriptors: the reader's buffered fd, plus an O_DIRECT one per shard when the FS allows */
+    p->n_shards = mr_gguf_n_shards(g);
+    p->dfd = malloc(sizeof(int) * (size_t)(p->n_shards > 0 ? p->n_shards : 1));
+    if (!p->dfd) goto oom;
+    for (int s = 0; s < p->n_shards; s++) {
+        p->dfd[s] = -1;
+        if (mr_gguf_shard_fd(g, s) < 0) {
+            mr_set_error("pager: %s has no file descriptor (paging needs a file on disk)", mr_gguf_shard_path(g, s));
+            goto fail;
+        }
+        const char *no_direct = getenv("MOERUN_PAGER_NO_DIRECT");
+        if (no_direct && *no_direct && strcmp(no_direct, "0")) continue;
+        p->dfd[s] = open(mr_gguf_shard_path(g, s), O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (p->dfd[s] >= 0) p->any_direct = 1;
+    }
+
+    if (pthread_mutex_init(&p->mu, NULL)) goto oom;
+    if (pthread_cond_init(&p->cv_job, NULL)) { pthread_mutex_destroy(&p->mu); goto oom; }
+    if (pthread_cond_init(&p->cv_done, NULL)) { pthread_cond_destroy(&p->cv_job); pthread_mutex_destroy(&p->mu); goto oom; }
+    p->mu_init = 1;
+    for (int i = 0; i < MR_PAGER_IO_THREADS; i++) {
+        if (pthread_create(&p->th[i], NULL, io_main, p)) {
+            mr_set_error("pager: cannot start I/O thread: %s", strerror(errno));
+            goto fail;
+        }
+        p->n_th++;
+    }
+    char b1[32], b2[32];
+    fmt_bytes(b1, sizeof b1, p->slot_bytes * (uint64_t)p->n_slots);
+    fmt_bytes(b2, sizeof b2, p->slot_bytes);
+    mr_log(2, "pager: %d slots of %s (%s), policy %s, %s reads\n", p->n_slots, b2, b1, mr_cache_policy_name(policy),
+           p->any_direct ? "O_DIRECT" : "buffered");
     return p;
-fail:
+oom:
     mr_set_error("pager: out of memory");
+fail:
     mr_pager_free(p);
     return NULL;
 }
 
 void mr_pager_free(mr_pager *p) {
     if (!p) return;
+    if (p->mu_init) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = 1;
+        pthread_cond_broadcast(&p->cv_job);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < p->n_th; i++) pthread_join(p->th[i], NULL);
+        pthread_cond_destroy(&p->cv_job);
+        pthread_cond_destroy(&p->cv_done);
+        pthread_mutex_destroy(&p->mu);
+    }
+    if (p->dfd)
+        for (int s = 0; s < p->n_shards; s++)
+            if (p->dfd[s] >= 0) close(p->dfd[s]);
+    free(p->dfd);
+    if (p->b)
+        for (int l = 0; l < p->n_layers; l++) { free(p->b[l].ids); free(p->b[l].slot); free(p->b[l].st); }
+    free(p->b);
+    mr_cache_free(p->cache);
+    mr_aligned_free(p->arena);
+    free(p->sl); free(p->q); free(p->l_hits); free(p->l_miss); free(p->trace);
     free(p->layers);
     free(p);
 }
 
-int mr_pager_prefetch(mr_pager *p, int layer, const int *ids, int n) {
-    (void)ids; (void)n;
-    if (layer < 0 || layer >= p->n_layers) { mr_set_error("pager: bad layer %d", layer); return -1; }
+int mr_pager_paging(const mr_pager *p) { return p->paging; }
+int mr_pager_n_slots(const mr_pager *p) { return p->n_slots; }
+int mr_pager_uses_direct_io(const mr_pager *p) { return p->any_direct; }
+
+/* ---- slots ---- */
+static void start_load(mr_pager *p, int s, int layer, int e) {
+    const mr_pager_layer *pl = &p->layers[layer];
+    slot_io *io = &p->sl[s];
+    uint8_t *base = p->arena + (size_t)s * p->slot_bytes;
+    pthread_mutex_lock(&p->mu);
+    io->state = SLOT_LOADING;
+    io->layer = layer;
+    io->expert = e;
+    io->pending = 0;
+    io->err[0] = 0;
+    for (int m = 0; m < MR_PAGER_MATS; m++) {
+        const mr_gguf_tensor *t = pl->mat[m];
+        if (!t) continue;
+        uint64_t slice = t->nbytes / (uint64_t)t->ne[2], off = t->file_offset + slice * (uint64_t)e;
+        io_job j = {.slot = s, .fd = mr_gguf_shard_fd(p->g, t->shard), .dfd = p->dfd[t->shard], .off = off,
+                    .len = slice, .dst = base + p->mat_off[m], .name = t->name,
+                    .path = mr_gguf_shard_path(p->g, t->shard), .expert = e};
+        j.delta = j.dfd >= 0 ? off % PAGE : 0;
+        io->delta[m] = j.delta;
+        p->q[(p->q_head + p->q_len) % p->q_cap] = j;
+        p->q_len++;
+        io->pending++;
+    }
+    if (io->pending == 0) io->state = SLOT_READY;
+    pthread_cond_broadcast(&p->cv_job);
+    pthread_mutex_unlock(&p->mu);
+}
+
+
+/* wait until no read into slot s is in flight (a failed slice may finish before its siblings);
+ * returns its state */
+static int wait_slot(mr_pager *p, int s) {
+    pthread_mutex_lock(&p->mu);
+    if (p->sl[s].pending > 0) {
+        double t0 = mr_now();
+        while (p->sl[s].pending > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+        p->cnt.stall_s += mr_now() - t0;
+    }
+    int st = p->sl[s].state;
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+/* state of a resident slot for a hit: SLOT_ERROR only if a read into it has already failed
+ * (reads still in flight without a failure count as loading, no wait) */
+static int wait_state(mr_pager *p, int s) {
+    pthread_mutex_lock(&p->mu);
+    int st = p->sl[s].state;
+    pthread_mutex_unlock(&p->mu);
+    if (st == SLOT_ERROR) wait_slot(p, s); /* let its other slices finish before re-reading */
+    return st;
+}
+
+static void record(mr_pager *p, int layer, int key, int hit) {
+    if (hit) { p->cnt.hits++; p->l_hits[layer]++; }
+    else { p->cnt.misses++; p->l_miss[layer]++; }
+    if (p->n_trace == p->cap_trace) {
+        if (p->cap_trace >= TRACE_CAP) { p->trace_trunc = 1; return; }
+        int64_t cap = p->cap_trace ? 2 * p->cap_trace : 4096;
+        int32_t *t = realloc(p->trace, sizeof(int32_t) * (size_t)cap);
+        if (!t) { p->trace_trunc = 1; return; }
+        p->trace = t;
+        p->cap_trace = cap;
+    }
+    p->trace[p->n_trace++] = key;
+}
+
+/* give batch entry i of layer a pinned slot (reading it if missing). -1 if every slot is pinned. */
+static int acquire(mr_pager *p, int layer, int i) {
+    batch *b = &p->b[layer];
+    int e = b->ids[i], key = layer * p->e_max + e, hit, ev;
+    int s = mr_cache_access(p->cache, key, &hit, &ev);
+    if (s < 0) return -1;
+    if (hit && wait_state(p, s) == SLOT_ERROR) hit = 0; /* an earlier read of it failed: read again */
+    record(p, layer, key, hit);
+    if (!hit) {
+        wait_slot(p, s); /* a released batch may still be reading into it */
+        start_load(p, s, layer, e);
+    }
+    b->slot[i] = s;
+    b->st[i] = B_PINNED;
     return 0;
 }
 
-int mr_pager_get(mr_pager *p, int layer, int id, const void *ptrs[MR_PAGER_MATS]) {
-    if (layer < 0 || layer >= p->n_layers) { mr_set_error("pager: bad layer %d", layer); return -1; }
-    for (int m = 0; m < MR_PAGER_MATS; m++) {
-        const mr_gguf_tensor *t = p->layers[layer].mat[m];
-        ptrs[m] = NULL;
-        if (!t) continue;
-        if (id < 0 || id >= t->ne[2]) { mr_set_error("pager: expert %d out of range in %s", id, t->name); return -1; }
-        uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
-        ptrs[m] = (const uint8_t *)t->data + slice * (uint64_t)id;
+/* start reads for queued entries while slots can be had */
+static void fill(mr_pager *p, int layer) {
+    batch *b = &p->b[layer];
+    for (int i = 0; i < b->n; i++)
+        if (b->st[i] == B_QUEUED && acquire(p, layer, i)) break;
+}
+
+static void unpin(mr_pager *p, batch *b, int i) {
+    if (b->st[i] == B_PINNED || b->st[i] == B_SERVED) mr_cache_unpin(p->cache, b->slot[i]);
+    b->st[i] = B_DONE;
+}
+
+static int check_layer(const mr_pager *p, int layer) {
+    if (layer < 0 || layer >= p->n_layers || !n_experts_of(&p->layers[layer])) {
+        mr_set_error("pager: layer %d has no routed experts", layer);
+        return -1;
     }
     return 0;
 }
 
-void mr_pager_release(mr_pager *p, int layer) { (void)p; (void)layer; }
+static void mmap_ptrs(const mr_pager *p, int layer, int id, const void *ptrs[MR_PAGER_MATS]) {
+    for (int m = 0; m < MR_PAGER_MATS; m++) {
+        const mr_gguf_tensor *t = p->layers[layer].mat[m];
+        ptrs[m] = t ? (const uint8_t *)t->data + t->nbytes / (uint64_t)t->ne[2] * (uint64_t)id : NULL;
+    }
+}
+
+static void slot_ptrs(const mr_pager *p, int layer, int s, const void *ptrs[MR_PAGER_MATS]) {
+    const uint8_t *base = p->arena + (size_t)s * p->slot_bytes;
+    for (int m = 0; m < MR_PAGER_MATS; m++)
+        ptrs[m] = p->layers[layer].mat[m] ? base + p->mat_off[m] + p->sl[s].delta[m] : NULL;
+}
+
+/* ---- the calls the model makes ---- */
+static int batch_reserve(batch *b, int n) {
+    if (n <= b->cap) return 0;
+    int cap = n < 16 ? 16 : n;
+    int *ids = realloc(b->ids, sizeof(int) * (size_t)cap);
+    if (ids) b->ids = ids;
+    int *slot = realloc(b->slot, sizeof(int) * (size_t)cap);
+    if (slot) b->slot = slot;
+    unsigned char *st = realloc(b->st, (size_t)cap);
+    if (st) b->st = st;
+    if (!ids || !slot || !st) { mr_set_error("pager: out of memory"); return -1; }
+    b->cap = cap;
+    return 0;
+}
+
+int mr_pager_prefetch(mr_pager *p, int layer, const int *ids, int n) {
+    if (check_layer(p, layer)) return -1;
+    int E = n_experts_of(&p->layers[layer]);
+    batch *b = &p->b[layer];
+    if (b->active) mr_pager_release(p, layer);
+    if (n < 0 || batch_reserve(b, n)) return -1;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= E) { mr_set_error("pager: expert %d out of range [0, %d) in layer %d", ids[i], E, layer); return -1; }
+        for (int j = 0; j < i; j++)
+            if (ids[j] == ids[i]) { mr_set_error("pager: expert %d listed twice for layer %d", ids[i], layer); return -1; }
+        b->ids[i] = ids[i];
+        b->st[i] = B_QUEUED;
+        b->slot[i] = -1;
+    }
+    b->n = n;
+    b->active = 1;
+    if (!p->paging) return 0;
+    if (layer <= p->last_layer) { mr_cache_new_round(p->cache); p->cnt.rounds++; }
+    p->last_layer = layer;
+    /* resident experts first (pinned before any eviction), then reads for the missing ones */
+    for (int i = 0; i < n; i++)
+        if (mr_cache_find(p->cache, layer * p->e_max + ids[i]) >= 0) acquire(p, layer, i);
+    fill(p, layer);
+    return 0;
+}
+
+/* serve entry i (slot assigned): wait for it; on a failed read forget the slot and return -1 */
+static int serve(mr_pager *p, int layer, int i, const void *ptrs[MR_PAGER_MATS]) {
+    batch *b = &p->b[layer];
+    int s = b->slot[i];
+    if (wait_slot(p, s) == SLOT_ERROR) {
+        pthread_mutex_lock(&p->mu);
+        mr_set_error("%s", p->sl[s].err);
+        p->sl[s].state = SLOT_EMPTY;
+        pthread_mutex_unlock(&p->mu);
+        mr_cache_invalidate(p->cache, s);
+        unpin(p, b, i);
+        return -1;
+    }
+    b->st[i] = B_SERVED;
+    slot_ptrs(p, layer, s, ptrs);
+    return 0;
+}
+
+static int too_small(mr_pager *p, int layer) {
+    mr_set_error("pager: layer %d needs more experts at once than the %d slots of the RAM budget hold "
+                 "(call mr_pager_done after each expert, or raise the budget)", layer, p->n_slots);
+    return -1;
+}
+
+int mr_pager_next(mr_pager *p, int layer, int *id, const void *ptrs[MR_PAGER_MATS]) {
+    if (check_layer(p, layer)) return -1;
+    batch *b = &p->b[layer];
+    *id = -1;
+    if (!b->active) { mr_set_error("pager: mr_pager_next on layer %d without mr_pager_prefetch", layer); return -1; }
+    if (!p->paging) {
+        for (int i = 0; i < b->n; i++)
+            if (b->st[i] == B_QUEUED) {
+                b->st[i] = B_SERVED;
+                *id = b->ids[i];
+                mmap_ptrs(p, layer, *id, ptrs);
+                return 0;
+            }
+        mr_set_error("pager: layer %d: every expert of the batch was already served", layer);
+        return -1;
+    }
+    for (;;) {
+        int loading = -1, queued = 0;
+        pthread_mutex_lock(&p->mu);
+        for (int i = 0; i < b->n; i++) {
+            if (b->st[i] == B_QUEUED) queued = 1;
+            if (b->st[i] != B_PINNED) continue;
+            if (p->sl[b->slot[i]].pending == 0) { loading = -2 - i; break; } /* ready or failed */
+            if (loading == -1) loading = i;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (loading <= -2) { /* one is resident (or failed): serve it */
+            int i = -2 - loading;
+            *id = b->ids[i];
+            return serve(p, layer, i, ptrs);
+        }
+        if (loading >= 0) { /* none ready: wait for the first one still loading */
+            *id = b->ids[loading];
+            return serve(p, layer, loading, ptrs);
+        }
+        if (!queued) { mr_set_error("pager: layer %d: every expert of the batch was already served", layer); return -1; }
+        int before = 0;
+        for (int i = 0; i < b->n; i++) before += b->st[i] == B_PINNED;
+        fill(p, layer);
+        int after = 0;
+        for (int i = 0; i < b->n; i++) after += b->st[i] == B_PINNED;
+        if (after == before) return too_small(p, layer);
+    }
+}
+
+int mr_pager_get(mr_pager *p, int layer, int id, const void *ptrs[MR_PAGER_MATS]) {
+    if (check_layer(p, layer)) return -1;
+    int E = n_experts_of(&p->layers[layer]);
+    if (id < 0 || id >= E) { mr_set_error("pager: expert %d out of range [0, %d) in layer %d", id, E, layer); return -1; }
+    if (!p->paging) { mmap_ptrs(p, layer, id, ptrs); return 0; }
+    batch *b = &p->b[layer];
+    int i = -1;
+    if (b->active)
+        for (int k = 0; k < b->n; k++)
+            if (b->ids[k] == id) i = k;
+    if (i < 0) { /* not prefetched: add it to the layer's batch */
+        if (!b->active) {
+            if (mr_pager_prefetch(p, layer, &id, 1)) return -1;
+            i = 0;
+        } else {
+            if (batch_reserve(b, b->n + 1)) return -1;
+            i = b->n++;
+            b->ids[i] = id;
+            b->st[i] = B_QUEUED;
+        }
+    }
+    if (b->st[i] == B_DONE) b->st[i] = B_QUEUED; /* asked again after done: re-pin */
+    if (b->st[i] == B_QUEUED && acquire(p, layer, i)) return too_small(p, layer);
+    return serve(p, layer, i, ptrs);
+}
+
+void mr_pager_done(mr_pager *p, int layer, int id) {
+    if (!p->paging || layer < 0 || layer >= p->n_layers) return;
+    batch *b = &p->b[layer];
+    if (!b->active) return;
+    for (int i = 0; i < b->n; i++)
+        if (b->ids[i] == id) unpin(p, b, i);
+    fill(p, layer);
+}
+
+void mr_pager_release(mr_pager *p, int layer) {
+    if (layer < 0 || layer >= p->n_layers) return;
+    batch *b = &p->b[layer];
+    if (p->paging)
+        for (int i = 0; i < b->n; i++) unpin(p, b, i);
+    b->active = 0;
+    b->n = 0;
+}
+
+/* ---- statistics ---- */
+void mr_pager_counters_get(const mr_pager *p, mr_pager_counters *out) {
+    mr_pager *q = (mr_pager *)p;
+    if (!p->paging) { memset(out, 0, sizeof *out); return; }
+    pthread_mutex_lock(&q->mu);
+    *out = p->cnt;
+    pthread_mutex_unlock(&q->mu);
+}
+
+int mr_pager_layer_counters(const mr_pager *p, int layer, uint64_t *hits, uint64_t *misses) {
+    if (layer < 0 || layer >= p->n_layers) return -1;
+    *hits = p->paging ? p->l_hits[layer] : 0;
+    *misses = p->paging ? p->l_miss[layer] : 0;
+    return 0;
+}
+
+double mr_pager_belady_hit_rate(const mr_pager *p, int *truncated) {
+    if (truncated) *truncated = p->trace_trunc;
+    if (!p->paging || p->n_trace == 0) return -1;
+    int64_t h = mr_cache_belady_hits(p->trace, p->n_trace, p->n_layers * p->e_max, p->n_slots);
+    return h < 0 ? -1 : (double)h / (double)p->n_trace;
+}

@@ -3,20 +3,39 @@
  * read from the GGUF with pread. With budget 0 (no paging) pointers go straight into the mmap.
  *
  * Use per MoE layer and batch:
- *   mr_pager_prefetch(p, layer, ids, n)   pins the batch's experts (union) and starts missing reads
+ *   mr_pager_prefetch(p, layer, ids, n)   the batch's experts (distinct ids, union over its tokens):
+ *                                         pins the resident ones and starts reads of missing ones
+ *                                         (as many as there are evictable slots; the rest are read as
+ *                                         slots free up)
+ *   mr_pager_next(p, layer, &id, ptrs)    the next expert of the batch that is resident (waits only
+ *                                         if none is): compute on resident experts overlaps the reads
  *   mr_pager_get(p, layer, id, ptrs)      waits until expert `id` is resident; ptrs[m] = slice of
  *                                         matrix m (MR_PAGER_GATE/UP/DOWN), NULL if the layer has none
+ *   mr_pager_done(p, layer, id)           the caller no longer uses id's pointers: unpin it, so its
+ *                                         slot can take another expert of the batch (optional, needed
+ *                                         when the batch has more experts than the budget has slots)
  *   mr_pager_release(p, layer)            unpins the layer's experts (they stay cached)
- * Results never depend on the budget: the bytes are the file's bytes. */
+ * Results never depend on the budget: the bytes are the file's bytes. A failed or short read is an
+ * error (-1 from get/next), never silently different data.
+ *
+ * Slots: one slot holds one expert's gate+up+down slices of a layer (sized by the largest layer),
+ * each slice in its own 4096-aligned area so it can be read with O_DIRECT. The budget must hold at
+ * least max n_used slots (one token's experts of one layer); mr_pager_create fails naming the minimum.
+ * Reads: a pool of I/O threads (MR_PAGER_IO_THREADS) doing pread, O_DIRECT when the file system allows.
+ * Faults for tests: MOERUN_PAGER_FAULT=eio:N or short:N makes the N-th read (1-based) fail with EIO or
+ * return short. */
 #ifndef MR_PAGER_H
 #define MR_PAGER_H
 #include <stdint.h>
+#include <stdio.h>
 #include "gguf/gguf.h"
 
 enum { MR_PAGER_GATE = 0, MR_PAGER_UP = 1, MR_PAGER_DOWN = 2, MR_PAGER_MATS = 3 };
+#define MR_PAGER_IO_THREADS 4
 
 typedef struct {
     const mr_gguf_tensor *mat[MR_PAGER_MATS]; /* NULL where the layer has no such tensor */
+    int n_used;                               /* experts per token at this layer (top-k); 0 = unknown */
 } mr_pager_layer;
 
 typedef struct mr_pager mr_pager;
@@ -26,6 +45,33 @@ typedef struct mr_pager mr_pager;
 mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t budget_bytes);
 void mr_pager_free(mr_pager *p);
 int mr_pager_prefetch(mr_pager *p, int layer, const int *ids, int n);
+int mr_pager_next(mr_pager *p, int layer, int *id, const void *ptrs[MR_PAGER_MATS]);
 int mr_pager_get(mr_pager *p, int layer, int id, const void *ptrs[MR_PAGER_MATS]);
+void mr_pager_done(mr_pager *p, int layer, int id);
 void mr_pager_release(mr_pager *p, int layer);
+
+/* Sizes: bytes of one slot, and the minimum budget (floor) for these layers; 0 if no MoE layer. */
+uint64_t mr_pager_slot_bytes(const mr_gguf *g, const mr_pager_layer *layers, int n_layers);
+uint64_t mr_pager_min_budget(const mr_gguf *g, const mr_pager_layer *layers, int n_layers);
+/* Bytes of all routed-expert tensors of these layers. */
+uint64_t mr_pager_expert_bytes(const mr_pager_layer *layers, int n_layers);
+
+int mr_pager_paging(const mr_pager *p);        /* 0 when serving from the mmap */
+int mr_pager_n_slots(const mr_pager *p);
+int mr_pager_uses_direct_io(const mr_pager *p); /* 1 if at least one shard is read with O_DIRECT */
+
+/* Statistics (cumulative since create). Accesses count each expert of each prefetched batch once. */
+typedef struct {
+    uint64_t hits, misses;       /* expert accesses found resident / read */
+    uint64_t reads, bytes_read;  /* pread calls and bytes (O_DIRECT reads round to 4 KiB) */
+    double stall_s;              /* time next/get waited for reads */
+    uint64_t rounds;             /* forward passes seen (a prefetch of a layer <= the previous one starts one) */
+} mr_pager_counters;
+void mr_pager_counters_get(const mr_pager *p, mr_pager_counters *out);
+/* per layer hits / misses; -1 for a bad layer */
+int mr_pager_layer_counters(const mr_pager *p, int layer, uint64_t *hits, uint64_t *misses);
+/* Belady hit rate for the recorded access trace and this slot count, in [0, 1]; -1 if nothing was
+ * recorded or out of memory. *truncated = 1 when the trace was too long to record in full (the rate is
+ * then over the recorded prefix). */
+double mr_pager_belady_hit_rate(const mr_pager *p, int *truncated);
 #endif
