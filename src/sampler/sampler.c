@@ -1,0 +1,202 @@
+/* Token sampling: repetition penalty, top-k, top-p, min-p, temperature, then a seeded draw.
+ * The order and the semantics of each step follow llama.cpp's default sampler chain (common/sampling:
+ * penalties, top_k, top_p, min_p, temp, dist); the random numbers are our own (xoshiro256**), so a
+ * seed reproduces our runs, not llama.cpp's. Ties are broken by the lower token id everywhere. */
+#include "moerun.h"
+#include "base/base.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- RNG: xoshiro256** (Blackman & Vigna), state from splitmix64 ---- */
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void mr_rng_seed(mr_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t mr_rng_next(mr_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+double mr_rng_uniform(mr_rng *r) { return (double)(mr_rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* ---- sampler ---- */
+struct mr_sampler {
+    mr_sampler_params p;
+    int32_t n_vocab;
+    mr_rng rng;
+    int32_t *hist;      /* ring buffer of the last repeat_last_n accepted tokens */
+    int32_t hist_n, hist_pos;
+    uint8_t *seen;      /* n_vocab flags, scratch for the penalty */
+    struct cand { float logit; int32_t id; } *c; /* n_vocab candidates, scratch */
+    double *prob;
+};
+
+void mr_sampler_default_params(mr_sampler_params *p) {
+    p->temperature = 0.8f;
+    p->top_k = 40;
+    p->top_p = 0.95f;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+    p->seed = 0x5eed;
+}
+
+void mr_sampler_free(mr_sampler *s) {
+    if (!s) return;
+    free(s->hist); free(s->seen); free(s->c); free(s->prob);
+    free(s);
+}
+
+mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab) {
+    if (n_vocab <= 0) { mr_set_error("sampler: bad vocabulary size %d", n_vocab); return NULL; }
+    mr_sampler *s = calloc(1, sizeof *s);
+    if (!s) { mr_set_error("sampler: out of memory"); return NULL; }
+    if (p) s->p = *p; else mr_sampler_default_params(&s->p);
+    if (s->p.repeat_last_n < 0) s->p.repeat_last_n = 0;
+    if (!(s->p.repeat_penalty > 0)) s->p.repeat_penalty = 1.0f; /* also NaN */
+    s->n_vocab = n_vocab;
+    s->hist = malloc(sizeof *s->hist * (size_t)(s->p.repeat_last_n + 1));
+    s->seen = calloc((size_t)n_vocab, 1);
+    s->c = malloc(sizeof *s->c * (size_t)n_vocab);
+    s->prob = malloc(sizeof *s->prob * (size_t)n_vocab);
+    if (!s->hist || !s->seen || !s->c || !s->prob) { mr_sampler_free(s); mr_set_error("sampler: out of memory"); return NULL; }
+    mr_sampler_reset(s);
+    return s;
+}
+
+void mr_sampler_reset(mr_sampler *s) {
+    s->hist_n = s->hist_pos = 0;
+    mr_rng_seed(&s->rng, s->p.seed);
+}
+
+void mr_sampler_accept(mr_sampler *s, int32_t id) {
+    int32_t n = s->p.repeat_last_n;
+    if (n <= 0) return;
+    s->hist[s->hist_pos] = id;
+    s->hist_pos = (s->hist_pos + 1) % n;
+    if (s->hist_n < n) s->hist_n++;
+}
+
+/* higher logit first, then lower id */
+static int cand_before(const struct cand *a, const struct cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+static int cmp_cand(const void *x, const void *y) {
+    const struct cand *a = x, *b = y;
+    return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
+}
+
+/* Keep the k best candidates at the front, sorted (min-heap selection, then sort). */
+static void select_top_k(struct cand *c, int32_t n, int32_t k) {
+    /* heap of the k best seen so far, worst at the root */
+    for (int32_t i = 0; i < n; i++) {
+        struct cand x = c[i];
+        int32_t pos;
+        if (i < k) {
+            pos = i;
+            while (pos > 0) { /* sift up: a worse element moves towards the root */
+                int32_t par = (pos - 1) / 2;
+                if (!cand_before(&c[par], &x)) break;
+                c[pos] = c[par];
+                pos = par;
+            }
+            c[pos] = x;
+        } else if (cand_before(&x, &c[0])) {
+            pos = 0;
+            for (;;) {
+                int32_t ch = 2 * pos + 1;
+                if (ch >= k) break;
+                if (ch + 1 < k && cand_before(&c[ch], &c[ch + 1])) ch++; /* the worse child */
+                if (!cand_before(&x, &c[ch])) break;
+                c[pos] = c[ch];
+                pos = ch;
+            }
+            c[pos] = x;
+        }
+    }
+    qsort(c, (size_t)k, sizeof *c, cmp_cand);
+}
+
+/* softmax of the first n (sorted, so c[0] is the max) into prob; returns the sum of exps */
+static double softmax(const struct cand *c, int32_t n, double *prob) {
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) { prob[i] = exp((double)c[i].logit - (double)c[0].logit); sum += prob[i]; }
+    return sum;
+}
+
+int32_t mr_sampler_sample(mr_sampler *s, const float *logits) {
+    const mr_sampler_params *p = &s->p;
+    int32_t n = s->n_vocab;
+    struct cand *c = s->c;
+    for (int32_t i = 0; i < n; i++) {
+        float l = logits[i];
+        c[i].logit = isnan(l) ? -INFINITY : l;
+        c[i].id = i;
+    }
+    /* repetition penalty, once per distinct recent token */
+    if (p->repeat_penalty != 1.0f && s->hist_n > 0) {
+        for (int32_t i = 0; i < s->hist_n; i++) {
+            int32_t id = s->hist[i];
+            if (id < 0 || id >= n || s->seen[id]) continue;
+            s->seen[id] = 1;
+            if (c[id].logit <= 0) c[id].logit *= p->repeat_penalty;
+            else c[id].logit /= p->repeat_penalty;
+        }
+        for (int32_t i = 0; i < s->hist_n; i++) if (s->hist[i] >= 0 && s->hist[i] < n) s->seen[s->hist[i]] = 0;
+    }
+    if (!(p->temperature > 0)) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++) if (c[i].logit > c[best].logit) best = i;
+        return best;
+    }
+    /* top-k (sorts the survivors); without it, sort everything for top-p / min-p */
+    int32_t m = n;
+    if (p->top_k > 0 && p->top_k < n) {
+        m = p->top_k;
+        select_top_k(c, n, m);
+    } else {
+        qsort(c, (size_t)n, sizeof *c, cmp_cand);
+    }
+    if (c[0].logit == -INFINITY) return c[0].id; /* nothing is possible; lowest id */
+    /* top-p: the smallest prefix whose probability reaches p (at temperature 1, as llama.cpp) */
+    if (p->top_p < 1.0f) {
+        double sum = softmax(c, m, s->prob), cum = 0;
+        int32_t keep = m;
+        for (int32_t i = 0; i < m; i++) {
+            cum += s->prob[i] / sum;
+            if (cum >= (double)p->top_p) { keep = i + 1; break; }
+        }
+        m = keep;
+    }
+    /* min-p: drop tokens less likely than min_p times the best one */
+    if (p->min_p > 0.0f) {
+        double thr = (double)c[0].logit + log((double)p->min_p);
+        int32_t keep = 1;
+        while (keep < m && (double)c[keep].logit >= thr) keep++;
+        m = keep;
+    }
+    /* temperature, then draw */
+    for (int32_t i = 0; i < m; i++) c[i].logit /= p->temperature;
+    double sum = softmax(c, m, s->prob);
+    double u = mr_rng_uniform(&s->rng) * sum, cum = 0;
+    for (int32_t i = 0; i < m; i++) {
+        cum += s->prob[i];
+        if (u < cum) return c[i].id;
+    }
+    return c[m - 1].id;
+}

@@ -1,0 +1,163 @@
+/* Sampler and RNG: determinism, each filter on its own, the distribution of the final draw. */
+#include "test.h"
+#include "moerun.h"
+
+#include <math.h>
+
+static void test_rng(void) {
+    /* xoshiro256** reference outputs for the state {1, 2, 3, 4} */
+    mr_rng r = { { 1, 2, 3, 4 } };
+    uint64_t want[4] = { 11520ull, 0ull, 1509978240ull, 1215971899390074240ull };
+    for (int i = 0; i < 4; i++) {
+        uint64_t v = mr_rng_next(&r);
+        CHECK(v == want[i], "output %d: %llu", i, (unsigned long long)v);
+    }
+    mr_rng a, b, c;
+    mr_rng_seed(&a, 42); mr_rng_seed(&b, 42); mr_rng_seed(&c, 43);
+    int same = 1, differ = 0;
+    double mean = 0;
+    for (int i = 0; i < 10000; i++) {
+        double x = mr_rng_uniform(&a), y = mr_rng_uniform(&b), z = mr_rng_uniform(&c);
+        same &= x == y;
+        differ += x != z;
+        CHECK(x >= 0 && x < 1, "uniform out of range: %g", x);
+        mean += x;
+    }
+    CHECK(same, "same seed, different sequence");
+    CHECK(differ > 9990, "seeds 42 and 43 agree %d times", 10000 - differ);
+    CHECK(fabs(mean / 10000 - 0.5) < 0.01, "mean %g", mean / 10000);
+}
+
+static mr_sampler *mk(float temp, int top_k, float top_p, float min_p, float pen, int last_n, uint64_t seed, int nv) {
+    mr_sampler_params p;
+    mr_sampler_default_params(&p);
+    p.temperature = temp; p.top_k = top_k; p.top_p = top_p; p.min_p = min_p;
+    p.repeat_penalty = pen; p.repeat_last_n = last_n; p.seed = seed;
+    return mr_sampler_new(&p, nv);
+}
+
+static void test_greedy(void) {
+    float l[6] = { 0.5f, 3.0f, -1.0f, 3.0f, 2.9f, NAN };
+    mr_sampler *s = mk(0.0f, 40, 0.95f, 0.05f, 1.0f, 64, 1, 6);
+    CHECK(s, "%s", mr_last_error());
+    for (int i = 0; i < 5; i++) CHECK(mr_sampler_sample(s, l) == 1, "greedy: tie goes to the lower id");
+    mr_sampler_free(s);
+    CHECK(!mr_sampler_new(NULL, 0), "empty vocabulary accepted");
+}
+
+static void test_repeat_penalty(void) {
+    float l[3] = { 2.0f, 1.9f, -1.0f };
+    mr_sampler *s = mk(0.0f, 0, 1.0f, 0.0f, 1.1f, 2, 1, 3);
+    CHECK(mr_sampler_sample(s, l) == 0, "no history");
+    mr_sampler_accept(s, 0);
+    mr_sampler_accept(s, 0); /* penalised once, not per occurrence */
+    CHECK(mr_sampler_sample(s, l) == 1, "2.0 / 1.1 < 1.9");
+    float l2[3] = { 2.0f, 2.05f, 2.1f };
+    mr_sampler_accept(s, 2);
+    mr_sampler_accept(s, 1); /* window of 2: tokens 2 and 1, token 0 fell out */
+    CHECK(mr_sampler_sample(s, l2) == 0, "window: penalised 1 and 2, not 0");
+    float l3[3] = { -1.0f, -1.05f, -5.0f };
+    mr_sampler_reset(s);
+    mr_sampler_accept(s, 0);
+    CHECK(mr_sampler_sample(s, l3) == 1, "negative logits are multiplied by the penalty");
+    mr_sampler_free(s);
+}
+
+/* draw many samples, return the frequency of each id */
+static void freqs(mr_sampler *s, const float *l, int nv, int n, double *f) {
+    for (int i = 0; i < nv; i++) f[i] = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = mr_sampler_sample(s, l);
+        if (id >= 0 && id < nv) f[id] += 1.0 / n;
+    }
+}
+
+static void test_distribution(void) {
+    float l[4] = { logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f) };
+    double f[4];
+    mr_sampler *s = mk(1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 7, 4);
+    freqs(s, l, 4, 40000, f);
+    CHECK(fabs(f[0] - 0.5) < 0.015 && fabs(f[1] - 0.3) < 0.015 && fabs(f[2] - 0.15) < 0.015 && fabs(f[3] - 0.05) < 0.01,
+          "frequencies %.3f %.3f %.3f %.3f", f[0], f[1], f[2], f[3]);
+    mr_sampler_free(s);
+    /* temperature 2: p ~ sqrt(p) renormalised */
+    s = mk(2.0f, 0, 1.0f, 0.0f, 1.0f, 64, 7, 4);
+    freqs(s, l, 4, 40000, f);
+    double z = sqrt(0.5) + sqrt(0.3) + sqrt(0.15) + sqrt(0.05);
+    CHECK(fabs(f[0] - sqrt(0.5) / z) < 0.015 && fabs(f[3] - sqrt(0.05) / z) < 0.015, "temp 2: %.3f %.3f", f[0], f[3]);
+    mr_sampler_free(s);
+    /* same seed, same draws; reset starts over */
+    mr_sampler *a = mk(1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 99, 4), *b = mk(1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 99, 4);
+    int32_t seq[64];
+    int same = 1;
+    for (int i = 0; i < 64; i++) { seq[i] = mr_sampler_sample(a, l); same &= seq[i] == mr_sampler_sample(b, l); }
+    mr_sampler_reset(a);
+    for (int i = 0; i < 64; i++) same &= seq[i] == mr_sampler_sample(a, l);
+    CHECK(same, "not reproducible");
+    mr_sampler_free(a); mr_sampler_free(b);
+}
+
+static void test_filters(void) {
+    float l[4] = { logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f) };
+    double f[4];
+    /* top-k 2: only ids 0 and 1, in ratio 5:3 */
+    mr_sampler *s = mk(1.0f, 2, 1.0f, 0.0f, 1.0f, 64, 3, 4);
+    freqs(s, l, 4, 20000, f);
+    CHECK(f[2] == 0 && f[3] == 0 && fabs(f[0] - 0.625) < 0.02, "top-k: %.3f %.3f %.3f %.3f", f[0], f[1], f[2], f[3]);
+    mr_sampler_free(s);
+    /* top-p 0.7: 0.5 + 0.3 reaches it, so ids 0 and 1 */
+    s = mk(1.0f, 0, 0.7f, 0.0f, 1.0f, 64, 3, 4);
+    freqs(s, l, 4, 20000, f);
+    CHECK(f[2] == 0 && f[3] == 0 && f[1] > 0.3, "top-p: %.3f %.3f %.3f %.3f", f[0], f[1], f[2], f[3]);
+    mr_sampler_free(s);
+    /* top-p 0.5: the first token alone reaches it */
+    s = mk(1.0f, 0, 0.5f, 0.0f, 1.0f, 64, 3, 4);
+    freqs(s, l, 4, 2000, f);
+    CHECK(f[1] == 0 && f[2] == 0 && f[3] == 0, "top-p 0.5: %.3f", f[0]);
+    mr_sampler_free(s);
+    /* min-p 0.25: p >= 0.125 -> ids 0, 1, 2 */
+    s = mk(1.0f, 0, 1.0f, 0.25f, 1.0f, 64, 3, 4);
+    freqs(s, l, 4, 20000, f);
+    CHECK(f[3] == 0 && f[2] > 0.1, "min-p: %.3f %.3f %.3f %.3f", f[0], f[1], f[2], f[3]);
+    mr_sampler_free(s);
+    /* top-k 1 is greedy at any temperature */
+    s = mk(5.0f, 1, 1.0f, 0.0f, 1.0f, 64, 3, 4);
+    freqs(s, l, 4, 1000, f);
+    CHECK(f[1] == 0 && f[2] == 0 && f[3] == 0, "top-k 1: %.3f", f[0]);
+    mr_sampler_free(s);
+}
+
+/* top-k selection on a large vocabulary agrees with sorting */
+static void test_top_k_large(void) {
+    enum { NV = 5000 };
+    static float l[NV];
+    mr_rng r;
+    mr_rng_seed(&r, 5);
+    for (int i = 0; i < NV; i++) l[i] = (float)(mr_rng_uniform(&r) * 10.0);
+    l[1234] = 20.0f; l[4321] = 19.0f; l[17] = 19.0f;
+    /* k = 3, very low temperature: only 1234 (and never anything outside the top 3) */
+    mr_sampler *s = mk(0.01f, 3, 1.0f, 0.0f, 1.0f, 64, 3, NV);
+    int bad = 0;
+    for (int i = 0; i < 200; i++) bad += mr_sampler_sample(s, l) != 1234;
+    CHECK(!bad, "top-3 at low temperature returned another id %d times", bad);
+    mr_sampler_free(s);
+    /* k = 3, high temperature: ids 1234, 17, 4321 only */
+    s = mk(100.0f, 3, 1.0f, 0.0f, 1.0f, 64, 3, NV);
+    int seen[3] = { 0 };
+    for (int i = 0; i < 600; i++) {
+        int32_t id = mr_sampler_sample(s, l);
+        if (id == 1234) seen[0]++; else if (id == 17) seen[1]++; else if (id == 4321) seen[2]++; else bad++;
+    }
+    CHECK(!bad && seen[0] && seen[1] && seen[2], "top-3: %d %d %d, %d others", seen[0], seen[1], seen[2], bad);
+    mr_sampler_free(s);
+}
+
+int main(void) {
+    RUN(test_rng);
+    RUN(test_greedy);
+    RUN(test_repeat_penalty);
+    RUN(test_distribution);
+    RUN(test_filters);
+    RUN(test_top_k_large);
+    return t_finish();
+}
