@@ -13,7 +13,8 @@
 #include <string.h>
 
 typedef struct { size_t off, n; int prev, next; } sym;
-typedef struct { int left, right; float score; int32_t rank; size_t size; } bigram;
+/* 16 bytes: the heap can hold a few entries per input byte */
+typedef struct { int32_t left, right; union { float score; int32_t rank; }; uint32_t size; } bigram;
 typedef struct { bigram *v; size_t n, cap; int spm; } heap;
 
 /* a before b (a has priority) */
@@ -101,7 +102,7 @@ static int spm_try_add(const mr_tokenizer *t, const char *text, symvec *s, heap 
     size_t n = s->v[left].n + s->v[right].n;
     int32_t id = mr_strmap_get(&t->tok, text + s->v[left].off, n);
     if (id < 0 || id >= t->n_vocab) return 0;
-    bigram b = { left, right, t->score[id], 0, n };
+    bigram b = { .left = left, .right = right, .score = t->score[id], .size = (uint32_t)n };
     return heap_push(h, b);
 }
 
@@ -151,7 +152,7 @@ static int bpe_try_add(const mr_tokenizer *t, const char *text, symvec *s, heap 
     const sym *l = &s->v[left], *r = &s->v[right];
     int32_t rank = mr_strmap_get3(&t->merges, text + l->off, l->n, ' ', text + r->off, r->n);
     if (rank < 0) return 0;
-    bigram b = { left, right, 0.0f, rank, l->n + r->n };
+    bigram b = { .left = left, .right = right, .rank = rank, .size = (uint32_t)(l->n + r->n) };
     return heap_push(h, b);
 }
 

@@ -132,11 +132,6 @@ static int text_is(const mr_tokenizer *t, int32_t id, const char *s) {
     return t->text_len[id] == n && !memcmp(t->text[id], s, n);
 }
 
-static int text_in(const mr_tokenizer *t, int32_t id, const char *const *list) {
-    for (; *list; list++) if (text_is(t, id, *list)) return 1;
-    return 0;
-}
-
 /* Texts the reference recognises as special (llama_vocab::impl::load). */
 static const char *const eot_texts[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
     "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
@@ -156,12 +151,17 @@ static const char *const eog_texts[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", 
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", NULL };
 
-/* Special id not given in the metadata: the first token (lowest id; the reference takes its hash
- * map's order) with one of the texts; it is made a control token. */
+/* Special id not given in the metadata: a token with one of the texts (the lowest id if several;
+ * the reference takes the first in its hash map's order); it is made a control token. Like the
+ * reference, which walks its text -> id map, only the last of duplicate token strings is seen. */
 static void detect_special(mr_tokenizer *t, int32_t *id, const char *const *texts) {
     if (*id >= 0) return;
-    for (int32_t i = 0; i < t->n_vocab; i++)
-        if (text_in(t, i, texts)) { *id = i; t->attr[i] |= MR_TATTR_CONTROL; return; }
+    int32_t best = -1;
+    for (; *texts; texts++) {
+        int32_t i = find_text(t, *texts);
+        if (i >= 0 && (best < 0 || i < best)) best = i;
+    }
+    if (best >= 0) { *id = best; t->attr[best] |= MR_TATTR_CONTROL; }
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -429,15 +429,17 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
         if ((t->attr[i] & MR_TATTR_CONTROL) && memmem(t->text[i], t->text_len[i], "unused", 6)) t->attr[i] |= MR_TATTR_UNUSED;
     /* end-of-generation set */
     if (add_eog(t, t->fim_pad) || add_eog(t, t->fim_rep) || add_eog(t, t->fim_sep)) goto oom;
-    for (int32_t i = 0; i < n; i++)
-        if (text_in(t, i, eog_texts)) {
-            if (add_eog(t, i)) goto oom;
-            t->attr[i] |= MR_TATTR_CONTROL;
-        }
-    for (int32_t i = 0; i < n; i++) /* gpt-oss: always rendered */
-        if (text_is(t, i, "<|channel|>") || text_is(t, i, "<|message|>") || text_is(t, i, "<|start|>") ||
-            text_is(t, i, "<|constrain|>"))
-            t->attr[i] = MR_TATTR_USER_DEFINED;
+    for (const char *const *e = eog_texts; *e; e++) {
+        int32_t i = find_text(t, *e);
+        if (i < 0) continue;
+        if (add_eog(t, i)) goto oom;
+        t->attr[i] |= MR_TATTR_CONTROL;
+    }
+    static const char *const gpt_oss[] = { "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>" };
+    for (int j = 0; j < 4; j++) { /* gpt-oss: always rendered */
+        int32_t i = find_text(t, gpt_oss[j]);
+        if (i >= 0) t->attr[i] = MR_TATTR_USER_DEFINED;
+    }
     if (add_eog(t, t->eos) || add_eog(t, t->eot) || add_eog(t, t->eom)) goto oom;
     {
         int has_return = 0, has_call = 0, has_flush = 0, has_end = 0, has_tool_response = 0;
