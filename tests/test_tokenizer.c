@@ -209,6 +209,82 @@ static void test_load_errors(void) {
     CHECK(!mr_tokenizer_load(t_shared("golden/tokens-32.txt")), "not a gguf loads");
 }
 
+/* Random texts: tokenize never fails and gives valid ids; where the vocabulary can represent every
+ * byte and does no clean-up, detokenize gives valid UTF-8 text back. */
+static uint64_t rng_state = 88172645463325252ull;
+static uint32_t rnd(void) { rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17; return (uint32_t)rng_state; }
+
+static size_t random_text(char *buf, size_t cap, int valid_utf8) {
+    static const char *const bits[] = { " ", "  ", "\n", "\t", "\r\n", "'s", "'LL", "<s>", "</s>", "<|endoftext|>",
+        "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\xa8", "~", "123", "4567", "\xd9\xa3", "\xf0\x91\xbd\x92", "...", "!?",
+        "\xe4\xbd\xa0", "\xed\x95\x9c", "\xf0\x9f\xa6\x99", "\xcc\x81", "a", "Z", "\xc3\xa9", "\xe2\x96\x81", "$", "\x01" };
+    size_t n = 0, parts = rnd() % 24;
+    for (size_t k = 0; k < parts && n + 8 < cap; k++) {
+        uint32_t r = rnd() % 10;
+        if (r < 6) {
+            const char *b = bits[rnd() % (sizeof bits / sizeof bits[0])];
+            size_t l = strlen(b);
+            if (n + l < cap) { memcpy(buf + n, b, l); n += l; }
+        } else if (r < 9 || valid_utf8) {
+            buf[n++] = (char)(0x20 + rnd() % 95);
+        } else {
+            buf[n++] = (char)(0x80 + rnd() % 128); /* a stray byte: invalid UTF-8 */
+        }
+    }
+    return n;
+}
+
+static void fuzz_vocab(const char *name, int exact, int valid_utf8) {
+    char p[256];
+    snprintf(p, sizeof p, "vocab/ggml-vocab-%s.gguf", name);
+    mr_tokenizer *t = mr_tokenizer_load(t_shared(p));
+    CHECK(t, "%s", mr_last_error());
+    if (!t) return;
+    int bad = 0, bad_rt = 0;
+    for (int it = 0; it < 300; it++) {
+        char txt[512], back[4096];
+        size_t n = random_text(txt, sizeof txt, valid_utf8);
+        int32_t *ids = NULL;
+        int k = tokenize_all(t, txt, n, it & 1, (it >> 1) & 1, &ids);
+        if (k < 0) { bad++; free(ids); continue; }
+        for (int i = 0; i < k; i++) if (ids[i] < 0 || ids[i] >= mr_tokenizer_n_vocab(t)) bad++;
+        int nb = mr_detokenize(t, ids, k, back, (int)sizeof back, 1, 0);
+        if (nb < 0) bad++;
+        if (exact && !(it & 3)) { /* no BOS, no special parsing */
+            /* SPM renders its space symbol U+2581 as a space, also where the text had one */
+            char want[512];
+            size_t nw = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (!strcmp(mr_tokenizer_model(t), "llama") && i + 2 < n && !memcmp(txt + i, "\xe2\x96\x81", 3)) {
+                    want[nw++] = ' ';
+                    i += 2;
+                } else {
+                    want[nw++] = txt[i];
+                }
+            }
+            int ok = nb == (int)nw && !memcmp(back, want, nw);
+            if (!ok && bad_rt++ < 3) printf("    %s: '%.*s' came back as '%.*s'\n", name, (int)n, txt, nb > 0 ? nb : 0, back);
+        }
+        free(ids);
+    }
+    CHECK(!bad, "%s: %d failures or bad ids", name, bad);
+    CHECK(!bad_rt, "%s: %d texts do not come back", name, bad_rt);
+    mr_tokenizer_free(t);
+}
+
+static void test_random_texts(void) {
+    fuzz_vocab("llama-spm", 1, 1);
+    /* stray bytes: a lead byte swallows the next bytes as in the reference (even of a U+2581), so
+     * only validity is checked */
+    fuzz_vocab("phi-3", 0, 0);
+    fuzz_vocab("gpt-2", 0, 0);
+    fuzz_vocab("deepseek-llm", 1, 1);
+    fuzz_vocab("deepseek-v3-on-deepseek-llm", 1, 1);
+    fuzz_vocab("qwen2-on-gpt-2", 1, 1);
+    fuzz_vocab("llama-bpe-on-gpt-2", 0, 0);
+    fuzz_vocab("deepseek-coder", 1, 1);
+}
+
 int main(void) {
     RUN(test_vocab_llama_spm);
     RUN(test_vocab_phi_3);
@@ -225,5 +301,6 @@ int main(void) {
     RUN(test_golden_prompts);
     RUN(test_special_tokens);
     RUN(test_load_errors);
+    RUN(test_random_texts);
     return t_finish();
 }
