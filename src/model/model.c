@@ -11,8 +11,8 @@
 /* Architectures. deepseek4 is declared weak so the build works before its file exists; note that a
  * weak reference does not pull an object out of a static library, so when arch_deepseek4.c lands
  * the `weak` attribute here must be removed. */
-extern const struct mr_arch mr_arch_llama __attribute__((weak));   /* strong once arch_llama.c lands */
-extern const struct mr_arch mr_arch_qwen3moe __attribute__((weak));
+extern const struct mr_arch mr_arch_llama;
+extern const struct mr_arch mr_arch_qwen3moe;
 extern const struct mr_arch mr_arch_deepseek4 __attribute__((weak));
 
 static const struct mr_arch *mr_find_arch(const char *name) {

@@ -1,0 +1,311 @@
+/* Generic llama-like decoder (see llm.h). */
+#include "model/llm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int mr_llm_read_rope(mr_model *m, mr_rope_params *rp) {
+    uint32_t n_orig = 0;
+    float base = 10000.0f, factor = 0.0f, attn = 1.0f, log_mul = 0.0f;
+    if (mr_model_hp_f32(m, "rope.freq_base", 0, 10000.0f, &base)) return -1;
+    if (mr_model_hp_u32(m, "rope.scaling.original_context_length", 0, (uint32_t)m->n_ctx_train, &n_orig)) return -1;
+    if (mr_model_hp_f32(m, "rope.scaling.factor", 0, 0.0f, &factor)) return -1;
+    if (factor == 0.0f && mr_model_hp_f32(m, "rope.scale_linear", 0, 0.0f, &factor)) return -1;
+    if (mr_model_hp_f32(m, "rope.scaling.attn_factor", 0, 1.0f, &attn)) return -1;
+    if (mr_model_hp_f32(m, "rope.scaling.yarn_log_multiplier", 0, 0.0f, &log_mul)) return -1;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    const char *type = mr_model_meta_str_internal(m, key);
+    if (!type) type = "linear";
+    int yarn = !strcmp(type, "yarn");
+    if (!yarn && strcmp(type, "linear") && strcmp(type, "none")) {
+        mr_set_error("%s: rope scaling type '%s' is not supported", m->path, type);
+        return -1;
+    }
+    rp->freq_base = base;
+    rp->freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    if (!strcmp(type, "none")) rp->freq_scale = 1.0f;
+    rp->n_ctx_orig = (int)n_orig;
+    rp->ext_factor = yarn ? 1.0f : 0.0f;
+    rp->attn_factor = 1.0f;
+    if (yarn) {
+        /* llama_context: mscale(factor) [/ mscale(factor, log_mul)], cancelled by 1/(1 + 0.1 ln factor)
+         * because the rope kernel multiplies that factor in again */
+        const float f = 1.0f / rp->freq_scale;
+        float ms = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
+        if (log_mul != 0.0f) {
+            float ms_all = f <= 1.0f ? 1.0f : 0.1f * log_mul * logf(f) + 1.0f;
+            rp->attn_factor = ms / ms_all;
+        } else rp->attn_factor = ms;
+        rp->attn_factor *= 1.0f / (1.0f + 0.1f * logf(f));
+    }
+    rp->attn_factor *= attn;
+    return 0;
+}
+
+int mr_llm_read_hparams(mr_model *m, mr_llm *L, int rope_mode) {
+    uint32_t ctx, embd, nl, ne = 0, nu = 0, nff0, kl, vl, nrot, ffe = 0;
+    if (mr_model_hp_u32(m, "context_length", 1, 0, &ctx) || mr_model_hp_u32(m, "embedding_length", 1, 0, &embd) ||
+        mr_model_hp_u32(m, "block_count", 1, 0, &nl) || mr_model_hp_u32(m, "expert_count", 0, 0, &ne) ||
+        mr_model_hp_u32(m, "expert_used_count", 0, 0, &nu) || mr_model_hp_f32(m, "attention.layer_norm_rms_epsilon", 1, 0, &L->eps))
+        return -1;
+    if (embd == 0 || nl == 0 || nl > 4096 || embd > (1u << 20)) { mr_set_error("%s: bad embedding_length/block_count", m->path); return -1; }
+    m->n_ctx_train = (int)ctx;
+    m->n_embd = (int)embd;
+    m->n_layer = (int)nl;
+    uint32_t *arr = malloc(sizeof(uint32_t) * nl * 3);
+    if (!arr) { mr_set_error("model: out of memory"); return -1; }
+    int rc = -1;
+    if (mr_model_hp_u32_layers(m, "feed_forward_length", 0, 0, arr, (int)nl) ||
+        mr_model_hp_u32_layers(m, "attention.head_count", 0, 0, arr + nl, (int)nl)) goto out;
+    if (mr_model_hp_u32_layers(m, "attention.head_count_kv", 0, arr[nl], arr + 2 * nl, (int)nl)) goto out;
+    for (uint32_t i = 1; i < nl; i++)
+        if (arr[i] != arr[0] || arr[nl + i] != arr[nl] || arr[2 * nl + i] != arr[2 * nl]) {
+            mr_set_error("%s: per-layer feed_forward_length / head counts are not supported", m->path);
+            goto out;
+        }
+    nff0 = arr[0];
+    L->n_ff = (int)nff0;
+    L->n_head = (int)arr[nl];
+    L->n_head_kv = (int)arr[2 * nl];
+    if (L->n_head <= 0 || L->n_head_kv <= 0 || L->n_head % L->n_head_kv) {
+        mr_set_error("%s: attention.head_count %d / head_count_kv %d invalid", m->path, L->n_head, L->n_head_kv);
+        goto out;
+    }
+    if (mr_model_hp_u32(m, "attention.key_length", 0, embd / (uint32_t)L->n_head, &kl) ||
+        mr_model_hp_u32(m, "attention.value_length", 0, embd / (uint32_t)L->n_head, &vl) ||
+        mr_model_hp_u32(m, "rope.dimension_count", 0, kl, &nrot) ||
+        mr_model_hp_u32(m, "expert_feed_forward_length", 0, 0, &ffe)) goto out;
+    if (kl != vl || kl == 0 || kl > 4096) { mr_set_error("%s: key_length %u != value_length %u", m->path, kl, vl); goto out; }
+    if (nrot > kl || nrot % 2) { mr_set_error("%s: rope.dimension_count %u invalid for head size %u", m->path, nrot, kl); goto out; }
+    L->head_dim = (int)kl;
+    L->kq_scale = 1.0f / sqrtf((float)kl);
+    mr_rope_params_init(&L->rope, rope_mode, (int)nrot);
+    if (mr_llm_read_rope(m, &L->rope)) goto out;
+    if (ne > 0 && (nu == 0 || nu > ne)) { mr_set_error("%s: expert_used_count %u invalid for %u experts", m->path, nu, ne); goto out; }
+    memset(&L->moe, 0, sizeof L->moe);
+    L->moe.n_expert = (int)ne;
+    L->moe.n_used = (int)nu;
+    L->moe.gating = MR_GATING_SOFTMAX;
+    L->moe.norm_w = 1;
+    L->n_ff_exp = ffe ? (int)ffe : (nu ? L->n_ff / (int)nu : 0);
+    rc = 0;
+out:
+    free(arr);
+    return rc;
+}
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+
+int mr_llm_load_tensors(mr_model *m, mr_llm *L) {
+    const int64_t d = m->n_embd, hd = L->head_dim, nq = hd * L->n_head, nkv = hd * L->n_head_kv;
+    L->tok_embd = mr_model_tensor(m, 1, 2, SHAPE(d, -1), "token_embd.weight");
+    if (!L->tok_embd) return -1;
+    m->n_vocab = (int)L->tok_embd->ne[1];
+    const int64_t V = m->n_vocab;
+    L->output_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "output_norm.weight"));
+    const mr_gguf_tensor *out = mr_model_tensor(m, 0, 2, SHAPE(d, V), "output.weight");
+    L->output = mr_weight_of(out ? out : L->tok_embd);
+    const mr_gguf_tensor *ff = mr_model_tensor(m, 0, 1, SHAPE(L->rope.n_dims / 2), "rope_freqs.weight");
+    if (ff) L->rope.freq_factors = mr_model_f32(m, ff);
+
+    L->layers = calloc((size_t)m->n_layer, sizeof *L->layers);
+    mr_pager_layer *pl = calloc((size_t)m->n_layer, sizeof *pl);
+    if (!L->layers || !pl) { free(pl); mr_set_error("model: out of memory"); return -1; }
+    const int64_t E = L->moe.n_expert, F = L->n_ff, Fe = L->n_ff_exp;
+    int any_moe = 0;
+    for (int i = 0; i < m->n_layer && !m->load_err; i++) {
+        mr_llm_layer *l = &L->layers[i];
+        l->attn_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "blk.%d.attn_norm.weight", i));
+        const mr_gguf_tensor *qkv = mr_model_tensor(m, 0, 2, SHAPE(d, nq + 2 * nkv), "blk.%d.attn_qkv.weight", i);
+        if (qkv) {
+            l->wqkv = mr_weight_of(qkv);
+            l->bqkv = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(nq + 2 * nkv), "blk.%d.attn_qkv.bias", i));
+        } else {
+            l->wq = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, nq), "blk.%d.attn_q.weight", i));
+            l->wk = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, nkv), "blk.%d.attn_k.weight", i));
+            l->wv = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, nkv), "blk.%d.attn_v.weight", i));
+            l->bq = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(nq), "blk.%d.attn_q.bias", i));
+            l->bk = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(nkv), "blk.%d.attn_k.bias", i));
+            l->bv = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(nkv), "blk.%d.attn_v.bias", i));
+        }
+        l->wo = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(nq, d), "blk.%d.attn_output.weight", i));
+        l->bo = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(d), "blk.%d.attn_output.bias", i));
+        if (L->qk_norm) {
+            l->q_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(hd), "blk.%d.attn_q_norm.weight", i));
+            l->k_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(hd), "blk.%d.attn_k_norm.weight", i));
+        }
+        l->ffn_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "blk.%d.ffn_norm.weight", i));
+        if (E == 0) {
+            l->ffn_gate = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_gate.weight", i));
+            l->ffn_up = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_up.weight", i));
+            l->ffn_down = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(F, d), "blk.%d.ffn_down.weight", i));
+        } else {
+            l->is_moe = 1;
+            any_moe = 1;
+            l->ffn_gate_inp = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, E), "blk.%d.ffn_gate_inp.weight", i));
+            pl[i].mat[MR_PAGER_GATE] = mr_model_tensor(m, 1, 3, SHAPE(d, Fe, E), "blk.%d.ffn_gate_exps.weight", i);
+            pl[i].mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, SHAPE(d, Fe, E), "blk.%d.ffn_up_exps.weight", i);
+            pl[i].mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, SHAPE(Fe, d, E), "blk.%d.ffn_down_exps.weight", i);
+        }
+    }
+    int rc = m->load_err ? -1 : 0;
+    if (!rc && any_moe) rc = mr_model_init_pager(m, pl);
+    free(pl);
+    return rc;
+}
+
+void mr_llm_free(mr_model *m) {
+    mr_llm *L = m->priv;
+    if (!L) return;
+    free(L->layers);
+    free(L);
+    m->priv = NULL;
+}
+
+void mr_llm_state_free(mr_model *m, void *p) {
+    mr_llm_state *s = p;
+    if (!s) return;
+    for (int i = 0; i < m->n_layer; i++) {
+        if (s->k) free(s->k[i]);
+        if (s->v) free(s->v[i]);
+    }
+    free(s->k);
+    free(s->v);
+    free(s);
+}
+
+void *mr_llm_state_new(mr_model *m, int n_ctx) {
+    mr_llm *L = m->priv;
+    mr_llm_state *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    s->n_ctx = n_ctx;
+    s->kv_f16 = !m->params.kv_f32;
+    s->kv_dim = (int64_t)L->n_head_kv * L->head_dim;
+    s->k = calloc((size_t)m->n_layer, sizeof(void *));
+    s->v = calloc((size_t)m->n_layer, sizeof(void *));
+    if (!s->k || !s->v) goto oom;
+    size_t bytes = (size_t)n_ctx * (size_t)s->kv_dim * (s->kv_f16 ? 2 : 4);
+    for (int i = 0; i < m->n_layer; i++) {
+        s->k[i] = calloc(1, bytes);
+        s->v[i] = calloc(1, bytes);
+        if (!s->k[i] || !s->v[i]) goto oom;
+    }
+    return s;
+oom:
+    mr_set_error("session: out of memory for a KV cache of %d positions", n_ctx);
+    mr_llm_state_free(m, s);
+    return NULL;
+}
+
+void mr_llm_state_reset(mr_model *m, void *st) { (void)m; (void)st; /* positions are overwritten */ }
+
+static void add_bias(float *x, const float *b, int64_t dim, int64_t n, int64_t stride) {
+    if (!b) return;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < dim; i++) x[t * stride + i] += b[i];
+}
+
+int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+    mr_llm *L = m->priv;
+    mr_llm_state *s = st;
+    const int64_t d = m->n_embd, hd = L->head_dim, nq = hd * L->n_head, nkv = hd * L->n_head_kv, V = m->n_vocab;
+    const int64_t F = L->n_ff > L->n_ff_exp ? L->n_ff : L->n_ff_exp;
+    const int K = L->moe.n_used, E = L->moe.n_expert;
+    int rc = -1;
+    float *x = malloc(sizeof(float) * (size_t)(n * d));
+    float *h = malloc(sizeof(float) * (size_t)(n * d));
+    float *qkv = malloc(sizeof(float) * (size_t)(n * (nq + 2 * nkv)));
+    float *att = malloc(sizeof(float) * (size_t)(n * nq));
+    float *o = malloc(sizeof(float) * (size_t)(n * d));
+    float *g = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
+    float *u = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
+    float *rl = E ? malloc(sizeof(float) * (size_t)(n * E)) : NULL;
+    int32_t *sel = E ? malloc(sizeof(int32_t) * (size_t)(n * K)) : NULL;
+    float *w = E ? malloc(sizeof(float) * (size_t)(n * K)) : NULL;
+    if (!x || !h || !qkv || !att || !o || !g || !u || (E && (!rl || !sel || !w))) { mr_set_error("eval: out of memory"); goto done; }
+
+    for (int t = 0; t < n; t++)
+        if (mr_tensor_get_row(L->tok_embd, tok[t], x + t * d)) goto done;
+    mr_model_dump(m, "inp_embd", -1, x, d, n);
+
+    const int64_t qs = nq + 2 * nkv; /* row stride of the q|k|v buffer */
+    for (int il = 0; il < m->n_layer; il++) {
+        const mr_llm_layer *l = &L->layers[il];
+        mr_rms_norm_rows(h, x, l->attn_norm, d, n, L->eps);
+        mr_model_dump(m, "attn_norm", il, h, d, n);
+        float *q = qkv, *k = qkv + nq, *v = qkv + nq + nkv;
+        if (l->wqkv.data) {
+            if (mr_model_matmul(m, &l->wqkv, h, n, qkv)) goto done;
+            add_bias(qkv, l->bqkv, qs, n, qs);
+        } else {
+            /* separate projections into a temporary then interleave into the q|k|v rows */
+            if (mr_model_matmul(m, &l->wq, h, n, att)) goto done;
+            for (int t = 0; t < n; t++) memcpy(q + t * qs, att + t * nq, sizeof(float) * (size_t)nq);
+            if (mr_model_matmul(m, &l->wk, h, n, att)) goto done;
+            for (int t = 0; t < n; t++) memcpy(k + t * qs, att + t * nkv, sizeof(float) * (size_t)nkv);
+            if (mr_model_matmul(m, &l->wv, h, n, att)) goto done;
+            for (int t = 0; t < n; t++) memcpy(v + t * qs, att + t * nkv, sizeof(float) * (size_t)nkv);
+            add_bias(q, l->bq, nq, n, qs);
+            add_bias(k, l->bk, nkv, n, qs);
+            add_bias(v, l->bv, nkv, n, qs);
+        }
+        for (int t = 0; t < n; t++) {
+            float *qt = q + t * qs, *kt = k + t * qs, *vt = v + t * qs;
+            if (L->qk_norm) {
+                for (int hh = 0; hh < L->n_head; hh++) mr_rms_norm(qt + hh * hd, qt + hh * hd, l->q_norm, hd, L->eps);
+                for (int hh = 0; hh < L->n_head_kv; hh++) mr_rms_norm(kt + hh * hd, kt + hh * hd, l->k_norm, hd, L->eps);
+            }
+            mr_rope(&L->rope, qt, L->n_head, hd, pos0 + t);
+            mr_rope(&L->rope, kt, L->n_head_kv, hd, pos0 + t);
+            const int64_t off = (int64_t)(pos0 + t) * s->kv_dim;
+            if (s->kv_f16) {
+                mr_f32_to_f16_row((uint16_t *)s->k[il] + off, kt, nkv);
+                mr_f32_to_f16_row((uint16_t *)s->v[il] + off, vt, nkv);
+            } else {
+                memcpy((float *)s->k[il] + off, kt, sizeof(float) * (size_t)nkv);
+                memcpy((float *)s->v[il] + off, vt, sizeof(float) * (size_t)nkv);
+            }
+        }
+        mr_model_dump(m, "Qcur", il, q, nq, 1);
+        mr_model_dump(m, "Kcur", il, k, nkv, 1);
+        mr_attn_args aa = {
+            .n_q = n, .pos0 = pos0, .n_head = L->n_head, .n_head_kv = L->n_head_kv, .head_dim = (int)hd,
+            .scale = L->kq_scale, .window = 0, .sinks = NULL, .Q = q, .q_stride = qs,
+            .K = s->k[il], .V = s->v[il], .kv_f16 = s->kv_f16, .kv_stride = s->kv_dim, .out = att, .out_stride = nq,
+        };
+        if (mr_attention(m->pool, &aa)) goto done;
+        mr_model_dump(m, "kqv_out", il, att, nq, n);
+        if (mr_model_matmul(m, &l->wo, att, n, o)) goto done;
+        add_bias(o, l->bo, d, n, d);
+        mr_add(x, o, x, n * d);
+        mr_model_dump(m, "ffn_inp", il, x, d, n);
+        mr_rms_norm_rows(h, x, l->ffn_norm, d, n, L->eps);
+        mr_model_dump(m, "ffn_norm", il, h, d, n);
+        if (!l->is_moe) {
+            if (mr_model_matmul(m, &l->ffn_up, h, n, u) || mr_model_matmul(m, &l->ffn_gate, h, n, g)) goto done;
+            mr_swiglu(g, g, u, n * (int64_t)L->n_ff);
+            if (mr_model_matmul(m, &l->ffn_down, g, n, o)) goto done;
+        } else {
+            if (mr_model_matmul(m, &l->ffn_gate_inp, h, n, rl)) goto done;
+            mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
+            if (mr_moe_route(&L->moe, rl, NULL, NULL, n, sel, w)) goto done;
+            if (mr_moe_experts(m, il, &L->moe, h, n, sel, w, o)) goto done;
+        }
+        mr_model_dump(m, "ffn_out", il, o, d, n);
+        mr_add(x, o, x, n * d);
+        mr_model_dump(m, "l_out", il, x, d, n);
+    }
+    if (logits) {
+        const int first = all_logits ? 0 : n - 1, nr = all_logits ? n : 1;
+        mr_rms_norm_rows(h, x + first * d, L->output_norm, d, nr, L->eps);
+        mr_model_dump(m, "result_norm", -1, h, d, nr);
+        if (mr_model_matmul(m, &L->output, h, nr, logits)) goto done;
+        mr_model_dump(m, "result_output", -1, logits, V, nr);
+    }
+    rc = 0;
+done:
+    free(x); free(h); free(qkv); free(att); free(o); free(g); free(u); free(rl); free(sel); free(w);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/* Generic pre-norm decoder shared by the llama (dense and mixtral-style MoE) and qwen3moe
+ * architectures:
+ *   x = token_embd[tok]
+ *   per layer: h = RMSNorm(x) * attn_norm
+ *              q, k, v = Wq h, Wk h, Wv h (+ biases); optional per-head RMSNorm of q, k (q/k norm)
+ *              RoPE(q, k) at the token's position (normal or neox mode)
+ *              K, V appended to the cache (F16 by default), causal GQA attention, x += Wo att
+ *              h = RMSNorm(x) * ffn_norm
+ *              x += dense SwiGLU FFN(h)  or  routed experts (moe.h)
+ *   logits = output (or token_embd if absent) . (RMSNorm(x) * output_norm) */
+#ifndef MR_LLM_H
+#define MR_LLM_H
+#include "model/model.h"
+#include "model/moe.h"
+#include "model/ops.h"
+
+typedef struct {
+    const float *attn_norm, *ffn_norm, *q_norm, *k_norm;
+    mr_weight wq, wk, wv, wqkv, wo;
+    const float *bq, *bk, *bv, *bqkv, *bo;
+    mr_weight ffn_gate, ffn_up, ffn_down;      /* dense layers */
+    mr_weight ffn_gate_inp;                    /* MoE router [n_expert x n_embd] */
+    int is_moe;
+} mr_llm_layer;
+
+typedef struct {
+    int n_head, n_head_kv, head_dim, n_ff, n_ff_exp;
+    float eps, kq_scale;
+    int qk_norm;                 /* qwen3moe: q/k RMSNorm per head */
+    mr_rope_params rope;
+    mr_moe_cfg moe;              /* n_expert == 0: dense */
+    const mr_gguf_tensor *tok_embd;
+    const float *output_norm;
+    mr_weight output;
+    mr_llm_layer *layers;
+} mr_llm;
+
+typedef struct {
+    int n_ctx, kv_f16;
+    int64_t kv_dim;              /* n_head_kv * head_dim */
+    void **k, **v;               /* [n_layer] caches of n_ctx x kv_dim (uint16_t F16 or float) */
+} mr_llm_state;
+
+/* Read the hyperparameters common to llama-like archs into L and m (n_embd, n_layer, n_vocab,
+ * n_ctx_train), with the reference's defaults. rope_mode: MR_ROPE_NORMAL / MR_ROPE_NEOX. */
+int mr_llm_read_hparams(mr_model *m, mr_llm *L, int rope_mode);
+/* Read the RoPE scaling keys (freq_base, scaling.type/factor/original_context_length/attn_factor,
+ * yarn_log_multiplier) as llama.cpp resolves them into rp (n_dims and mode already set). */
+int mr_llm_read_rope(mr_model *m, mr_rope_params *rp);
+/* Look up the tensors (attention, FFN or experts, q/k norms when L->qk_norm) and initialise the pager
+ * for MoE layers. Requires the hparams. */
+int mr_llm_load_tensors(mr_model *m, mr_llm *L);
+void mr_llm_free(mr_model *m);
+void *mr_llm_state_new(mr_model *m, int n_ctx);
+void mr_llm_state_free(mr_model *m, void *st);
+void mr_llm_state_reset(mr_model *m, void *st);
+int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
+#endif

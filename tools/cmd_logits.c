@@ -1,0 +1,120 @@
+/* moerun logits: evaluate token ids and write every position's logits as a .lgts file. */
+#include "cli.h"
+#include "moerun.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void logits_usage(FILE *f) {
+    fprintf(f, "usage: moerun logits -m MODEL (--tokens 1,2,3 | --tokens-file FILE) [--decode] -o OUT.lgts\n"
+               "                     [-t THREADS] [-c CTX] [--kv-f32] [--official] [--dump NAMES]\n"
+               "  Evaluates the ids as one batch (default) or one at a time (--decode, through the KV cache)\n"
+               "  and writes the logits of every position (0..n-1) in the LGTS format.\n"
+               "  --official   deepseek4: the official model's numerics instead of the reference fork's\n"
+               "  --dump NAMES print intermediate tensors (comma list or 'all') to stderr\n");
+}
+
+/* parse "1,2,3" (also spaces / newlines) into a malloc'd array */
+static int parse_ids(const char *s, int32_t **out, int *n) {
+    int cap = 64, k = 0;
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!v) return -1;
+    const char *p = s;
+    while (*p) {
+        while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t' || *p == '[' || *p == ']') p++;
+        if (!*p) break;
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 0 || x > 0x7fffffff) { free(v); return -1; }
+        if (k == cap) {
+            cap *= 2;
+            int32_t *nv = realloc(v, sizeof(int32_t) * (size_t)cap);
+            if (!nv) { free(v); return -1; }
+            v = nv;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+    if (b) b[sz] = 0;
+    fclose(f);
+    return b;
+}
+
+static int cmd_logits(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *toks = NULL, *tokfile = NULL;
+    int decode = 0;
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { logits_usage(stdout); return 0; }
+        else if (!strcmp(a, "-m") && has) model = argv[++i];
+        else if (!strcmp(a, "-o") && has) out = argv[++i];
+        else if (!strcmp(a, "--tokens") && has) toks = argv[++i];
+        else if (!strcmp(a, "--tokens-file") && has) tokfile = argv[++i];
+        else if (!strcmp(a, "--decode")) decode = 1;
+        else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "--kv-f32")) mp.kv_f32 = 1;
+        else if (!strcmp(a, "--official")) mp.reference = 0;
+        else if (!strcmp(a, "--dump") && has) mp.dump = argv[++i];
+        else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); logits_usage(stderr); return 1; }
+    }
+    if (!model || !out || (!toks && !tokfile)) {
+        fprintf(stderr, "error: -m MODEL, -o OUT and --tokens (or --tokens-file) are required\n");
+        return 1;
+    }
+    char *text = NULL;
+    if (tokfile && !(text = read_file(tokfile))) { fprintf(stderr, "error: cannot read %s\n", tokfile); return 1; }
+    int32_t *ids = NULL;
+    int n = 0;
+    if (parse_ids(text ? text : toks, &ids, &n) || n == 0) {
+        free(text);
+        fprintf(stderr, "error: bad token list (expected comma-separated non-negative ids)\n");
+        return 1;
+    }
+    free(text);
+    int rc = 1;
+    mr_model *m = NULL;
+    mr_session *s = NULL;
+    float *lg = NULL;
+    int32_t *pos = NULL;
+    if (mp.n_ctx <= 0) mp.n_ctx = n;
+    m = mr_model_load(model, &mp);
+    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    s = mr_session_new(m, n > mp.n_ctx ? n : mp.n_ctx);
+    if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    const int V = mr_model_n_vocab(m);
+    lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
+    pos = malloc(sizeof(int32_t) * (size_t)n);
+    if (!lg || !pos) { fprintf(stderr, "error: out of memory\n"); goto done; }
+    for (int i = 0; i < n; i++) pos[i] = i;
+    if (decode) {
+        for (int i = 0; i < n; i++)
+            if (mr_session_eval(s, ids + i, 1, lg + (size_t)i * V, 0)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    } else if (mr_session_eval(s, ids, n, lg, 1)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    if (mr_lgts_write(out, n, V, pos, lg)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    rc = 0;
+done:
+    free(lg); free(pos); free(ids);
+    mr_session_free(s);
+    mr_model_free(m);
+    return rc;
+}
+
+MR_COMMAND(logits, "evaluate token ids and write their logits (.lgts)", cmd_logits)
