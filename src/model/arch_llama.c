@@ -13,7 +13,8 @@ static int llama_load(mr_model *m) {
         mr_set_error("%s: invalid rope.dimension_count %d, expected %d (the head size)", m->path, L->rope.n_dims, L->head_dim);
         return -1;
     }
-    if (L->moe.n_expert == 0 && L->n_ff <= 0) { mr_set_error("%s: missing llama.feed_forward_length", m->path); return -1; }
+    if (L->n_ff <= 0) { mr_set_error("%s: missing llama.feed_forward_length", m->path); return -1; }
+    L->n_ff_exp = L->n_ff; /* mixtral-style experts are feed_forward_length wide */
     return mr_llm_load_tensors(m, L);
 }
 
