@@ -37,27 +37,52 @@ static inline uint64_t even_signs64(uint32_t a, uint32_t b) {
     return s | (p & 0x0101010101010101ull) << 7;
 }
 
+/* Sign bytes of a whole IQ2_XXS super-block at once. z: its 8 qwords, the high dword of qword k
+ * = 4 x 7 sign bits | scale << 28 of 32-value group k. Returns 32 sign bytes (dword k = group k)
+ * with the parity bit added, as even_signs64 does per pair of groups. */
+static inline __m256i even_signs_block(__m512i z) {
+    const __m512i t = _mm512_srli_epi64(z, 32);
+    __m512i v = _mm512_and_si512(t, _mm512_set1_epi64(0x7f));       /* 7-bit field l -> byte l */
+    v = _mm512_ternarylogic_epi64(v, _mm512_slli_epi64(t, 1), _mm512_set1_epi64(0x7f00), 0xf8);
+    v = _mm512_ternarylogic_epi64(v, _mm512_slli_epi64(t, 2), _mm512_set1_epi64(0x7f0000), 0xf8);
+    v = _mm512_ternarylogic_epi64(v, _mm512_slli_epi64(t, 3), _mm512_set1_epi64(0x7f000000), 0xf8);
+    __m512i p = _mm512_xor_si512(v, _mm512_srli_epi64(v, 4));     /* parity in bit 0 of each byte */
+    p = _mm512_xor_si512(p, _mm512_srli_epi64(p, 2));
+    p = _mm512_xor_si512(p, _mm512_srli_epi64(p, 1));
+    v = _mm512_ternarylogic_epi64(v, _mm512_slli_epi64(p, 7), _mm512_set1_epi64(0x80808080), 0xf8);
+    return _mm512_cvtepi64_epi32(v);
+}
+
 /* ------------------------------------------------------------------------------------ IQ2_XXS */
 void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq2_xxs *x = w;
     const mr_q8_k_act *a = y;
     const uint64_t *G = mr_iq2xxs_grid;
+    /* int16 lanes 0..15 <- scale 2g, 16..31 <- scale 2g+1 */
+    const __m512i pick0 = _mm512_set_epi64(0x0001000100010001ll, 0x0001000100010001ll, 0x0001000100010001ll,
+                                           0x0001000100010001ll, 0, 0, 0, 0);
+    const __m512i two = _mm512_set1_epi16(2);
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
         const uint8_t *q2 = (const uint8_t *)x[i].qs;
         const int8_t *q8 = a[i].qs;
-        __m512i sumi = _mm512_setzero_si512();
+        const __m512i z = _mm512_loadu_si512(q2);
+        uint64_t sg[4];
+        _mm256_storeu_si256((__m256i *)sg, even_signs_block(z));
+        /* scales 2 l + 1 of the 8 groups as int16 */
+        const __m512i ls = _mm512_castsi128_si512(_mm512_cvtepi64_epi16(
+            _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(z, 60), 1), _mm512_set1_epi64(1))));
+        __m512i pick = pick0, sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
-            /* two 32-value groups: low words = 4 grid indices each, high words = signs | scale */
             const uint8_t *ix = q2 + 16 * g;   /* index bytes 0..3 (group 2g) and 8..11 (2g+1) */
             const __m512i grid = _mm512_set_epi64(
                 (long long)G[ix[11]], (long long)G[ix[10]], (long long)G[ix[9]], (long long)G[ix[8]],
                 (long long)G[ix[3]], (long long)G[ix[2]], (long long)G[ix[1]], (long long)G[ix[0]]);
-            const uint32_t sa = ld32(ix + 4), sb = ld32(ix + 12);
             __m512i q = _mm512_loadu_si512(q8 + 64 * g);
-            q = _mm512_mask_sub_epi8(q, even_signs64(sa, sb), _mm512_setzero_si512(), q);
-            const __m512i p = _mm512_maddubs_epi16(grid, q);
-            sumi = _mm512_dpwssd_epi32(sumi, p, scale2_epi16((int)(2 * (sa >> 28) + 1), (int)(2 * (sb >> 28) + 1)));
+            q = _mm512_mask_sub_epi8(q, sg[g], _mm512_setzero_si512(), q);
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(grid, q), _mm512_permutexvar_epi16(pick, ls));
+            pick = _mm512_add_epi16(pick, two);
         }
         acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * a[i].d), _mm512_cvtepi32_ps(sumi), acc);
     }
