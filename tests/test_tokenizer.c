@@ -143,6 +143,51 @@ static void test_golden_prompts(void) {
     golden_prompt("models/kjv-moe-q8_0.gguf", "And God said", "golden/tokens-kjv-prompt.txt");
 }
 
+/* The perplexity texts: the first 64 ids of kjv-valid.txt are tokens-kjv64.txt, and the token counts
+ * give the reference's chunk counts (224 chunks of 256, 110 chunks of 128; golden/ppl/README.md). */
+static int load_ids(const char *rel, int32_t *ids, int max) {
+    size_t len;
+    char *txt = slurp(t_shared(rel), &len);
+    int n = 0;
+    for (char *q = txt; txt && *q && n < max;) {
+        char *end;
+        long v = strtol(q, &end, 10);
+        if (end == q) { q++; continue; }
+        ids[n++] = (int32_t)v;
+        q = end;
+    }
+    free(txt);
+    return n;
+}
+
+static void test_golden_ppl_texts(void) {
+    mr_tokenizer *t = mr_tokenizer_load(t_shared("models/kjv-moe-q8_0.gguf"));
+    size_t len;
+    char *txt = slurp(t_shared("golden/ppl/kjv-valid.txt"), &len);
+    CHECK(t && txt, "kjv: %s", mr_last_error());
+    if (t && txt) {
+        int32_t *ids = NULL, exp[64];
+        int n = tokenize_all(t, txt, len, 1, 0, &ids);
+        int ne = load_ids("golden/tokens-kjv64.txt", exp, 64);
+        CHECK(ne == 64 && n >= 64 && !memcmp(ids, exp, sizeof exp), "first 64 ids of kjv-valid.txt differ");
+        CHECK(n / 256 == 224, "kjv-valid.txt: %d tokens, %d chunks of 256", n, n / 256);
+        free(ids);
+    }
+    free(txt);
+    mr_tokenizer_free(t);
+    t = mr_tokenizer_load(t_shared("models/aidreams260K.gguf"));
+    txt = slurp(t_shared("golden/ppl/gpl3-head.txt"), &len);
+    CHECK(t && txt, "aidreams: %s", mr_last_error());
+    if (t && txt) {
+        int32_t *ids = NULL;
+        int n = tokenize_all(t, txt, len, 1, 0, &ids);
+        CHECK(n / 128 == 110, "gpl3-head.txt: %d tokens, %d chunks of 128", n, n / 128);
+        free(ids);
+    }
+    free(txt);
+    mr_tokenizer_free(t);
+}
+
 static int ids_are(const mr_tokenizer *t, const char *s, int add, int special, const int32_t *exp, int ne) {
     int32_t *ids = NULL;
     int n = tokenize_all(t, s, strlen(s), add, special, &ids);
@@ -299,6 +344,7 @@ int main(void) {
     RUN(test_vocab_llama_bpe);
     RUN(test_vocab_qwen2);
     RUN(test_golden_prompts);
+    RUN(test_golden_ppl_texts);
     RUN(test_special_tokens);
     RUN(test_load_errors);
     RUN(test_random_texts);
