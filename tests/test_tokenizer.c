@@ -2,9 +2,11 @@
  * tokens not parsed), the prompts of the golden runs, detokenization round trips, special tokens. */
 #include "test.h"
 #include "moerun.h"
+#include "gguf/gguf.h"
 
 #include <limits.h>
 #include <stdint.h>
+#include <unistd.h>
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -249,6 +251,86 @@ static void test_special_tokens(void) {
     mr_tokenizer_free(t);
 }
 
+/* Tokenizer metadata written with the GGUF writer: a tiny valid BPE vocabulary, then broken ones
+ * (wrong types, short arrays, unknown model or pre-tokenizer) that must fail cleanly. */
+enum { BAD_NONE, BAD_NO_TOKENS, BAD_TOKENS_TYPE, BAD_SHORT_SCORES, BAD_SCORE_TYPE, BAD_TYPE_TYPE, BAD_NO_MERGES,
+       BAD_MODEL, BAD_PRE, BAD_EMPTY_VOCAB };
+
+static int write_vocab(const char *path, int bad) {
+    mr_gguf_writer *w = mr_gguf_writer_new();
+    /* the GPT-2 byte symbols for 'a', 'b', ' ' (U+0120) and merges to "ab", "Ġab" */
+    const char *toks[] = { "a", "b", "\xc4\xa0", "ab", "\xc4\xa0" "ab", "<|end|>", "" };
+    const char *merges[] = { "a b", "\xc4\xa0 ab" };
+    float scores[7] = { 0 };
+    int32_t types[7] = { 1, 1, 1, 1, 1, 3, 1 };
+    mr_gguf_writer_set_str(w, "tokenizer.ggml.model", bad == BAD_MODEL ? "wordpiece9" : "gpt2");
+    mr_gguf_writer_set_str(w, "tokenizer.ggml.pre", bad == BAD_PRE ? "no-such-pre" : "gpt-2");
+    if (bad == BAD_TOKENS_TYPE) mr_gguf_writer_set_kv(w, "tokenizer.ggml.tokens", MR_GGUF_ARRAY, MR_GGUF_F32, 7, scores);
+    else if (bad == BAD_EMPTY_VOCAB) mr_gguf_writer_set_kv(w, "tokenizer.ggml.tokens", MR_GGUF_ARRAY, MR_GGUF_STRING, 0, toks);
+    else if (bad != BAD_NO_TOKENS) mr_gguf_writer_set_kv(w, "tokenizer.ggml.tokens", MR_GGUF_ARRAY, MR_GGUF_STRING, 7, toks);
+    if (bad == BAD_SCORE_TYPE) mr_gguf_writer_set_kv(w, "tokenizer.ggml.scores", MR_GGUF_ARRAY, MR_GGUF_I32, 7, types);
+    else mr_gguf_writer_set_kv(w, "tokenizer.ggml.scores", MR_GGUF_ARRAY, MR_GGUF_F32, bad == BAD_SHORT_SCORES ? 3 : 7, scores);
+    if (bad == BAD_TYPE_TYPE) mr_gguf_writer_set_kv(w, "tokenizer.ggml.token_type", MR_GGUF_ARRAY, MR_GGUF_F32, 7, scores);
+    else mr_gguf_writer_set_kv(w, "tokenizer.ggml.token_type", MR_GGUF_ARRAY, MR_GGUF_I32, 7, types);
+    if (bad != BAD_NO_MERGES) mr_gguf_writer_set_kv(w, "tokenizer.ggml.merges", MR_GGUF_ARRAY, MR_GGUF_STRING, 2, merges);
+    mr_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 5);
+    mr_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1000); /* out of range: keeps the default */
+    int rc = mr_gguf_writer_write(w, path, 1);
+    mr_gguf_writer_free(w);
+    return rc;
+}
+
+static void test_synthetic_vocab(void) {
+    char path[] = "/tmp/mr_tok_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    close(fd);
+    char gg[64];
+    snprintf(gg, sizeof gg, "%s.gguf", path);
+    CHECK(write_vocab(gg, BAD_NONE) == 0, "write: %s", mr_last_error());
+    mr_tokenizer *t = mr_tokenizer_load(gg);
+    CHECK(t, "load: %s", mr_last_error());
+    if (t) {
+        static const int32_t e[] = { 3, 4, 0, 5 }; /* "ab", " ab", "a", <|end|> */
+        CHECK(ids_are(t, "ab aba<|end|>", 0, 1, e, 4), "merges");
+        CHECK(mr_tokenizer_eos(t) == 5 && mr_tokenizer_is_eog(t, 5) && mr_tokenizer_is_control(t, 5), "eos");
+        CHECK(mr_tokenizer_bos(t) == -1 && mr_tokenizer_n_vocab(t) == 7, "bad bos id and default 11 beyond the vocabulary: none");
+        CHECK(!strcmp(mr_token_text(t, 6), "[EMPTY_6]"), "empty token renamed: %s", mr_token_text(t, 6));
+        /* 'c' has no token and no byte token: dropped, as the reference does */
+        static const int32_t f[] = { 0 };
+        CHECK(ids_are(t, "ac", 0, 0, f, 1), "unknown byte dropped");
+        mr_tokenizer_free(t);
+    }
+    static const struct { int bad; const char *msg; } cases[] = {
+        { BAD_NO_TOKENS, "missing tokenizer.ggml.tokens" }, { BAD_TOKENS_TYPE, "not an array of strings" },
+        { BAD_SHORT_SCORES, "3 scores for 7 tokens" }, { BAD_SCORE_TYPE, "scores" },
+        { BAD_TYPE_TYPE, "token_type" }, { BAD_NO_MERGES, "missing tokenizer.ggml.merges" },
+        { BAD_MODEL, "unsupported tokenizer model 'wordpiece9'" }, { BAD_PRE, "unknown pre-tokenizer type 'no-such-pre'" },
+        { BAD_EMPTY_VOCAB, "vocabulary size 0" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK(write_vocab(gg, cases[i].bad) == 0, "write: %s", mr_last_error());
+        mr_tokenizer *b = mr_tokenizer_load(gg);
+        CHECK(!b && strstr(mr_last_error(), cases[i].msg) && strstr(mr_last_error(), gg),
+              "case %d: loaded=%d error '%s'", cases[i].bad, b != NULL, mr_last_error());
+        mr_tokenizer_free(b);
+    }
+    unlink(gg);
+    unlink(path);
+}
+
+/* Phi-3 (general.name "Phi3"): special tokens eat the whitespace after them (the reference's RSTRIP) */
+static void test_phi3_rstrip(void) {
+    mr_tokenizer *t = mr_tokenizer_load(t_shared("vocab/ggml-vocab-phi-3.gguf"));
+    CHECK(t, "%s", mr_last_error());
+    if (!t) return;
+    static const int32_t a[] = { 1, 32010, 6324, 32007 };
+    CHECK(ids_are(t, "<|user|>  Hi<|end|>", 1, 1, a, 4), "rstrip after <|user|>");
+    CHECK(mr_tokenizer_eot(t) == 32007 && mr_tokenizer_is_eog(t, 32007) && mr_tokenizer_is_eog(t, 32000), "eot / eog");
+    mr_tokenizer_free(t);
+}
+
 static void test_load_errors(void) {
     CHECK(!mr_tokenizer_load("/nonexistent.gguf"), "missing file loads");
     CHECK(!mr_tokenizer_load(t_shared("golden/tokens-32.txt")), "not a gguf loads");
@@ -346,7 +428,9 @@ int main(void) {
     RUN(test_golden_prompts);
     RUN(test_golden_ppl_texts);
     RUN(test_special_tokens);
+    RUN(test_phi3_rstrip);
     RUN(test_load_errors);
+    RUN(test_synthetic_vocab);
     RUN(test_random_texts);
     return t_finish();
 }

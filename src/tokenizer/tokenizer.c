@@ -151,17 +151,16 @@ static const char *const eog_texts[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", 
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", NULL };
 
-/* Special id not given in the metadata: a token with one of the texts (the lowest id if several;
- * the reference takes the first in its hash map's order); it is made a control token. Like the
- * reference, which walks its text -> id map, only the last of duplicate token strings is seen. */
+/* Special id not given in the metadata: a token with one of the texts, made a control token. If
+ * several exist the reference takes the first in its hash map's order (unspecified); we take the
+ * first in the list's order, so Phi-3's <|end|> is its end of turn rather than <|endoftext|>. Like
+ * the reference, which walks its text -> id map, only the last of duplicate token strings is seen. */
 static void detect_special(mr_tokenizer *t, int32_t *id, const char *const *texts) {
     if (*id >= 0) return;
-    int32_t best = -1;
     for (; *texts; texts++) {
         int32_t i = find_text(t, *texts);
-        if (i >= 0 && (best < 0 || i < best)) best = i;
+        if (i >= 0) { *id = i; t->attr[i] |= MR_TATTR_CONTROL; return; }
     }
-    if (best >= 0) { *id = best; t->attr[best] |= MR_TATTR_CONTROL; }
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -415,6 +414,10 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
     get_id(g, "tokenizer.ggml.middle_token_id", &t->fim_mid, n);
     get_flag(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     get_flag(g, "tokenizer.ggml.add_eos_token", &t->add_eos);
+
+    /* defaults beyond a small vocabulary (e.g. BPE's 11) are no token: the reference would emit them */
+    int32_t *ids[] = { &t->bos, &t->eos, &t->eot, &t->eom, &t->unk, &t->sep, &t->pad, &t->mask };
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) if (*ids[k] >= n) *ids[k] = -1;
 
     /* special tokens recognised by their text */
     detect_special(t, &t->eot, eot_texts);
