@@ -121,28 +121,44 @@ KX_INLINE __m256i kx_pair_scales(__m128i sc8, int p) {
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_loadu_si128((const __m128i *)kx_pair_shuf[p])));
 }
 
-/* 6-bit scales and mins of Q4_K / Q5_K (12 bytes: ggml's packing) -> sc[8], mn[8] */
-KX_INLINE void kx_scales_k4(const uint8_t *s12, uint8_t *sc, uint8_t *mn) {
-    uint32_t u[3], o[4];
-    memcpy(u, s12, 12);
-    o[0] = u[0] & 0x3f3f3f3f;                                             /* scales 0..3 */
-    o[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);       /* scales 4..7 */
-    o[2] = u[1] & 0x3f3f3f3f;                                             /* mins 0..3 */
-    o[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4); /* mins 4..7 */
-    memcpy(sc, &o[0], 8);
-    memcpy(mn, &o[2], 8);
+/* 12 bytes as three 32-bit lanes [u0, u1, u2, 0], without reading past them */
+KX_INLINE __m128i kx_load12(const uint8_t *p) {
+    uint32_t u2;
+    memcpy(&u2, p + 8, 4);
+    return _mm_insert_epi32(_mm_loadl_epi64((const __m128i *)p), (int)u2, 2);
 }
 
-/* 16 6-bit scales of Q3_K (ggml's packing), returned minus 32 as signed bytes */
-KX_INLINE __m128i kx_scales_q3k(const uint8_t *s12) {
-    uint32_t u[3], o[4];
-    memcpy(u, s12, 12);
-    o[0] = (u[0] & 0x0f0f0f0f) | (((u[2] >> 0) & 0x03030303) << 4);
-    o[1] = (u[1] & 0x0f0f0f0f) | (((u[2] >> 2) & 0x03030303) << 4);
-    o[2] = ((u[0] >> 4) & 0x0f0f0f0f) | (((u[2] >> 4) & 0x03030303) << 4);
-    o[3] = ((u[1] >> 4) & 0x0f0f0f0f) | (((u[2] >> 6) & 0x03030303) << 4);
-    return _mm_sub_epi8(_mm_loadu_si128((const __m128i *)o), _mm_set1_epi8(32));
+/* 6-bit scales and mins of Q4_K / Q5_K (12 bytes, ggml's packing) decoded in registers:
+ * bytes 0..7 = scales of the 8 sub-blocks, bytes 8..15 = their mins.
+ *   scales 0..3 = u0 & 0x3f,  scales 4..7 = (u2 & 0x0f) | (u0 >> 6) << 4,
+ *   mins 0..3   = u1 & 0x3f,  mins 4..7   = (u2 >> 4 & 0x0f) | (u1 >> 6) << 4   (per byte) */
+KX_INLINE __m128i kx_scales_k4(const uint8_t *s12) {
+    const __m128i u = kx_load12(s12);
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
+                                     _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0)), _mm_set1_epi32(6)),
+                                     _mm_setr_epi32(0, 0x03030303, 0, 0x03030303));
+    return _mm_or_si128(lo, _mm_slli_epi32(hi, 4));
 }
+
+/* 16 6-bit scales of Q3_K (ggml's packing) decoded in registers, minus 32, as signed bytes:
+ *   bytes 0..7 = (u0|u1 & 0x0f) | (u2 >> 0|2 & 3) << 4,  bytes 8..15 = (u0|u1 >> 4 & 0x0f) | (u2 >> 4|6 & 3) << 4 */
+KX_INLINE __m128i kx_scales_q3k(const uint8_t *s12) {
+    const __m128i u = kx_load12(s12);
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(1, 0, 1, 0)), _mm_setr_epi32(0, 0, 4, 4)),
+                                     _mm_set1_epi32(0x0f0f0f0f));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi32(0x03030303));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi32(hi, 4)), _mm_set1_epi8(32));
+}
+
+/* int16 vector of 16 copies of byte j of v (0..15), for a sub-block scale */
+static const uint8_t kx_bcast_shuf[8][32] = {
+#define KX_B2(j) {2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, \
+                  2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80, 2 * j, 0x80}
+    KX_B2(0), KX_B2(1), KX_B2(2), KX_B2(3), KX_B2(4), KX_B2(5), KX_B2(6), KX_B2(7)
+#undef KX_B2
+};
 
 #define KX_Y(T, c) ((const T *)((const uint8_t *)vy + (size_t)(c) * by))
 
@@ -263,10 +279,11 @@ KX_INLINE void kx_q45k(int n, float *s, const void *w, const void *vy, size_t by
             const kb_q4_k *b = (const kb_q4_k *)w + i;
             qs = b->qs; sc12 = b->scales; d = kx_h2f(b->d); dmin = kx_h2f(b->dmin);
         }
-        uint8_t sc[8], mn[8];
-        kx_scales_k4(sc12, sc, mn);
+        const __m128i sm = kx_scales_k4(sc12);
+        /* scales as bytes 0,2,..14 of both 128-bit lanes (for the byte shuffles below) */
+        const __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         /* mins duplicated per pair of 16-value bsums: [m0 m0 m1 m1 ... m7 m7] as int16 */
-        const __m128i m8 = _mm_loadl_epi64((const __m128i *)mn);
+        const __m128i m8 = _mm_srli_si128(sm, 8);
         const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
         __m256i isum[4];
         KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
@@ -277,7 +294,8 @@ KX_INLINE void kx_q45k(int n, float *s, const void *w, const void *vy, size_t by
                 lo = _mm256_or_si256(lo, kx_bit_to(hb, 2 * k, 4));
                 hi = _mm256_or_si256(hi, kx_bit_to(hb, 2 * k + 1, 4));
             }
-            const __m256i slo = _mm256_set1_epi16(sc[2 * k]), shi = _mm256_set1_epi16(sc[2 * k + 1]);
+            const __m256i slo = _mm256_shuffle_epi8(sc2, kx_load(kx_bcast_shuf[2 * k]));
+            const __m256i shi = _mm256_shuffle_epi8(sc2, kx_load(kx_bcast_shuf[2 * k + 1]));
             KX_UNROLL for (int c = 0; c < nc; c++) {
                 const int8_t *yq = y[c][i].qs + 64 * k;
                 isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(lo, kx_load(yq)), slo);
