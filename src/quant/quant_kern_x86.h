@@ -106,19 +106,23 @@ KX_INLINE __m256i kx_bit_to(__m256i v, int bit, int to) {
     return _mm256_and_si256(_mm256_srli_epi16(v, bit - to), m);
 }
 
-/* int16 scale vector [s[2p] x8, s[2p+1] x8] from 16 signed bytes of scales (one per 16 values) */
-static const uint8_t kx_pair_shuf[8][16] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
-    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
-    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
-    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},
-    {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
-    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
-    {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
+/* Scales of 16-value sub-blocks for the 32-value chunk p (0..7): int16 [s[2p] x8 | s[2p+1] x8].
+ * kx_pair_prep widens the 16 signed byte scales once per super-block into two vectors holding
+ * scales 0..7 / 8..15 in both 128-bit lanes; kx_pair_scales is then one in-lane byte shuffle. */
+typedef struct { __m256i lo, hi; } kx_pairs;
+KX_INLINE kx_pairs kx_pair_prep(__m128i sc8) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(sc8);
+    kx_pairs r = {_mm256_permute2x128_si256(s16, s16, 0x00), _mm256_permute2x128_si256(s16, s16, 0x11)};
+    return r;
+}
+static const uint8_t kx_pair_shuf[4][32] = {
+#define KX_P(a, b) a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, \
+                   b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1
+    {KX_P(0, 2)}, {KX_P(4, 6)}, {KX_P(8, 10)}, {KX_P(12, 14)}
+#undef KX_P
 };
-KX_INLINE __m256i kx_pair_scales(__m128i sc8, int p) {
-    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_loadu_si128((const __m128i *)kx_pair_shuf[p])));
+KX_INLINE __m256i kx_pair_scales(kx_pairs sp, int p) {
+    return _mm256_shuffle_epi8(p < 4 ? sp.lo : sp.hi, kx_load(kx_pair_shuf[p & 3]));
 }
 
 /* 12 bytes as three 32-bit lanes [u0, u1, u2, 0], without reading past them */
@@ -159,6 +163,9 @@ static const uint8_t kx_bcast_shuf[8][32] = {
     KX_B2(0), KX_B2(1), KX_B2(2), KX_B2(3), KX_B2(4), KX_B2(5), KX_B2(6), KX_B2(7)
 #undef KX_B2
 };
+
+/* integer accumulator of column c for step k: with VNNI, odd steps go to a second chain */
+#define KX_ISUM(k) (*(KX_VNNI && ((k) & 1) ? &isum2[c] : &isum[c]))
 
 #define KX_Y(T, c) ((const T *)((const uint8_t *)vy + (size_t)(c) * by))
 
@@ -285,8 +292,8 @@ KX_INLINE void kx_q45k(int n, float *s, const void *w, const void *vy, size_t by
         /* mins duplicated per pair of 16-value bsums: [m0 m0 m1 m1 ... m7 m7] as int16 */
         const __m128i m8 = _mm_srli_si128(sm, 8);
         const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-        __m256i isum[4];
-        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        __m256i isum[4], isum2[4]; /* two chains: vpdpwssd accumulates serially (latency-bound) */
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = isum2[c] = _mm256_setzero_si256();
         KX_UNROLL for (int k = 0; k < 4; k++) {
             const __m256i q = kx_load(qs + 32 * k);
             __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -299,10 +306,11 @@ KX_INLINE void kx_q45k(int n, float *s, const void *w, const void *vy, size_t by
             KX_UNROLL for (int c = 0; c < nc; c++) {
                 const int8_t *yq = y[c][i].qs + 64 * k;
                 isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(lo, kx_load(yq)), slo);
-                isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(hi, kx_load(yq + 32)), shi);
+                KX_ISUM(k * 2 + 1) = kx_madd(KX_ISUM(k * 2 + 1), _mm256_maddubs_epi16(hi, kx_load(yq + 32)), shi);
             }
         }
         KX_UNROLL for (int c = 0; c < nc; c++) {
+            if (KX_VNNI) isum[c] = _mm256_add_epi32(isum[c], isum2[c]);
             const float dy = y[c][i].d;
             const __m256i ms = _mm256_madd_epi16(kx_load(y[c][i].bsums), mins16);
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum[c]), acc[c]);
@@ -334,8 +342,9 @@ KX_INLINE void kx_q6_k(int n, float *s, const void *w, const void *vy, size_t by
         const float d = kx_h2f(b->d);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        __m256i isum[4];
-        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        const kx_pairs sp = kx_pair_prep(sc8);
+        __m256i isum[4], isum2[4]; /* two chains: vpdpwssd accumulates serially (latency-bound) */
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = isum2[c] = _mm256_setzero_si256();
         KX_UNROLL for (int j = 0; j < 2; j++) {
             const __m256i l0 = kx_load(b->ql + 64 * j), l1 = kx_load(b->ql + 64 * j + 32);
             const __m256i h = kx_load(b->qh + 32 * j);
@@ -346,12 +355,13 @@ KX_INLINE void kx_q6_k(int n, float *s, const void *w, const void *vy, size_t by
             a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
             KX_UNROLL for (int m = 0; m < 4; m++) {
-                const __m256i scv = kx_pair_scales(sc8, 4 * j + m);
+                const __m256i scv = kx_pair_scales(sp, 4 * j + m);
                 KX_UNROLL for (int c = 0; c < nc; c++)
-                    isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(a[m], kx_load(y[c][i].qs + 128 * j + 32 * m)), scv);
+                    KX_ISUM(m) = kx_madd(KX_ISUM(m), _mm256_maddubs_epi16(a[m], kx_load(y[c][i].qs + 128 * j + 32 * m)), scv);
             }
         }
         KX_UNROLL for (int c = 0; c < nc; c++) {
+            if (KX_VNNI) isum[c] = _mm256_add_epi32(isum[c], isum2[c]);
             const __m256i bias = _mm256_madd_epi16(kx_load(y[c][i].bsums), sc16);
             const __m256i t = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 5));
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[c][i].d), _mm256_cvtepi32_ps(t), acc[c]);
@@ -375,20 +385,21 @@ KX_INLINE void kx_q2_k(int n, float *s, const void *w, const void *vy, size_t by
         const kb_q2_k *b = (const kb_q2_k *)w + i;
         const float d = kx_h2f(b->d), dmin = kx_h2f(b->dmin);
         const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales);
-        const __m128i sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0f));
+        const kx_pairs sp = kx_pair_prep(_mm_and_si128(raw, _mm_set1_epi8(0x0f)));
         const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0f)));
-        __m256i isum[4];
-        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        __m256i isum[4], isum2[4]; /* two chains: vpdpwssd accumulates serially (latency-bound) */
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = isum2[c] = _mm256_setzero_si256();
         KX_UNROLL for (int k = 0; k < 2; k++) {
             const __m256i q = kx_load(b->qs + 32 * k);
             KX_UNROLL for (int j = 0; j < 4; j++) {
                 const __m256i a = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-                const __m256i scv = kx_pair_scales(sc8, 4 * k + j);
+                const __m256i scv = kx_pair_scales(sp, 4 * k + j);
                 KX_UNROLL for (int c = 0; c < nc; c++)
-                    isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(a, kx_load(y[c][i].qs + 128 * k + 32 * j)), scv);
+                    KX_ISUM(j) = kx_madd(KX_ISUM(j), _mm256_maddubs_epi16(a, kx_load(y[c][i].qs + 128 * k + 32 * j)), scv);
             }
         }
         KX_UNROLL for (int c = 0; c < nc; c++) {
+            if (KX_VNNI) isum[c] = _mm256_add_epi32(isum[c], isum2[c]);
             const float dy = y[c][i].d;
             const __m256i ms = _mm256_madd_epi16(kx_load(y[c][i].bsums), mins16);
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(isum[c]), acc[c]);
@@ -415,20 +426,22 @@ KX_INLINE void kx_q3_k(int n, float *s, const void *w, const void *vy, size_t by
         const float d = kx_h2f(b->d);
         const __m128i sc8 = kx_scales_q3k(b->scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const kx_pairs sp = kx_pair_prep(sc8);
         const __m256i hm = kx_load(b->hmask);
-        __m256i isum[4];
-        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        __m256i isum[4], isum2[4]; /* two chains: vpdpwssd accumulates serially (latency-bound) */
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = isum2[c] = _mm256_setzero_si256();
         KX_UNROLL for (int k = 0; k < 2; k++) {
             const __m256i q = kx_load(b->qs + 32 * k);
             KX_UNROLL for (int j = 0; j < 4; j++) {
                 const __m256i a = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3),
                                                   kx_bit_to(hm, 4 * k + j, 2));
-                const __m256i scv = kx_pair_scales(sc8, 4 * k + j);
+                const __m256i scv = kx_pair_scales(sp, 4 * k + j);
                 KX_UNROLL for (int c = 0; c < nc; c++)
-                    isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(a, kx_load(y[c][i].qs + 128 * k + 32 * j)), scv);
+                    KX_ISUM(j) = kx_madd(KX_ISUM(j), _mm256_maddubs_epi16(a, kx_load(y[c][i].qs + 128 * k + 32 * j)), scv);
             }
         }
         KX_UNROLL for (int c = 0; c < nc; c++) {
+            if (KX_VNNI) isum[c] = _mm256_add_epi32(isum[c], isum2[c]);
             const __m256i bias = _mm256_madd_epi16(kx_load(y[c][i].bsums), sc16);
             const __m256i t = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 2));
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[c][i].d), _mm256_cvtepi32_ps(t), acc[c]);
