@@ -102,9 +102,53 @@ static void test_vec_dot_vs_scalar(void) {
     CHECK(n_tested > 0 || mr_cpu_best_isa() == MR_ISA_SCALAR, "no SIMD kernel tested");
 }
 
+/* SIMD activation quantizers: the same bytes as the scalar reference, also on special values */
+static void test_quantizers_bit_exact(void) {
+    static const int types[] = {MR_TYPE_Q8_0, MR_TYPE_Q8_1, MR_TYPE_Q8_K, MR_TYPE_F16, MR_TYPE_BF16};
+    if (mr_cpu_best_isa() < MR_ISA_AVX2) return;
+    const int n = 4096;
+    float *x = malloc(sizeof(float) * n);
+    uint8_t *a = malloc(2 * 292 * n / 256 + 4096), *b = malloc(2 * 292 * n / 256 + 4096);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const int type = types[ti];
+        const mr_type_traits *t = mr_type_get(type);
+        mr_from_float_fn f = mr_from_float_avx2[type];
+        CHECK(f != NULL, "%s: no AVX2 quantizer", t->name);
+        if (!f) continue;
+        for (int trial = 0; trial < 40; trial++) {
+            const float scale = powf(10.0f, (float)(trial % 13) - 6.0f); /* 1e-6 .. 1e6 */
+            for (int i = 0; i < n; i++) x[i] = sd_normalish() * scale;
+            if (trial % 5 == 1) /* ties: exact multiples of half a quantum, and repeated maxima */
+                for (int i = 0; i < n; i++) x[i] = (float)((int)(sd_u32() % 255) - 127) * 0.5f;
+            if (trial % 5 == 2) /* specials sprinkled in */
+                for (int i = 0; i < n; i += 1 + (int)(sd_u32() % 300)) {
+                    static const float sp[] = {0.0f, -0.0f, 1e-40f, -1e-45f, 65504.0f, 65520.0f, 1e30f, -3e38f};
+                    x[i] = sp[sd_u32() % 8];
+                }
+            if (trial % 5 == 3) { /* a NaN and an infinity in some blocks, an all-zero block */
+                x[sd_u32() % n] = __builtin_nanf("");
+                x[sd_u32() % n] = -__builtin_inff();
+                memset(x + 512, 0, 256 * sizeof(float));
+            }
+            const int k = trial % 4 == 0 ? n - 256 + (t->block_size == 1 ? 37 : 0) : n;
+            size_t bytes = mr_row_size(type, k);
+            memset(a, 0x55, bytes);
+            memset(b, 0xaa, bytes);
+            t->from_float(x, a, k);
+            f(x, b, k);
+            size_t at = 0;
+            while (at < bytes && a[at] == b[at]) at++;
+            CHECK(at == bytes, "%s trial %d k=%d: byte %zu differs (ref %02x simd %02x)", t->name, trial, k, at,
+                  at < bytes ? a[at] : 0, at < bytes ? b[at] : 0);
+        }
+    }
+    free(x); free(a); free(b);
+}
+
 int main(void) {
     RUN(test_tables_cover_required_types);
     RUN(test_isa_override);
     RUN(test_vec_dot_vs_scalar);
+    RUN(test_quantizers_bit_exact);
     return t_finish();
 }

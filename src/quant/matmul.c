@@ -33,6 +33,13 @@ int mr_type_kernels(int type, int isa, mr_vec_dot_fn *dot, mr_vec_dot_x4_fn *dot
     return MR_ISA_SCALAR;
 }
 
+mr_from_float_fn mr_type_from_float(int type) {
+    const mr_type_traits *t = mr_type_get(type);
+    if (!t) return NULL;
+    if (mr_isa() >= MR_ISA_AVX2 && mr_from_float_avx2[type]) return mr_from_float_avx2[type];
+    return t->from_float;
+}
+
 typedef struct {
     const uint8_t *W;
     size_t w_row;          /* bytes per weight row */
@@ -123,7 +130,7 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
     job.ncols = ncols;
     job.Y = Y;
     if (wt->vec_dot_type != MR_TYPE_F32) {
-        job.convert = xt->from_float;
+        job.convert = mr_type_from_float(wt->vec_dot_type);
         job.Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
         if (!job.Xq) { mr_set_error("matmul: out of memory"); return -1; }
         if (ncols == 1) job.convert(X, job.Xq, cols);

@@ -10,12 +10,14 @@
  * column c's float operations are the same whatever nc, so the 4-column kernel equals 4 calls of
  * vec_dot bit for bit. Integer partial sums are exact, so only float operations matter for that.
  *
- * Block layouts are ggml's (ggml-common.h); the kx_* structs below mirror them (sizes asserted). */
+ * Block layouts: quant_blocks.h (ggml's). */
 #ifndef MR_QUANT_KERN_X86_H
 #define MR_QUANT_KERN_X86_H
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "quant/quant_blocks.h"
 
 #ifndef KX_VNNI
 #error "define KX_VNNI before including quant_kern_x86.h"
@@ -24,30 +26,18 @@
 #define KX_INLINE static inline __attribute__((always_inline))
 #define KX_UNROLL _Pragma("GCC unroll 8")
 
-typedef struct { uint16_t d; int8_t qs[32]; } kb_q8_0;
-typedef struct { uint16_t d, s; int8_t qs[32]; } kb_q8_1;
-typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } kb_q8_k;
-typedef struct { uint16_t d; uint8_t qs[16]; } kb_q4_0;
-typedef struct { uint16_t d, m; uint8_t qs[16]; } kb_q4_1;
-typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } kb_q5_0;
-typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } kb_q5_1;
-typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } kb_q2_k;
-typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } kb_q3_k;
-typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } kb_q4_k;
-typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } kb_q5_k;
-typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } kb_q6_k;
-_Static_assert(sizeof(kb_q8_0) == 34, "q8_0");
-_Static_assert(sizeof(kb_q8_1) == 36, "q8_1");
-_Static_assert(sizeof(kb_q8_k) == 292, "q8_K");
-_Static_assert(sizeof(kb_q4_0) == 18, "q4_0");
-_Static_assert(sizeof(kb_q4_1) == 20, "q4_1");
-_Static_assert(sizeof(kb_q5_0) == 22, "q5_0");
-_Static_assert(sizeof(kb_q5_1) == 24, "q5_1");
-_Static_assert(sizeof(kb_q2_k) == 84, "q2_K");
-_Static_assert(sizeof(kb_q3_k) == 110, "q3_K");
-_Static_assert(sizeof(kb_q4_k) == 144, "q4_K");
-_Static_assert(sizeof(kb_q5_k) == 176, "q5_K");
-_Static_assert(sizeof(kb_q6_k) == 210, "q6_K");
+typedef mr_block_q8_0 kb_q8_0;
+typedef mr_block_q8_1 kb_q8_1;
+typedef mr_block_q8_k kb_q8_k;
+typedef mr_block_q4_0 kb_q4_0;
+typedef mr_block_q4_1 kb_q4_1;
+typedef mr_block_q5_0 kb_q5_0;
+typedef mr_block_q5_1 kb_q5_1;
+typedef mr_block_q2_k kb_q2_k;
+typedef mr_block_q3_k kb_q3_k;
+typedef mr_block_q4_k kb_q4_k;
+typedef mr_block_q5_k kb_q5_k;
+typedef mr_block_q6_k kb_q6_k;
 
 /* ---- helpers ---- */
 

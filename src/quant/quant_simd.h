@@ -17,6 +17,12 @@ typedef void (*mr_vec_dot_x4_fn)(int n, float *s, const void *w, const void *y, 
 extern const mr_vec_dot_x4_fn mr_vec_dot_x4_avx2[MR_TYPE_COUNT];
 extern const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT];
 
+/* SIMD activation quantizers (to Q8_0, Q8_1, Q8_K, F16, BF16), bit for bit the scalar references'
+ * from_float; indexed by the partner type, NULL where there is none. AVX2 (also used under AVX-512). */
+extern const mr_from_float_fn mr_from_float_avx2[MR_TYPE_COUNT];
+/* from_float for the ISA in use (mr_isa()), falling back to the scalar reference; NULL if none */
+mr_from_float_fn mr_type_from_float(int type);
+
 /* The kernels the given ISA uses for a type: *dot is what mr_type_vec_dot() would return under that
  * ISA (falling back to a lower ISA, then scalar), *dot4 the 4-column kernel of the same ISA as *dot,
  * or NULL. Returns the ISA *dot belongs to, -1 for an unknown type. */
