@@ -124,6 +124,27 @@ static void test_no_file_sets(void) {
     expect_split("youtu", "\xea\xb0\x80\xea\xb0\x81 abc", "\xea\xb0\x80\xea\xb0\x81| abc");
 }
 
+/* A very long word: regexes that repeat groups exhaust PCRE2's JIT stack; the split must still work */
+static void test_long_word(void) {
+    enum { N = 65536 };
+    char *a = malloc(N + 1);
+    memset(a, 'a', N);
+    a[N] = 0;
+    const char *pres[] = { "tekken", "gpt-4o", "exaone-moe", "kimi-k2", "llama3", "deepseek-v3" };
+    for (int k = 0; k < 6; k++) {
+        int flags;
+        mr_pretok *p = mr_pretok_new(mr_pretok_lookup(pres[k], &flags));
+        char *out = NULL;
+        size_t cap = 0, len = 0;
+        mr_i32vec lens = { 0 };
+        int rc = p ? mr_pretok_split(p, a, N, &out, &cap, &len, &lens) : -1;
+        CHECK(rc == 0 && lens.n == 1 && lens.v[0] == N, "%s: rc %d, %zu words (%s)", pres[k], rc, lens.n, rc ? mr_last_error() : "");
+        free(out); free(lens.v);
+        mr_pretok_free(p);
+    }
+    free(a);
+}
+
 static void test_unknown_pre(void) {
     int flags;
     CHECK(mr_pretok_lookup("no-such-pre", &flags) < 0, "unknown pre accepted");
@@ -141,6 +162,7 @@ int main(void) {
     RUN(test_unicode15);
     RUN(test_invalid_utf8);
     RUN(test_no_file_sets);
+    RUN(test_long_word);
     RUN(test_unknown_pre);
     return t_finish();
 }

@@ -455,6 +455,10 @@ static int split_piece(const pcre2_code *code, int afmoe, const subject *s, size
     for (;;) {
         if (pos > blen) break;
         int rc = pcre2_match(code, sub, blen, pos, opts | PCRE2_NO_UTF_CHECK, md, NULL);
+        /* very long words in regexes that repeat groups exhaust the JIT's 32 KiB stack; the
+         * interpreter keeps its backtracking state on the heap */
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(code, sub, blen, pos, opts | PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH) {
             if (!opts) break;
             /* empty match could not be followed by a non-empty one here: move on one character */
