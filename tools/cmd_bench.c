@@ -18,7 +18,7 @@ static double now_sec(void) {
 static void bench_usage(FILE *f) {
     fprintf(f,
             "usage: moerun bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--depth D] [--ram-budget SIZE]\n"
-            "                    [-o md|csv|json] [--profile]\n\n"
+            "                    [-o md|csv|json] [--no-warmup] [--profile]\n\n"
             "Measures prompt processing (pp: N tokens in one batch) and text generation (tg: N tokens one\n"
             "at a time) in tokens/second, mean +- stddev over repetitions. Token ids are pseudo-random.\n"
             "  -p N             prompt length for the pp test (default 512; 0 skips it)\n"
@@ -28,32 +28,39 @@ static void bench_usage(FILE *f) {
             "  --depth D        run each test after D tokens already in the context (default 0)\n"
             "  --ram-budget S   RAM for routed experts, e.g. 8G, 512M (default: no paging)\n"
             "  -o FMT           output format: md (default), csv, json\n"
+            "  --no-warmup      skip the untimed warm-up run of each test\n"
             "  --profile        print the per-operator time table after the runs\n");
 }
 
 typedef struct { const char *name; int n; double mean, sd; } bench_row;
 
-static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, double *tps) {
+/* One pp or tg measurement after `depth` tokens of context (not timed, not profiled). */
+static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, int profile, double *tps) {
+    /* like llama-bench, the last token of each eval produces logits */
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(depth + n + 1));
-    if (!tok) { fprintf(stderr, "error: out of memory\n"); return -1; }
+    float *logits = malloc(sizeof(float) * (size_t)n_vocab);
+    if (!tok || !logits) { free(tok); free(logits); fprintf(stderr, "error: out of memory\n"); return -1; }
     unsigned x = 12345;
     for (int i = 0; i < depth + n; i++) { x = x * 1103515245u + 12345u; tok[i] = (int32_t)((x >> 8) % (unsigned)n_vocab); }
     tok[0] = 1 % n_vocab;
     mr_session_reset(s);
     int rc = 0;
+    mr_profile_enable(0);
     if (depth > 0 && mr_session_eval(s, tok, depth, NULL, 0) != 0) rc = -1;
+    mr_profile_enable(profile);
     double t0 = now_sec();
     if (rc == 0) {
         if (is_pp) {
-            rc = mr_session_eval(s, tok + depth, n, NULL, 0);
-            mr_profile_eval_time(0, now_sec() - t0);
+            rc = mr_session_eval(s, tok + depth, n, logits, 0);
+            if (profile) mr_profile_eval_time(0, now_sec() - t0);
         } else {
-            for (int i = 0; i < n && rc == 0; i++) rc = mr_session_eval(s, tok + depth + i, 1, NULL, 0);
-            mr_profile_eval_time(1, now_sec() - t0);
+            for (int i = 0; i < n && rc == 0; i++) rc = mr_session_eval(s, tok + depth + i, 1, logits, 0);
+            if (profile) mr_profile_eval_time(1, now_sec() - t0);
         }
     }
     double dt = now_sec() - t0;
     free(tok);
+    free(logits);
     if (rc != 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return -1; }
     *tps = n / dt;
     return 0;
@@ -61,12 +68,13 @@ static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, do
 
 static int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *fmt = "md";
-    int pp = 512, tg = 128, reps = 3, threads = 0, depth = 0, profile = 0;
+    int pp = 512, tg = 128, reps = 3, threads = 0, depth = 0, profile = 0, warmup = 1;
     unsigned long long budget = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
+        if (!strcmp(a, "--no-warmup")) { warmup = 0; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun bench --help)\n", a); return 1; }
         const char *v = argv[++i];
         if (!strcmp(a, "-m")) model = v;
@@ -98,16 +106,17 @@ static int cmd_bench(int argc, char **argv) {
     fprintf(stderr, "loaded %s in %.2f s\n", model, now_sec() - t0);
     mr_session *s = mr_session_new(m, n_ctx);
     if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
-    if (profile) { mr_profile_reset(); mr_profile_enable(1); }
+    if (profile) mr_profile_reset();
     bench_row rows[2];
     int nrows = 0, rc = 0;
     for (int t = 0; t < 2 && rc == 0; t++) {
         int n = t == 0 ? pp : tg;
         if (n == 0) continue;
-        double sum = 0, sum2 = 0;
+        double sum = 0, sum2 = 0, tps = 0;
+        /* warm-up like llama-bench (the whole prompt, or one generated token): page faults, caches */
+        if (warmup && bench_run(s, mr_model_n_vocab(m), depth, t == 0 ? n : 1, t == 0, 0, &tps) != 0) rc = 1;
         for (int r = 0; r < reps && rc == 0; r++) {
-            double tps = 0;
-            if (bench_run(s, mr_model_n_vocab(m), depth, n, t == 0, &tps) != 0) rc = 1;
+            if (bench_run(s, mr_model_n_vocab(m), depth, n, t == 0, profile, &tps) != 0) rc = 1;
             sum += tps;
             sum2 += tps * tps;
         }

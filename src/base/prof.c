@@ -7,7 +7,7 @@
 
 #define MR_PROF_MAX_OPS 96
 
-typedef struct { const char *op; double sec[2]; uint64_t calls[2]; } mr_prof_entry;
+typedef struct { char op[32]; double sec[2]; uint64_t calls[2]; } mr_prof_entry;
 
 int mr_prof_on;
 static mr_prof_entry mr_prof_tab[MR_PROF_MAX_OPS];
@@ -28,6 +28,7 @@ void mr_profile_reset(void) {
 void mr_prof_set_phase(int phase) { mr_prof_phase = phase ? 1 : 0; }
 
 void mr_prof_tokens(int phase, int n_tokens) {
+    if (!mr_prof_on) return;
     phase = phase ? 1 : 0;
     mr_prof_ntok[phase] += (uint64_t)n_tokens;
     mr_prof_nevals[phase]++;
@@ -38,13 +39,27 @@ void mr_profile_eval_time(int phase, double sec) { mr_prof_wall[phase ? 1 : 0] +
 void mr_prof_add(const char *op, double sec) {
     int i;
     for (i = 0; i < mr_prof_n; i++)
-        if (mr_prof_tab[i].op == op || !strcmp(mr_prof_tab[i].op, op)) break;
+        if (!strncmp(mr_prof_tab[i].op, op, sizeof mr_prof_tab[i].op - 1)) break;
     if (i == mr_prof_n) {
         if (mr_prof_n == MR_PROF_MAX_OPS) return;
-        mr_prof_tab[mr_prof_n++].op = op;
+        snprintf(mr_prof_tab[mr_prof_n++].op, sizeof mr_prof_tab[0].op, "%s", op);
     }
     mr_prof_tab[i].sec[mr_prof_phase] += sec;
     mr_prof_tab[i].calls[mr_prof_phase]++;
+}
+
+void mr_prof_add_matmul(const char *name, double sec) {
+    char op[32];
+    if (!name) name = "?";
+    if (!strncmp(name, "blk.", 4)) { /* drop "blk.N." */
+        const char *p = name + 4;
+        while (*p >= '0' && *p <= '9') p++;
+        if (*p == '.') name = p + 1;
+    }
+    size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, ".weight")) n -= 7;
+    snprintf(op, sizeof op, "mm %.*s", (int)n, name);
+    mr_prof_add(op, sec);
 }
 
 static int mr_prof_cmp_phase;
@@ -64,18 +79,18 @@ void mr_profile_report(FILE *out) {
         fprintf(out, "\n%s: %llu tokens in %llu evals, %.3f ms/token (%.2f tok/s); operators:\n", names[ph],
                 (unsigned long long)mr_prof_ntok[ph], (unsigned long long)mr_prof_nevals[ph], 1e3 * wall / ntok,
                 ntok / wall);
-        fprintf(out, "  %-24s %12s %12s %8s\n", "operator", "calls/token", "ms/token", "share");
+        fprintf(out, "  %-28s %12s %12s %8s\n", "operator", "calls/token", "ms/token", "share");
         mr_prof_cmp_phase = ph;
         mr_prof_entry sorted[MR_PROF_MAX_OPS];
         memcpy(sorted, mr_prof_tab, sizeof sorted);
         qsort(sorted, (size_t)mr_prof_n, sizeof sorted[0], mr_prof_cmp);
         for (int i = 0; i < mr_prof_n; i++) {
             if (!sorted[i].calls[ph]) continue;
-            fprintf(out, "  %-24s %12.2f %12.3f %7.1f%%\n", sorted[i].op, (double)sorted[i].calls[ph] / ntok,
+            fprintf(out, "  %-28s %12.2f %12.3f %7.1f%%\n", sorted[i].op, (double)sorted[i].calls[ph] / ntok,
                     1e3 * sorted[i].sec[ph] / ntok, 100.0 * sorted[i].sec[ph] / wall);
         }
         if (wall > total)
-            fprintf(out, "  %-24s %12s %12.3f %7.1f%%\n", "(unattributed)", "", 1e3 * (wall - total) / ntok,
+            fprintf(out, "  %-28s %12s %12.3f %7.1f%%\n", "(unattributed)", "", 1e3 * (wall - total) / ntok,
                     100.0 * (wall - total) / wall);
     }
 }
