@@ -75,8 +75,8 @@ static inline void sd_weights(int type, uint8_t *dst, int64_t n, int extreme) {
     for (size_t b = 0; b < bytes / t->type_size; b++) {
         uint8_t *blk = dst + b * t->type_size;
         if (type == MR_TYPE_MXFP4) blk[0] = (uint8_t)(118 + sd_u32() % 12);           /* E8M0: 2^-9 .. 2^2 */
-        if (type == MR_TYPE_NVFP4)
-            for (int k = 0; k < 4; k++) blk[k] = (uint8_t)(0x08 + sd_u32() % 0x40);  /* UE4M3, no NaN */
+        if (type == MR_TYPE_NVFP4) /* UE4M3; the extreme case takes any byte (subnormal, 0x7f = NaN -> 0) */
+            for (int k = 0; k < 4; k++) blk[k] = (uint8_t)(extreme ? sd_u32() : 0x08 + sd_u32() % 0x40);
         if (type == MR_TYPE_IQ1_M) {
             /* the fp16 super-block scale is the top nibble of the four uint16 scales (offset 48) */
             uint16_t h = mr_fp32_to_fp16(sd_scale()), sc[4];

@@ -13,7 +13,7 @@
  * checked the same way once their kernels are in the tables) */
 static const int required[] = {MR_TYPE_F32, MR_TYPE_F16, MR_TYPE_BF16, MR_TYPE_Q8_0, MR_TYPE_Q4_0, MR_TYPE_Q4_1,
                                MR_TYPE_Q5_0, MR_TYPE_Q5_1, MR_TYPE_Q2_K, MR_TYPE_Q3_K, MR_TYPE_Q4_K, MR_TYPE_Q5_K,
-                               MR_TYPE_Q6_K};
+                               MR_TYPE_Q6_K, MR_TYPE_NVFP4};
 
 static int sizes_for(int bs, int *out) {
     static const int f[] = {1, 7, 16, 17, 31, 32, 33, 63, 64, 65, 97, 172, 1000, 4096, 4099};

@@ -67,6 +67,7 @@ KX_ENTRY(q3_k, _avx2)
 KX_ENTRY(q4_k, _avx2)
 KX_ENTRY(q5_k, _avx2)
 KX_ENTRY(q6_k, _avx2)
+KX_ENTRY(nvfp4, _avx2)
 
 const mr_vec_dot_fn mr_vec_dot_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_F32] = mr_vd_f32_avx2,
@@ -82,6 +83,7 @@ const mr_vec_dot_fn mr_vec_dot_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_Q4_K] = mr_vd_q4_k_avx2,
     [MR_TYPE_Q5_K] = mr_vd_q5_k_avx2,
     [MR_TYPE_Q6_K] = mr_vd_q6_k_avx2,
+    [MR_TYPE_NVFP4] = mr_vd_nvfp4_avx2,
     [MR_TYPE_IQ2_XXS] = mr_vec_dot_iq2_xxs_avx2,
     [MR_TYPE_IQ3_S] = mr_vec_dot_iq3_s_avx2,
     [MR_TYPE_IQ1_S] = mr_vec_dot_iq1_s_avx2,
@@ -105,4 +107,5 @@ const mr_vec_dot_x4_fn mr_vec_dot_x4_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_Q4_K] = mr_vd4_q4_k_avx2,
     [MR_TYPE_Q5_K] = mr_vd4_q5_k_avx2,
     [MR_TYPE_Q6_K] = mr_vd4_q6_k_avx2,
+    [MR_TYPE_NVFP4] = mr_vd4_nvfp4_avx2,
 };

@@ -17,7 +17,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "quant/iq_grids.h"
 #include "quant/quant_blocks.h"
+#include "quant/quant_blocks_iq.h"
 
 #ifndef KX_VNNI
 #error "define KX_VNNI before including quant_kern_x86.h"
@@ -435,6 +437,57 @@ KX_INLINE void kx_q3_k(int n, float *s, const void *w, const void *vy, size_t by
             const __m256i bias = _mm256_madd_epi16(kx_load(y[c][i].bsums), sc16);
             const __m256i t = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 2));
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[c][i].d), _mm256_cvtepi32_ps(t), acc[c]);
+        }
+    }
+    KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
+}
+
+/* NVFP4 x Q8_0: 64 E2M1 values (kvalues_mxfp4, doubled) in 4 sub-blocks of 16 with UE4M3 scales
+ * (halved, as the reference); sub-block s = qs[8s..8s+7], low nibbles its values 0..7, high 8..15.
+ * Its 64 values pair with two Q8_0 blocks. Per sub-block (4 int32 lanes): d_s*dy*(w . y). */
+
+/* four UE4M3 scale bytes -> halved floats: e>0: 2^(e-8) * (1 + m/8) (float bits (x & 0x7f) << 20
+ * plus exponent 119), e=0: m * 2^-10; the byte 0x7f (NaN) -> 0 */
+KX_INLINE __m128 kx_ue4m3_half4(const uint8_t *d4) {
+    uint32_t u;
+    memcpy(&u, d4, 4);
+    const __m128i x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)u));
+    const __m128i v = _mm_and_si128(x, _mm_set1_epi32(0x7f));
+    const __m128 normal = _mm_castsi128_ps(_mm_add_epi32(_mm_slli_epi32(v, 20), _mm_set1_epi32(119 << 23)));
+    const __m128 sub = _mm_mul_ps(_mm_cvtepi32_ps(_mm_and_si128(v, _mm_set1_epi32(7))), _mm_set1_ps(1.0f / 1024.0f));
+    const __m128i e0 = _mm_cmpeq_epi32(_mm_and_si128(v, _mm_set1_epi32(0x78)), _mm_setzero_si128());
+    const __m128 r = _mm_blendv_ps(normal, sub, _mm_castsi128_ps(e0));
+    return _mm_andnot_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(x, _mm_set1_epi32(0x7f))), r);
+}
+
+KX_INLINE void kx_nvfp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const int nb = n / 64;
+    const kb_q8_0 *y[4];
+    __m256 acc[4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        y[c] = KX_Y(kb_q8_0, c);
+        acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mr_kvalues_mxfp4));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int i = 0; i < nb; i++) {
+        const mr_block_nvfp4 *b = (const mr_block_nvfp4 *)w + i;
+        const __m256i q = kx_load(b->qs);
+        const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(q, m4));
+        const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+        /* value order: A = [v0..15 | v32..47], B = [v16..31 | v48..63] */
+        const __m256i A = _mm256_unpacklo_epi64(lo, hi), B = _mm256_unpackhi_epi64(lo, hi);
+        const __m256i w0 = _mm256_permute2x128_si256(A, B, 0x20), w1 = _mm256_permute2x128_si256(A, B, 0x31);
+        const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+        const __m256 d4 = _mm256_castps128_ps256(kx_ue4m3_half4(b->d));
+        const __m256 d01 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+        const __m256 d23 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+        KX_UNROLL for (int c = 0; c < nc; c++) {
+            const kb_q8_0 *y0 = &y[c][2 * i], *y1 = &y[c][2 * i + 1];
+            const __m256i p0 = kx_dot(_mm256_setzero_si256(), a0, _mm256_sign_epi8(kx_load(y0->qs), w0));
+            const __m256i p1 = kx_dot(_mm256_setzero_si256(), a1, _mm256_sign_epi8(kx_load(y1->qs), w1));
+            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d01, _mm256_set1_ps(kx_h2f(y0->d))), _mm256_cvtepi32_ps(p0), acc[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d23, _mm256_set1_ps(kx_h2f(y1->d))), _mm256_cvtepi32_ps(p1), acc[c]);
         }
     }
     KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
