@@ -1,31 +1,15 @@
-/* Block layouts of the i-quant and FP4 types (ggml-common.h), plus the two activation blocks
- * their dot products read (Q8_0, Q8_K). Sizes are asserted against the type table in quant.c.
+/* Block layouts of the i-quant and FP4 types (ggml-common.h). The activation blocks their dot
+ * products read (Q8_0, Q8_K) are in quant_blocks.h. Sizes are asserted against quant.c's table.
  * fp16 fields are raw IEEE half bits (uint16_t). QK_K = 256 values per super-block. */
 #ifndef MR_QUANT_BLOCKS_IQ_H
 #define MR_QUANT_BLOCKS_IQ_H
 #include <stdint.h>
+#include "quant/quant_blocks.h"   /* MR_QK_K, MR_QK8_0 and the activation blocks mr_block_q8_0 / _q8_k */
 
-#define MR_QK_K 256
-#define MR_QK8_0 32
 #define MR_QK4_NL 32
 #define MR_QK_MXFP4 32
 #define MR_QK_NVFP4 64
 #define MR_QK_NVFP4_SUB 16
-
-/* Activation blocks (layout of ggml's block_q8_0 / block_q8_K; the partner quantizers live in
- * quant_ref.c). Named *_act here so this header stays independent of quant_blocks.h. */
-typedef struct {
-    uint16_t d;                 /* fp16 scale: x = d * qs */
-    int8_t qs[MR_QK8_0];
-} mr_q8_0_act;
-_Static_assert(sizeof(mr_q8_0_act) == 34, "q8_0 block");
-
-typedef struct {
-    float d;                    /* x = d * qs */
-    int8_t qs[MR_QK_K];
-    int16_t bsums[MR_QK_K / 16]; /* sum of qs over each group of 16 */
-} mr_q8_k_act;
-_Static_assert(sizeof(mr_q8_k_act) == 292, "q8_K block");
 
 /* IQ2_XXS, 2.0625 bpw: per 32 values two uint32: 4 grid indices (8 bits each, 8 values per
  * index from iq2xxs_grid), then 4x7 sign bits + 4-bit scale in the top nibble. */

@@ -46,7 +46,7 @@ static inline uint64_t even_signs64(uint32_t a, uint32_t b) {
 /* ------------------------------------------------------------------------------------ IQ2_XXS */
 void mr_vec_dot_iq2_xxs_avx2(int n, float *s, const void *w, const void *y) {
     const mr_block_iq2_xxs *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq2xxs_grid;
     __m256 acc = _mm256_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
@@ -73,7 +73,7 @@ void mr_vec_dot_iq2_xxs_avx2(int n, float *s, const void *w, const void *y) {
 /* -------------------------------------------------------------------------------------- IQ3_S */
 void mr_vec_dot_iq3_s_avx2(int n, float *s, const void *w, const void *y) {
     const mr_block_iq3_s *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const uint32_t *G = mr_iq3s_grid;
     const __m256i hshift = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1);
     const __m256i bit8 = _mm256_set1_epi32(256);
@@ -104,7 +104,7 @@ void mr_vec_dot_iq3_s_avx2(int n, float *s, const void *w, const void *y) {
  * activation sums: sum l (g + delta) q = l dot(g + 1, q) + l S (delta - 1). */
 void mr_vec_dot_iq1_s_avx2(int n, float *s, const void *w, const void *y) {
     const mr_block_iq1_s *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq1s_grid;
     const __m256i one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
@@ -137,7 +137,7 @@ void mr_vec_dot_iq1_s_avx2(int n, float *s, const void *w, const void *y) {
  * 8 sum w q = dot(u, q) - 9 S per 16-value scale group (S from bsums). */
 void mr_vec_dot_iq1_m_avx2(int n, float *s, const void *w, const void *y) {
     const mr_block_iq1_m *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq1s_grid;
     const __m256i one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
@@ -196,7 +196,7 @@ static inline __m256i lut_iq4nl(void) {
 
 void mr_vec_dot_iq4_nl_avx2(int n, float *s, const void *w, const void *y) {
     const mr_block_iq4_nl *x = w;
-    const mr_q8_0_act *a = y;
+    const mr_block_q8_0 *a = y;
     const __m256i lut = lut_iq4nl(), ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();
     for (int i = 0; i < n / MR_QK4_NL; i++) {
@@ -209,7 +209,7 @@ void mr_vec_dot_iq4_nl_avx2(int n, float *s, const void *w, const void *y) {
 
 void mr_vec_dot_iq4_xs_avx2(int n, float *s, const void *w, const void *y) {
     const mr_block_iq4_xs *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const __m256i lut = lut_iq4nl();
     __m256 acc = _mm256_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
@@ -235,7 +235,7 @@ static inline float e8m0_half(uint8_t e) {
 
 void mr_vec_dot_mxfp4_avx2(int n, float *s, const void *w, const void *y) {
     const mr_block_mxfp4 *x = w;
-    const mr_q8_0_act *a = y;
+    const mr_block_q8_0 *a = y;
     const __m128i t = _mm_loadu_si128((const __m128i *)mr_kvalues_mxfp4);
     const __m256i lut = _mm256_set_m128i(t, t), ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();

@@ -56,7 +56,7 @@ static inline __m256i even_signs_block(__m512i z) {
 /* ------------------------------------------------------------------------------------ IQ2_XXS */
 void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq2_xxs *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq2xxs_grid;
     /* int16 lanes 0..15 <- scale 2g, 16..31 <- scale 2g+1 */
     const __m512i pick0 = _mm512_set_epi64(0x0001000100010001ll, 0x0001000100010001ll, 0x0001000100010001ll,
@@ -116,7 +116,7 @@ static inline __m512i nib_expand(__m256i e) {
 
 void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq3_s *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     __m512i T[16];
 #pragma GCC unroll 16
     for (int k = 0; k < 16; k++) T[k] = _mm512_loadu_si512(mr_iq3s_grid_nib + 32 * k);
@@ -154,7 +154,7 @@ void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y) {
  *   sum l * (g + delta) q = l * dot(g + 1, q) + l * S * (delta - 1), delta = +-1/8, S = sum q. */
 void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq1_s *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq1s_grid;
     const __m512i one = _mm512_set1_epi8(1);
     __m512 acc = _mm512_setzero_ps();
@@ -195,7 +195,7 @@ void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y) {
  *   8 sum w q = dot(u, q) - 9 S, S = sum q per 16 values (bsums), the scale group. */
 void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq1_m *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq1s_grid;
     const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2);
     float acc_corr = 0.f;
@@ -263,7 +263,7 @@ static inline __m512i nibbles2(const uint8_t *pa, const uint8_t *pb) {
 
 void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq4_nl *x = w;
-    const mr_q8_0_act *a = y;
+    const mr_block_q8_0 *a = y;
     const __m512i lut = lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
     __m512 acc = _mm512_setzero_ps();
     const int nb = n / MR_QK4_NL;
@@ -290,7 +290,7 @@ void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y) {
 
 void mr_vec_dot_iq4_xs_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq4_xs *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     const __m512i lut = lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
@@ -322,7 +322,7 @@ static inline float e8m0_half(uint8_t e) {
 
 void mr_vec_dot_mxfp4_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_mxfp4 *x = w;
-    const mr_q8_0_act *a = y;
+    const mr_block_q8_0 *a = y;
     const __m512i lut = lut_mxfp4_abs(), eight = _mm512_set1_epi8(8);
     __m512 acc = _mm512_setzero_ps();
     const int nb = n / MR_QK_MXFP4;

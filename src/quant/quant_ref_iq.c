@@ -64,7 +64,7 @@ void mr_dequant_iq2_xxs(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq2_xxs(int n, float *s, const void *w, const void *y) {
     const mr_block_iq2_xxs *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     int8_t q[MR_QK_K];
     int ls[8];
     float sumf = 0.f;
@@ -109,7 +109,7 @@ void mr_dequant_iq2_xs(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq2_xs(int n, float *s, const void *w, const void *y) {
     const mr_block_iq2_xs *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     int8_t q[MR_QK_K];
     int ls[16];
     float sumf = 0.f;
@@ -155,7 +155,7 @@ void mr_dequant_iq2_s(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq2_s(int n, float *s, const void *w, const void *y) {
     const mr_block_iq2_s *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     int8_t q[MR_QK_K];
     int ls[16];
     float sumf = 0.f;
@@ -203,7 +203,7 @@ void mr_dequant_iq3_xxs(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq3_xxs(int n, float *s, const void *w, const void *y) {
     const mr_block_iq3_xxs *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     int8_t q[MR_QK_K];
     int ls[8];
     float sumf = 0.f;
@@ -252,7 +252,7 @@ void mr_dequant_iq3_s(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq3_s(int n, float *s, const void *w, const void *y) {
     const mr_block_iq3_s *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     int8_t q[MR_QK_K];
     int ls[8];
     float sumf = 0.f;
@@ -300,7 +300,7 @@ void mr_dequant_iq1_s(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq1_s(int n, float *s, const void *w, const void *y) {
     const mr_block_iq1_s *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     int8_t q[MR_QK_K];
     int ls[8], neg[8];
     float sumf = 0.f;
@@ -358,7 +358,7 @@ void mr_dequant_iq1_m(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq1_m(int n, float *s, const void *w, const void *y) {
     const mr_block_iq1_m *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     int8_t q[MR_QK_K];
     int ls[16], neg[32];
     uint16_t d16;
@@ -395,7 +395,7 @@ void mr_dequant_iq4_nl(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq4_nl(int n, float *s, const void *w, const void *y) {
     const mr_block_iq4_nl *x = w;
-    const mr_q8_0_act *a = y;
+    const mr_block_q8_0 *a = y;
     float sumf = 0.f;
     for (int i = 0; i < n / MR_QK4_NL; i++) {
         const float d = mr_fp16_to_fp32(a[i].d) * mr_fp16_to_fp32(x[i].d);
@@ -490,7 +490,7 @@ void mr_dequant_iq4_xs(const void *src, float *dst, int64_t k) {
 
 void mr_vec_dot_iq4_xs(int n, float *s, const void *w, const void *y) {
     const mr_block_iq4_xs *x = w;
-    const mr_q8_k_act *a = y;
+    const mr_block_q8_k *a = y;
     float sumf = 0.f;
     for (int i = 0; i < n / MR_QK_K; i++) {
         const float d4d8 = mr_fp16_to_fp32(x[i].d) * a[i].d;
@@ -591,7 +591,7 @@ void mr_quantize_mxfp4(const float *src, void *dst, int64_t k) {
 
 void mr_vec_dot_mxfp4(int n, float *s, const void *w, const void *y) {
     const mr_block_mxfp4 *x = w;
-    const mr_q8_0_act *a = y;
+    const mr_block_q8_0 *a = y;
     float sumf = 0.f;
     for (int i = 0; i < n / MR_QK_MXFP4; i++) {
         const float d = mr_fp16_to_fp32(a[i].d) * e8m0_half(x[i].e);
@@ -643,12 +643,12 @@ void mr_quantize_nvfp4(const float *src, void *dst, int64_t k) {
  * block sb / 2 */
 void mr_vec_dot_nvfp4(int n, float *s, const void *w, const void *y) {
     const mr_block_nvfp4 *x = w;
-    const mr_q8_0_act *a = y;
+    const mr_block_q8_0 *a = y;
     float sumf = 0.f;
     for (int i = 0; i < n / MR_QK_NVFP4; i++) {
         for (int sb = 0; sb < 4; sb++) {
             const float d = ue4m3_half(x[i].d[sb]);
-            const mr_q8_0_act *ab = &a[2 * i + sb / 2];
+            const mr_block_q8_0 *ab = &a[2 * i + sb / 2];
             const int8_t *q8 = ab->qs + 16 * (sb & 1);
             const uint8_t *qs = x[i].qs + 8 * sb;
             int s1 = 0, s2 = 0;
