@@ -185,6 +185,41 @@ int mr_cache_sim_n_policies(void);
 const char *mr_cache_sim_policy(int i, const char **desc); /* NULL if out of range */
 const char *mr_cache_default_policy(void);
 
+/* The pager of a loaded model (mr_model_params.ram_budget > 0 pages routed experts through a slot
+ * arena; see docs/PAGING.md). Counters are cumulative since the model was loaded. */
+typedef struct {
+    int paging;                          /* 0: no budget, experts served from the mmap */
+    int n_slots, direct_io;              /* expert slots; 1 if reads use O_DIRECT */
+    uint64_t slot_bytes, arena_bytes;    /* one slot (an expert's gate+up+down), all slots */
+    uint64_t expert_bytes, min_budget;   /* routed-expert bytes in the file; smallest legal budget */
+    uint64_t hits, misses;               /* expert uses served resident / read from disk */
+    uint64_t reads, bytes_read, rounds;  /* pread calls, bytes, forward passes */
+    double stall_s;                      /* time compute waited for reads */
+    double layer_hit_min, layer_hit_max; /* hit rate of the worst / best MoE layer (-1: no uses yet) */
+    int layer_min, layer_max;
+} mr_pager_stats;
+int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out); /* -1 if the model has no routed experts */
+/* Belady-optimal hit rate for the recorded expert-use trace and the same slot count (computed on
+ * call, O(n log n)); -1 when not paging. *truncated = 1 if only a prefix was recorded. */
+double mr_model_pager_belady(const mr_model *m, int *truncated);
+/* --stats-file: one JSON line per token with the increments since *prev (NULL: since the start):
+ * {"token":N,"hits":..,"misses":..,"reads":..,"bytes_read":..,"stall_ms":..,"total_hits":..,...} */
+int mr_pager_stats_json(FILE *f, long token, const mr_pager_stats *now, const mr_pager_stats *prev);
+/* Summary at exit: tok/s, hot/cold %, bytes read per token, stall, per-layer hit range, Belady, peak RSS. */
+void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double prefill_s, long n_decode,
+                            double decode_s);
+uint64_t mr_peak_rss_bytes(void);
+/* Sizes of a model file as the pager sees it (without loading the model). */
+typedef struct {
+    uint64_t total_bytes, expert_bytes;  /* all tensor bytes; routed-expert tensor bytes */
+    uint64_t slot_bytes, min_budget;     /* 0 for a dense model */
+    uint64_t kv_bytes_per_token;         /* F16 K+V estimate from the attention metadata */
+} mr_pager_model_info;
+int mr_pager_model_sizes(const char *model_path, mr_pager_model_info *info);
+/* --ram-budget: "8G", "512M", "1.5GiB", "0"/"off" (no paging) or "auto" (MemAvailable minus dense
+ * weights, KV cache for n_ctx, scratch and a 10% margin; 0 = no paging when all experts fit). */
+int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint64_t *out);
+
 /* Synthetic random-weight models of real shapes (moerun synth). */
 typedef struct {
     const char *shape;   /* e.g. "qwen3-30b-a3b" (mr_synth_list prints them) */
