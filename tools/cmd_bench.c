@@ -26,7 +26,7 @@ static void bench_usage(FILE *f) {
             "  -r N             repetitions (default 3)\n"
             "  -t N             threads (default: physical cores)\n"
             "  --depth D        run each test after D tokens already in the context (default 0)\n"
-            "  --ram-budget S   RAM for routed experts, e.g. 8G, 512M (default: no paging)\n"
+            "  --ram-budget S   RAM for routed experts, e.g. 8G, 512M, auto (default: no paging); pager summary at exit\n"
             "  -o FMT           output format: md (default), csv, json\n"
             "  --no-warmup      skip the untimed warm-up run of each test\n"
             "  --profile        print the per-operator time table after the runs\n");
@@ -69,7 +69,7 @@ static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, in
 static int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *fmt = "md";
     int pp = 512, tg = 128, reps = 3, threads = 0, depth = 0, profile = 0, warmup = 1;
-    unsigned long long budget = 0;
+    const char *budget = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
@@ -84,9 +84,8 @@ static int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-t")) threads = atoi(v);
         else if (!strcmp(a, "--depth")) depth = atoi(v);
         else if (!strcmp(a, "-o")) fmt = v;
-        else if (!strcmp(a, "--ram-budget")) {
-            if (mr_cli_parse_size(v, &budget) != 0) { fprintf(stderr, "error: bad --ram-budget '%s'\n", v); return 1; }
-        } else { fprintf(stderr, "error: unknown option %s (see moerun bench --help)\n", a); return 1; }
+        else if (!strcmp(a, "--ram-budget")) budget = v;
+        else { fprintf(stderr, "error: unknown option %s (see moerun bench --help)\n", a); return 1; }
     }
     if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun bench --help)\n"); return 1; }
     if (pp < 0 || tg < 0 || reps < 1 || depth < 0 || threads < 0) { fprintf(stderr, "error: bad numeric option\n"); return 1; }
@@ -97,9 +96,12 @@ static int cmd_bench(int argc, char **argv) {
     mr_model_params mp;
     mr_model_params_default(&mp);
     mp.n_threads = threads;
-    mp.ram_budget = budget;
     int n_ctx = depth + (pp > tg ? pp : tg) + 1;
     mp.n_ctx = n_ctx;
+    if (budget && mr_ram_budget_parse(budget, model, n_ctx, &mp.ram_budget)) {
+        fprintf(stderr, "error: %s\n", mr_last_error());
+        return 1;
+    }
     double t0 = now_sec();
     mr_model *m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
@@ -155,6 +157,7 @@ static int cmd_bench(int argc, char **argv) {
             printf("]\n");
         }
         if (profile) mr_profile_report(stdout);
+        if (budget) mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
     }
     mr_session_free(s);
     mr_model_free(m);

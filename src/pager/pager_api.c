@@ -80,11 +80,9 @@ static void human(char *buf, size_t n, double b) {
 void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double prefill_s, long n_decode,
                             double decode_s) {
     mr_pager_stats s;
-    char a[32], b[32], c[32], d[32];
-    if (n_prefill > 0 && prefill_s > 0) fprintf(f, "pager: prefill %.2f tok/s (%ld tokens)", n_prefill / prefill_s, n_prefill);
-    else fprintf(f, "pager: prefill -");
-    if (n_decode > 0 && decode_s > 0) fprintf(f, ", decode %.2f tok/s (%ld tokens)\n", n_decode / decode_s, n_decode);
-    else fprintf(f, ", decode -\n");
+    char a[32], b[64], c[32], d[32];
+    if (n_prefill > 0 && prefill_s > 0) fprintf(f, "pager: prefill %.2f tok/s (%ld tokens)\n", n_prefill / prefill_s, n_prefill);
+    if (n_decode > 0 && decode_s > 0) fprintf(f, "pager: decode %.2f tok/s (%ld tokens)\n", n_decode / decode_s, n_decode);
     human(a, sizeof a, (double)mr_peak_rss_bytes());
     if (mr_model_pager_stats(m, &s) || !s.paging) {
         fprintf(f, "pager: off (experts served from the mmap), peak RSS %s\n", a);
@@ -98,8 +96,12 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
     uint64_t acc = s.hits + s.misses;
     long toks = n_prefill + n_decode;
     human(a, sizeof a, (double)s.bytes_read);
-    human(b, sizeof b, toks > 0 ? (double)s.bytes_read / (double)toks : 0);
-    fprintf(f, "pager: hot %.1f%% cold %.1f%% of %llu expert uses, read %s (%s/token), read stall %.2f s\n",
+    if (toks > 0) {
+        char t[48];
+        human(t, sizeof t, (double)s.bytes_read / (double)toks);
+        snprintf(b, sizeof b, " (%s/token)", t);
+    } else b[0] = 0;
+    fprintf(f, "pager: hot %.1f%% cold %.1f%% of %llu expert uses, read %s%s, read stall %.2f s\n",
             acc ? 100.0 * (double)s.hits / (double)acc : 0, acc ? 100.0 * (double)s.misses / (double)acc : 0,
             (unsigned long long)acc, a, b, s.stall_s);
     int trunc = 0;

@@ -1,0 +1,44 @@
+# Expert paging through the CLI: moerun logits with --ram-budget gives the same bytes as without,
+# writes a parseable --stats-file, fails cleanly on injected read faults and on budgets below the floor.
+. tests/lib.sh
+M=$SHARED/models/kjv-moe-q8_0.gguf
+T=$(cat "$SHARED/golden/tokens-kjv64.txt")
+MIN=800K # below the floor: 4 slots x 216 KiB = 864 KiB
+OK=4M    # 18 slots
+
+expect_ok pager_logits_plain "$MOERUN" logits -m "$M" --tokens "$T" --decode -t 2 -o "$TMPD/plain.lgts"
+expect_ok pager_logits_paged "$MOERUN" logits -m "$M" --tokens "$T" --decode -t 2 -o "$TMPD/paged.lgts" \
+    --ram-budget $OK --stats-file "$TMPD/stats.jsonl"
+cp "$TMPD/e" "$TMPD/summary"
+if cmp -s "$TMPD/plain.lgts" "$TMPD/paged.lgts"; then ok pager_logits_identical; else fail pager_logits_identical "logits differ"; fi
+for k in "hot" "Belady" "per-layer hit rate" "O_DIRECT\|buffered"; do
+    if grep -q "^pager: .*$k" "$TMPD/summary"; then ok "pager_summary_$(echo "$k" | tr -c 'a-zA-Z\n' _)"
+    else fail "pager_summary_$k" "$(cat "$TMPD/summary")"; fi
+done
+
+# stats file: one strict JSON object per decoded token, counters consistent with the totals
+n=$(echo "$T" | tr ',' '\n' | grep -c .)
+lines=$(wc -l <"$TMPD/stats.jsonl")
+pat='^{"token":[0-9]+,"hits":[0-9]+,"misses":[0-9]+,"reads":[0-9]+,"bytes_read":[0-9]+,"stall_ms":[0-9]+\.[0-9]+,"total_hits":[0-9]+,"total_misses":[0-9]+,"total_bytes_read":[0-9]+}$'
+good=$(grep -Ec "$pat" "$TMPD/stats.jsonl")
+if [ "$lines" -eq "$n" ] && [ "$good" -eq "$n" ]; then ok pager_stats_file_lines; else fail pager_stats_file_lines "$lines lines, $good well-formed, want $n"; fi
+if command -v python3 >/dev/null 2>&1; then
+    if python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["token"] for r in rows] == list(range(len(rows)))
+assert sum(r["misses"] for r in rows) == rows[-1]["total_misses"] > 0
+assert sum(r["hits"] for r in rows) == rows[-1]["total_hits"]
+assert sum(r["bytes_read"] for r in rows) == rows[-1]["total_bytes_read"]
+' "$TMPD/stats.jsonl" 2>"$TMPD/py"; then ok pager_stats_file_json; else fail pager_stats_file_json "$(cat "$TMPD/py")"; fi
+fi
+
+MOERUN_PAGER_FAULT=eio:9 expect_err pager_fault_eio "Input/output error" \
+    "$MOERUN" logits -m "$M" --tokens "$T" --decode -t 2 -o "$TMPD/f.lgts" --ram-budget $OK
+MOERUN_PAGER_FAULT=short:9 expect_err pager_fault_short "short read" \
+    "$MOERUN" logits -m "$M" --tokens "$T" -t 2 -o "$TMPD/f.lgts" --ram-budget $OK
+expect_err pager_budget_floor "minimum" "$MOERUN" logits -m "$M" --tokens "$T" -o "$TMPD/f.lgts" --ram-budget $MIN
+expect_err pager_budget_bad "bad RAM budget" "$MOERUN" logits -m "$M" --tokens "$T" -o "$TMPD/f.lgts" --ram-budget 12Q
+# auto: this 28 MB model fits in RAM, so paging stays off and the output is unchanged
+expect_ok pager_budget_auto "$MOERUN" logits -m "$M" --tokens "$T" -t 2 -o "$TMPD/auto.lgts" --ram-budget auto
+if grep -q "^pager: off" "$TMPD/e"; then ok pager_budget_auto_off; else fail pager_budget_auto_off "$(cat "$TMPD/e")"; fi
