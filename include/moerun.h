@@ -92,6 +92,18 @@ int mr_session_n_ctx(const mr_session *s);
  * token id is out of range or n_past + n > n_ctx. */
 int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, int all_logits);
 
+/* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4.
+ * mr_chat_template_detect: the family of the model's embedded tokenizer.chat_template, else a built-in
+ * per architecture (deepseek4 for deepseek4, chatml otherwise). mr_chat_render writes the conversation
+ * (roles "system", "user", "assistant"), plus the assistant prefix if add_assistant, as text to be
+ * tokenized with parse_special = 1. tmpl NULL = detected. Returns the length (like snprintf: may exceed
+ * size, then the text is truncated), -1 on an unknown template or role. */
+typedef struct { const char *role, *content; } mr_chat_msg;
+const char *mr_chat_template_detect(const mr_model *m);
+int mr_chat_template_known(const char *name);
+int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, int add_assistant,
+                   char *out, int size);
+
 /* .lgts files (shared/README.md): "LGTS", version 1, n_rows, n_vocab, positions[n_rows],
  * float logits[n_rows][n_vocab]. mr_lgts_read allocates *positions and *logits (free()). */
 int mr_lgts_write(const char *path, int n_rows, int n_vocab, const int32_t *positions, const float *logits);

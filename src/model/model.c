@@ -56,6 +56,10 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     m->pool = mr_pool_create(m->params.n_threads);
     if (!m->pool) goto fail;
     if (m->arch->load(m)) goto fail;
+    /* the tokenizer is optional for evaluation (ids can be fed directly); its absence is logged */
+    m->tok = mr_tokenizer_load(path);
+    if (!m->tok) mr_log(2, "%s: no usable tokenizer: %s\n", path, mr_get_error());
+    mr_clear_error();
     if (m->n_vocab <= 0 || m->n_embd <= 0 || m->n_layer <= 0) {
         mr_set_error("%s: architecture loader left n_vocab/n_embd/n_layer unset", path);
         goto fail;
@@ -72,6 +76,7 @@ fail:
 void mr_model_free(mr_model *m) {
     if (!m) return;
     if (m->arch && m->arch->free && m->priv) m->arch->free(m);
+    mr_tokenizer_free(m->tok);
     mr_pager_free(m->pager);
     free(m->exp_layers);
     mr_pool_free(m->pool);

@@ -1,0 +1,205 @@
+/* moerun chat: interactive multi-turn conversation using the model's chat template.
+ * Each turn only the new text (end of the previous reply, the user's message, the assistant prefix)
+ * is evaluated; the KV cache keeps the conversation. Ctrl-C stops a reply, not the program;
+ * at the prompt, Ctrl-C or end of input (Ctrl-D) or /exit ends the chat. */
+#include "cli.h"
+#include "moerun.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static volatile sig_atomic_t chat_interrupted;
+static void chat_on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
+
+static void chat_usage(FILE *f) {
+    fprintf(f, "usage: moerun chat -m MODEL [options]\n"
+               "  -s, --system TEXT    system prompt\n"
+               "  --chat-template NAME chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4\n"
+               "                       (default: recognised from the model, else a built-in per architecture)\n"
+               "  -n N                 max tokens per reply (default 1024)\n"
+               "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling\n"
+               "  -t THREADS  -c CTX  --ram-budget SIZE\n"
+               "  --show-prompt        print the formatted text sent to the model (stderr)\n"
+               "  Type a message and Enter. Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the prompt quit.\n");
+}
+
+static double chat_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct { char *s; size_t len, cap; } chat_str;
+static int cs_append(chat_str *b, const char *p, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *q = realloc(b->s, cap);
+        if (!q) return -1;
+        b->s = q; b->cap = cap;
+    }
+    memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = 0;
+    return 0;
+}
+
+/* render msgs into a malloc'd string */
+static char *chat_render(mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, int add_ass) {
+    int need = mr_chat_render(m, tmpl, msgs, n, add_ass, NULL, 0);
+    if (need < 0) return NULL;
+    char *buf = malloc((size_t)need + 1);
+    if (buf) mr_chat_render(m, tmpl, msgs, n, add_ass, buf, need + 1);
+    return buf;
+}
+
+static int cmd_chat(int argc, char **argv) {
+    const char *model = NULL, *sys = NULL, *tmpl = NULL;
+    int n_max = 1024, show_prompt = 0;
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mr_sampler_params sp;
+    mr_sampler_default_params(&sp);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { chat_usage(stdout); return 0; }
+        else if (!strcmp(a, "-m") && has) model = argv[++i];
+        else if ((!strcmp(a, "-s") || !strcmp(a, "--system")) && has) sys = argv[++i];
+        else if (!strcmp(a, "--chat-template") && has) tmpl = argv[++i];
+        else if (!strcmp(a, "-n") && has) n_max = atoi(argv[++i]);
+        else if (!strcmp(a, "--temp") && has) sp.temperature = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--top-k") && has) sp.top_k = atoi(argv[++i]);
+        else if (!strcmp(a, "--top-p") && has) sp.top_p = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--min-p") && has) sp.min_p = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--repeat-penalty") && has) sp.repeat_penalty = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && has) sp.seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "--ram-budget") && has) {
+            unsigned long long v;
+            if (mr_cli_parse_size(argv[++i], &v)) { fprintf(stderr, "error: bad size '%s'\n", argv[i]); return 1; }
+            mp.ram_budget = v;
+        }
+        else if (!strcmp(a, "--show-prompt")) show_prompt = 1;
+        else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); chat_usage(stderr); return 1; }
+    }
+    if (!model) { fprintf(stderr, "error: -m MODEL is required\n"); return 1; }
+    if (tmpl && !mr_chat_template_known(tmpl)) { fprintf(stderr, "error: unknown chat template '%s'\n", tmpl); return 1; }
+
+    int rc = 1, n_msgs = 0, cap_msgs = 16;
+    mr_chat_msg *msgs = malloc(sizeof *msgs * (size_t)cap_msgs);
+    chat_str kv_text = {0};        /* the text whose tokens are in the session */
+    char *full = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    mr_session *s = NULL;
+    mr_sampler *smp = NULL;
+    double t0 = chat_now();
+    mr_model *m = mr_model_load(model, &mp);
+    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    mr_tokenizer *tok = mr_model_tokenizer(m);
+    if (!tok) { fprintf(stderr, "error: %s has no usable tokenizer\n", model); goto done; }
+    s = mr_session_new(m, 0);
+    const int V = mr_model_n_vocab(m);
+    smp = mr_sampler_new(&sp, V);
+    logits = malloc(sizeof(float) * (size_t)V);
+    if (!msgs || !s || !smp || !logits) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    fprintf(stderr, "loaded %s (%s, template %s) in %.2f s; /exit or Ctrl-D to quit\n", model, mr_model_arch(m),
+            tmpl ? tmpl : mr_chat_template_detect(m), chat_now() - t0);
+    if (sys) msgs[n_msgs++] = (mr_chat_msg){"system", strdup(sys)};
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = chat_on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+    sigaction(SIGINT, &sa, NULL);
+
+    char line[8192];
+    for (;;) {
+        fprintf(stdout, "> ");
+        fflush(stdout);
+        chat_interrupted = 0;
+        if (!fgets(line, sizeof line, stdin)) { printf("\n"); break; } /* EOF or Ctrl-C */
+        size_t ll = strlen(line);
+        while (ll && (line[ll - 1] == '\n' || line[ll - 1] == '\r')) line[--ll] = 0;
+        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+        if (!ll) continue;
+        if (n_msgs + 2 > cap_msgs) {
+            cap_msgs *= 2;
+            mr_chat_msg *nm = realloc(msgs, sizeof *msgs * (size_t)cap_msgs);
+            if (!nm) { fprintf(stderr, "error: out of memory\n"); goto done; }
+            msgs = nm;
+        }
+        msgs[n_msgs++] = (mr_chat_msg){"user", strdup(line)};
+        free(full);
+        full = chat_render(m, tmpl, msgs, n_msgs, 1);
+        if (!full) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+        /* feed only what the session lacks; if the history does not extend it, start over */
+        const char *delta = full;
+        int first = 1;
+        if (kv_text.len && !strncmp(full, kv_text.s, kv_text.len)) { delta = full + kv_text.len; first = 0; }
+        else if (kv_text.len) { mr_session_reset(s); kv_text.len = 0; }
+        if (show_prompt) fprintf(stderr, "[prompt] %s\n", delta);
+        size_t dl = strlen(delta);
+        free(ids);
+        int cap = (int)(dl + 16);
+        ids = malloc(sizeof(int32_t) * (size_t)cap);
+        int n = ids ? mr_tokenize(tok, delta, dl, first, 1, ids, cap) : INT_MIN;
+        if (n < 0) { fprintf(stderr, "error: tokenize: %s\n", mr_last_error()); goto done; }
+        if (mr_session_n_past(s) + n + 1 >= mr_session_n_ctx(s)) {
+            fprintf(stderr, "error: the conversation no longer fits the context (%d tokens); starting over\n",
+                    mr_session_n_ctx(s));
+            mr_session_reset(s);
+            kv_text.len = 0;
+            for (int i = 0; i < n_msgs; i++) free((char *)msgs[i].content);
+            n_msgs = 0;
+            if (sys) msgs[n_msgs++] = (mr_chat_msg){"system", strdup(sys)};
+            continue;
+        }
+        double ta = chat_now();
+        int ok = 1;
+        for (int i = 0; i < n && ok; i += 512) {
+            int k = n - i < 512 ? n - i : 512;
+            if (mr_session_eval(s, ids + i, k, logits, 0)) ok = 0;
+        }
+        if (!ok) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+        double tb = chat_now();
+        for (int i = 0; i < n; i++) mr_sampler_accept(smp, ids[i]);
+        if (cs_append(&kv_text, delta, dl)) { fprintf(stderr, "error: out of memory\n"); goto done; }
+        chat_str reply = {0};
+        int n_gen = 0;
+        char piece[256];
+        while (n_gen < n_max && !chat_interrupted && mr_session_n_past(s) < mr_session_n_ctx(s)) {
+            int32_t id = mr_sampler_sample(smp, logits);
+            if (id < 0 || mr_tokenizer_is_eog(tok, id)) break;
+            mr_sampler_accept(smp, id);
+            n_gen++;
+            int pl = mr_token_to_piece(tok, id, piece, sizeof piece, 0);
+            if (pl > 0) { fwrite(piece, 1, (size_t)pl, stdout); fflush(stdout); cs_append(&reply, piece, (size_t)pl); }
+            if (mr_session_eval(s, &id, 1, logits, 0)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); free(reply.s); goto done; }
+        }
+        double tc = chat_now();
+        printf("\n");
+        if (chat_interrupted) fprintf(stderr, "(stopped)\n");
+        fprintf(stderr, "[%d prompt tokens %.1f tok/s, %d generated %.1f tok/s]\n", n, tb > ta ? n / (tb - ta) : 0.0,
+                n_gen, tc > tb ? n_gen / (tc - tb) : 0.0);
+        /* the reply's tokens are in the session: so is its text */
+        cs_append(&kv_text, reply.s ? reply.s : "", reply.len);
+        msgs[n_msgs++] = (mr_chat_msg){"assistant", reply.s ? reply.s : strdup("")};
+    }
+    rc = 0;
+done:
+    for (int i = 0; msgs && i < n_msgs; i++) free((char *)msgs[i].content);
+    free(msgs); free(kv_text.s); free(full); free(ids); free(logits);
+    mr_sampler_free(smp);
+    mr_session_free(s);
+    mr_model_free(m);
+    (void)errno;
+    return rc;
+}
+
+MR_COMMAND(chat, "interactive chat with the model's chat template", cmd_chat)

@@ -1,0 +1,175 @@
+/* moerun run: generate text from a prompt, streaming to stdout; timings on stderr. */
+#include "cli.h"
+#include "moerun.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static volatile sig_atomic_t run_interrupted;
+static void run_on_sigint(int sig) { (void)sig; run_interrupted = 1; }
+
+static void run_usage(FILE *f) {
+    fprintf(f, "usage: moerun run -m MODEL (-p PROMPT | -f FILE) [options]\n"
+               "  -n N               tokens to generate (default 128; stops earlier at end of generation)\n"
+               "  --temp T           temperature (default 0.8; 0 = greedy)\n"
+               "  --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
+               "  --seed S           sampler seed\n"
+               "  -t THREADS         worker threads (default: physical cores)\n"
+               "  -c CTX             context length (default: min(training context, 4096))\n"
+               "  --ram-budget SIZE  RAM for routed experts (e.g. 8G; default 0 = no paging)\n"
+               "  --no-bos           do not add the model's BOS token\n"
+               "  --show-ids         also print the generated token ids (a line \"ids: a,b,...\" on stdout)\n"
+               "  Ctrl-C stops the generation (statistics are still printed).\n");
+}
+
+static char *run_read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+    if (b) b[sz] = 0;
+    fclose(f);
+    return b;
+}
+
+static int cmd_run(int argc, char **argv) {
+    const char *model = NULL, *prompt = NULL, *pfile = NULL;
+    int n_gen = 128, show_ids = 0, no_bos = 0;
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mr_sampler_params sp;
+    mr_sampler_default_params(&sp);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(stdout); return 0; }
+        else if (!strcmp(a, "-m") && has) model = argv[++i];
+        else if (!strcmp(a, "-p") && has) prompt = argv[++i];
+        else if (!strcmp(a, "-f") && has) pfile = argv[++i];
+        else if (!strcmp(a, "-n") && has) n_gen = atoi(argv[++i]);
+        else if (!strcmp(a, "--temp") && has) sp.temperature = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--top-k") && has) sp.top_k = atoi(argv[++i]);
+        else if (!strcmp(a, "--top-p") && has) sp.top_p = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--min-p") && has) sp.min_p = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--repeat-penalty") && has) sp.repeat_penalty = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--repeat-last-n") && has) sp.repeat_last_n = atoi(argv[++i]);
+        else if (!strcmp(a, "--seed") && has) sp.seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "--ram-budget") && has) {
+            unsigned long long v;
+            if (mr_cli_parse_size(argv[++i], &v)) { fprintf(stderr, "error: bad size '%s'\n", argv[i]); return 1; }
+            mp.ram_budget = v;
+        }
+        else if (!strcmp(a, "--no-bos")) no_bos = 1;
+        else if (!strcmp(a, "--show-ids")) show_ids = 1;
+        else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); run_usage(stderr); return 1; }
+    }
+    if (!model || (!prompt && !pfile)) { fprintf(stderr, "error: -m MODEL and -p PROMPT (or -f FILE) are required\n"); return 1; }
+    if (n_gen < 0) { fprintf(stderr, "error: -n must be >= 0\n"); return 1; }
+    char *text = NULL;
+    if (pfile && !(text = run_read_file(pfile))) { fprintf(stderr, "error: cannot read %s\n", pfile); return 1; }
+    if (!text) text = strdup(prompt);
+    if (!text) { fprintf(stderr, "error: out of memory\n"); return 1; }
+
+    int rc = 1;
+    mr_model *m = NULL;
+    mr_session *s = NULL;
+    mr_sampler *smp = NULL;
+    int32_t *ids = NULL, *gen = NULL;
+    float *logits = NULL;
+    double t0 = 0, t_load, t_prefill = 0, t_decode = 0;
+    int n_prompt = 0, n_done = 0;
+
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    m = mr_model_load(model, &mp);
+    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t_load = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - t0;
+    mr_tokenizer *tok = mr_model_tokenizer(m);
+    if (!tok) { fprintf(stderr, "error: %s has no usable tokenizer\n", model); goto done; }
+    size_t tl = strlen(text);
+    int cap = (int)(tl + 16 < INT_MAX / 2 ? tl + 16 : INT_MAX / 2);
+    ids = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!ids) { fprintf(stderr, "error: out of memory\n"); goto done; }
+    n_prompt = mr_tokenize(tok, text, tl, !no_bos, 1, ids, cap);
+    if (n_prompt < 0) { fprintf(stderr, "error: tokenize: %s\n", n_prompt == INT_MIN ? mr_last_error() : "too many tokens"); goto done; }
+    if (n_prompt == 0) { fprintf(stderr, "error: the prompt is empty\n"); goto done; }
+    s = mr_session_new(m, 0);
+    if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    const int n_ctx = mr_session_n_ctx(s), V = mr_model_n_vocab(m);
+    if (n_prompt >= n_ctx) { fprintf(stderr, "error: the prompt (%d tokens) does not fit the context (%d)\n", n_prompt, n_ctx); goto done; }
+    if (n_prompt + n_gen > n_ctx) {
+        fprintf(stderr, "warning: generating at most %d tokens (context %d)\n", n_ctx - n_prompt, n_ctx);
+        n_gen = n_ctx - n_prompt;
+    }
+    smp = mr_sampler_new(&sp, V);
+    logits = malloc(sizeof(float) * (size_t)V);
+    gen = malloc(sizeof(int32_t) * (size_t)(n_gen + 1));
+    if (!smp || !logits || !gen) { fprintf(stderr, "error: %s\n", smp ? "out of memory" : mr_last_error()); goto done; }
+    for (int i = 0; i < n_prompt; i++) mr_sampler_accept(smp, ids[i]);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = run_on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double ta = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    for (int i = 0; i < n_prompt; i += 512) {
+        int k = n_prompt - i < 512 ? n_prompt - i : 512;
+        if (mr_session_eval(s, ids + i, k, logits, 0)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double tb = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    t_prefill = tb - ta;
+    fputs(text, stdout); /* the prompt, then the continuation */
+    fflush(stdout);
+    char piece[256];
+    while (n_done < n_gen && !run_interrupted) {
+        int32_t id = mr_sampler_sample(smp, logits);
+        if (id < 0) { fprintf(stderr, "error: sampling failed: %s\n", mr_last_error()); goto done; }
+        if (mr_tokenizer_is_eog(tok, id)) break;
+        gen[n_done++] = id;
+        mr_sampler_accept(smp, id);
+        int pl = mr_token_to_piece(tok, id, piece, sizeof piece, 0);
+        if (pl > 0) { fwrite(piece, 1, (size_t)pl, stdout); fflush(stdout); }
+        if (n_done == n_gen) break;
+        if (mr_session_eval(s, &id, 1, logits, 0)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); goto done; }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t_decode = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - tb;
+    printf("\n");
+    if (show_ids) {
+        printf("ids: ");
+        for (int i = 0; i < n_done; i++) printf("%s%d", i ? "," : "", gen[i]);
+        printf("\n");
+    }
+    fflush(stdout);
+    if (run_interrupted) fprintf(stderr, "(interrupted)\n");
+    fprintf(stderr, "load: %.3f s (%s, %d threads)\n", t_load, mr_model_arch(m), mr_model_n_threads(m));
+    fprintf(stderr, "prompt: %d tokens in %.3f s, %.2f tok/s\n", n_prompt, t_prefill, t_prefill > 0 ? n_prompt / t_prefill : 0.0);
+    /* n_done tokens were sampled; n_done - 1 of them (or n_done if stopped by end of generation)
+     * needed a decode step: report the decode steps actually run */
+    int steps = n_done > 0 ? (n_done == n_gen ? n_done - 1 : n_done) : 0;
+    fprintf(stderr, "generated: %d tokens in %.3f s, %.2f tok/s (%d decode steps)\n", n_done, t_decode,
+            t_decode > 0 ? steps / t_decode : 0.0, steps);
+    rc = 0;
+done:
+    free(text); free(ids); free(gen); free(logits);
+    mr_sampler_free(smp);
+    mr_session_free(s);
+    mr_model_free(m);
+    return rc;
+}
+
+MR_COMMAND(run, "generate text from a prompt", cmd_run)
