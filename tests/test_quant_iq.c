@@ -285,9 +285,12 @@ static void check_simd(int isa) {
         const int type = iq_types[ti].type;
         mr_vec_dot_fn f = mr_type_vec_dot_isa(type, isa), ref = mr_type_get(type)->vec_dot;
         if (!f) continue;
-        const int ns[] = {256, 512, 1024, 2816, 4096};
+        /* lengths in super-blocks, plus odd block counts (1..7 and 37 blocks) for the 32-value
+         * types, whose kernels take 4 and 2 blocks per step with a tail */
+        const int ns[] = {256, 512, 1024, 2816, 4096, 32, 64, 96, 128, 160, 192, 224, 1184};
+        const int nn = mr_type_get(type)->block_size < 256 ? 13 : 5;
         double worst = 0;
-        for (int ni = 0; ni < 5; ni++) {
+        for (int ni = 0; ni < nn; ni++) {
             const int n = ns[ni];
             for (int rep = 0; rep < 6; rep++) {
                 size_t bytes = mr_row_size(type, n);

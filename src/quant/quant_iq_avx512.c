@@ -261,6 +261,37 @@ static inline __m512i nibbles2(const uint8_t *pa, const uint8_t *pb) {
     return _mm512_and_si512(_mm512_srlv_epi16(z, shift), _mm512_set1_epi8(0x0f));
 }
 
+/* 4 blocks of 32 4-bit codes (16 bytes at c[k]) against 4 Q8_0 blocks: int32 lane group L (4 lanes)
+ * sums block L. Low nibbles (values 0..15) and high nibbles (16..31) of all four blocks go to two
+ * vectors, the activations are regrouped to match. sign_bit3: the sign is code bit 3 (E2M1), else
+ * codes 0..7 are the negative levels (IQ4_NL). */
+static inline __m512i dot4_codes(const uint8_t *c0, const uint8_t *c1, const uint8_t *c2, const uint8_t *c3,
+                                 const mr_block_q8_0 *a, __m512i lut, int sign_bit3) {
+    const __m512i m0f = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)c0));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)c1), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)c2), 2);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)c3), 3);
+    const __m512i lo = _mm512_and_si512(z, m0f), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m0f);
+    const __m512i qab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[0].qs)),
+                                           _mm256_loadu_si256((const __m256i *)a[1].qs), 1);
+    const __m512i qcd = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[2].qs)),
+                                           _mm256_loadu_si256((const __m256i *)a[3].qs), 1);
+    __m512i qlo = _mm512_shuffle_i64x2(qab, qcd, _MM_SHUFFLE(2, 0, 2, 0));
+    __m512i qhi = _mm512_shuffle_i64x2(qab, qcd, _MM_SHUFFLE(3, 1, 3, 1));
+    const __mmask64 nlo = sign_bit3 ? _mm512_test_epi8_mask(lo, eight) : _mm512_cmplt_epu8_mask(lo, eight);
+    const __mmask64 nhi = sign_bit3 ? _mm512_test_epi8_mask(hi, eight) : _mm512_cmplt_epu8_mask(hi, eight);
+    qlo = _mm512_mask_sub_epi8(qlo, nlo, zero, qlo);
+    qhi = _mm512_mask_sub_epi8(qhi, nhi, zero, qhi);
+    const __m512i dot = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), qlo);
+    return _mm512_dpbusd_epi32(dot, _mm512_shuffle_epi8(lut, hi), qhi);
+}
+
+/* the 4 per-block scales d[0..3] spread to the 4 lane groups */
+static inline __m512 spread4_ps(__m128 d) {
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(d));
+}
+
 void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq4_nl *x = w;
     const mr_block_q8_0 *a = y;
@@ -268,6 +299,13 @@ void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y) {
     __m512 acc = _mm512_setzero_ps();
     const int nb = n / MR_QK4_NL;
     int i = 0;
+    for (; i + 3 < nb; i += 4) {
+        const __m512i dot = dot4_codes(x[i].qs, x[i + 1].qs, x[i + 2].qs, x[i + 3].qs, a + i, lut, 0);
+        const __m256 h = _mm256_cvtph_ps(_mm_setr_epi16((short)x[i].d, (short)x[i + 1].d, (short)x[i + 2].d, (short)x[i + 3].d,
+                                                        (short)a[i].d, (short)a[i + 1].d, (short)a[i + 2].d, (short)a[i + 3].d));
+        const __m128 d = _mm_mul_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        acc = _mm512_fmadd_ps(spread4_ps(d), _mm512_cvtepi32_ps(dot), acc);
+    }
     for (; i + 1 < nb; i += 2) {
         const __m512i c = nibbles2(x[i].qs, x[i + 1].qs);
         const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
@@ -327,6 +365,12 @@ void mr_vec_dot_mxfp4_avx512(int n, float *s, const void *w, const void *y) {
     __m512 acc = _mm512_setzero_ps();
     const int nb = n / MR_QK_MXFP4;
     int i = 0;
+    for (; i + 3 < nb; i += 4) {
+        const __m512i dot = dot4_codes(x[i].qs, x[i + 1].qs, x[i + 2].qs, x[i + 3].qs, a + i, lut, 1);
+        const __m128 ex = _mm_setr_ps(e8m0_half(x[i].e), e8m0_half(x[i + 1].e), e8m0_half(x[i + 2].e), e8m0_half(x[i + 3].e));
+        const __m128 ey = _mm_cvtph_ps(_mm_setr_epi16((short)a[i].d, (short)a[i + 1].d, (short)a[i + 2].d, (short)a[i + 3].d, 0, 0, 0, 0));
+        acc = _mm512_fmadd_ps(spread4_ps(_mm_mul_ps(ex, ey)), _mm512_cvtepi32_ps(dot), acc);
+    }
     for (; i + 1 < nb; i += 2) {
         const __m512i c = nibbles2(x[i].qs, x[i + 1].qs);
         const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
