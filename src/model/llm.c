@@ -1,5 +1,6 @@
 /* Generic llama-like decoder (see llm.h). */
 #include "model/llm.h"
+#include "base/prof.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,7 +234,9 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     const int64_t qs = nq + 2 * nkv; /* row stride of the q|k|v buffer */
     for (int il = 0; il < m->n_layer; il++) {
         const mr_llm_layer *l = &L->layers[il];
+        MR_PROF_BEGIN(tn);
         mr_rms_norm_rows(h, x, l->attn_norm, d, n, L->eps);
+        MR_PROF_END(tn, "rms_norm");
         mr_model_dump(m, "attn_norm", il, h, d, n);
         float *q = qkv, *k = qkv + nq, *v = qkv + nq + nkv;
         if (l->wqkv.data) {
@@ -251,6 +254,7 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
             add_bias(k, l->bk, nkv, n, qs);
             add_bias(v, l->bv, nkv, n, qs);
         }
+        MR_PROF_BEGIN(tr);
         for (int t = 0; t < n; t++) {
             float *qt = q + t * qs, *kt = k + t * qs, *vt = v + t * qs;
             if (L->qk_norm) {
@@ -268,6 +272,7 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
                 memcpy((float *)s->v[il] + off, vt, sizeof(float) * (size_t)nkv);
             }
         }
+        MR_PROF_END(tr, "qk_norm+rope+kv_store");
         mr_model_dump(m, "Qcur", il, q, nq, 1);
         mr_model_dump(m, "Kcur", il, k, nkv, 1);
         mr_attn_args aa = {
@@ -275,7 +280,9 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
             .scale = L->kq_scale, .window = 0, .sinks = NULL, .Q = q, .q_stride = qs,
             .K = s->k[il], .V = s->v[il], .kv_f16 = s->kv_f16, .kv_stride = s->kv_dim, .out = att, .out_stride = nq,
         };
+        MR_PROF_BEGIN(ta);
         if (mr_attention(m->pool, &aa)) goto done;
+        MR_PROF_END(ta, "attention");
         mr_model_dump(m, "kqv_out", il, att, nq, n);
         if (mr_model_matmul(m, &l->wo, att, n, o)) goto done;
         add_bias(o, l->bo, d, n, d);
@@ -290,8 +297,12 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
         } else {
             if (mr_model_matmul(m, &l->ffn_gate_inp, h, n, rl)) goto done;
             mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
+            MR_PROF_BEGIN(tm);
             if (mr_moe_route(&L->moe, rl, NULL, NULL, n, sel, w)) goto done;
+            MR_PROF_END(tm, "moe_route");
+            MR_PROF_BEGIN(te);
             if (mr_moe_experts(m, il, &L->moe, h, n, sel, w, o)) goto done;
+            MR_PROF_END(te, "moe_experts");
         }
         mr_model_dump(m, "ffn_out", il, o, d, n);
         mr_add(x, o, x, n * d);

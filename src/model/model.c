@@ -1,6 +1,7 @@
 /* Model loading, architecture table, sessions, loader helpers (see model.h). */
 #include "model/model.h"
 #include "quant/matmul.h"
+#include "base/prof.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -139,7 +140,10 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
             mr_set_error("eval: token id %d out of range [0, %d)", tokens[i], s->m->n_vocab);
             return -1;
         }
+    const int phase = n > 1 ? 0 : 1; /* profiler: batch = prefill, one token = decode */
+    mr_prof_set_phase(phase);
     if (s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits)) return -1;
+    mr_prof_tokens(phase, n); /* the caller (bench) records the wall time of its evals */
     s->n_past += n;
     return 0;
 }
@@ -292,7 +296,10 @@ oom:
 }
 
 int mr_model_matmul(mr_model *m, const mr_weight *w, const float *X, int64_t ncols, float *Y) {
-    return mr_matmul(m->pool, w->data, w->type, w->rows, w->cols, X, ncols, Y);
+    MR_PROF_BEGIN(t);
+    int rc = mr_matmul(m->pool, w->data, w->type, w->rows, w->cols, X, ncols, Y);
+    if (mr_prof_on) mr_prof_add_matmul(w->name, mr_now() - t);
+    return rc;
 }
 
 int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out) {

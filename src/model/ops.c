@@ -3,7 +3,16 @@
 #include "base/base.h"
 
 #include <float.h>
+#include <pthread.h>
 #include <stdlib.h>
+
+/* fp16 -> fp32 by table (all 65536 values, exact), built once: the attention inner loops read
+ * the F16 cache element by element */
+static float mr_f16_table[65536];
+static pthread_once_t mr_f16_once = PTHREAD_ONCE_INIT;
+static void mr_f16_table_init(void) {
+    for (uint32_t i = 0; i < 65536; i++) mr_f16_table[i] = mr_fp16_to_fp32((uint16_t)i);
+}
 
 void mr_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double sum = 0.0;
@@ -130,26 +139,29 @@ void mr_f32_to_f16_row(uint16_t *y, const float *x, int64_t n) {
 }
 
 void mr_f16_to_f32_row(float *y, const uint16_t *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = mr_fp16_to_fp32(x[i]);
+    pthread_once(&mr_f16_once, mr_f16_table_init);
+    for (int64_t i = 0; i < n; i++) y[i] = mr_f16_table[x[i]];
 }
 
 /* ---- attention ---- */
 
 typedef struct {
     const mr_attn_args *a;
-    float *scratch;        /* per thread: n_kv scores + head_dim q/accumulator */
-    int64_t scratch_per;
+    long per_chunk;        /* (token, head) pairs per chunk */
+    int failed;
 } attn_job;
 
-static void attn_worker(void *arg, int ith, int nth) {
+/* one chunk of (token, head) pairs; scratch: n_kv scores + head_dim q + head_dim accumulator */
+static void attn_chunk(void *arg, long chunk) {
     attn_job *j = arg;
     const mr_attn_args *a = j->a;
     const int hd = a->head_dim, gq = a->n_head / a->n_head_kv;
-    float *s = j->scratch + (int64_t)ith * j->scratch_per;
+    float *s = malloc(sizeof(float) * ((size_t)(a->pos0 + a->n_q) + 2 * (size_t)hd));
+    if (!s) { j->failed = 1; return; }
     float *q = s + (a->pos0 + a->n_q);
     float *acc = q + hd;
-    long lo, hi;
-    mr_split((long)a->n_q * a->n_head, ith, nth, &lo, &hi);
+    long lo = chunk * j->per_chunk, hi = lo + j->per_chunk;
+    if (hi > (long)a->n_q * a->n_head) hi = (long)a->n_q * a->n_head;
     for (long w = lo; w < hi; w++) {
         const int t = (int)(w / a->n_head), h = (int)(w % a->n_head), g = h / gq;
         const int pos = a->pos0 + t;
@@ -166,7 +178,7 @@ static void attn_worker(void *arg, int ith, int nth) {
             float d = 0.0f;
             if (a->kv_f16) {
                 const uint16_t *k = (const uint16_t *)a->K + off;
-                for (int i = 0; i < hd; i++) d += q[i] * mr_fp16_to_fp32(k[i]);
+                for (int i = 0; i < hd; i++) d += q[i] * mr_f16_table[k[i]];
             } else {
                 const float *k = (const float *)a->K + off;
                 for (int i = 0; i < hd; i++) d += q[i] * k[i];
@@ -191,7 +203,7 @@ static void attn_worker(void *arg, int ith, int nth) {
             if (a->kv_f16) {
                 p = mr_round_f16(p); /* probabilities in V's partner type */
                 const uint16_t *v = (const uint16_t *)a->V + off;
-                for (int i = 0; i < hd; i++) acc[i] += p * mr_fp16_to_fp32(v[i]);
+                for (int i = 0; i < hd; i++) acc[i] += p * mr_f16_table[v[i]];
             } else {
                 const float *v = (const float *)a->V + off;
                 for (int i = 0; i < hd; i++) acc[i] += p * v[i];
@@ -199,6 +211,7 @@ static void attn_worker(void *arg, int ith, int nth) {
         }
         memcpy(a->out + (int64_t)t * a->out_stride + (int64_t)h * hd, acc, sizeof(float) * (size_t)hd);
     }
+    free(s);
 }
 
 int mr_attention(mr_pool *pool, const mr_attn_args *a) {
@@ -206,11 +219,13 @@ int mr_attention(mr_pool *pool, const mr_attn_args *a) {
         mr_set_error("attention: %d heads not a multiple of %d KV heads", a->n_head, a->n_head_kv);
         return -1;
     }
-    int nth = pool ? mr_pool_size(pool) : 1;
-    attn_job j = {a, NULL, (int64_t)a->pos0 + a->n_q + 2 * (int64_t)a->head_dim + 16};
-    j.scratch = malloc(sizeof(float) * (size_t)(j.scratch_per * nth));
-    if (!j.scratch) { mr_set_error("attention: out of memory"); return -1; }
-    mr_pool_run(pool, attn_worker, &j);
-    free(j.scratch);
+    pthread_once(&mr_f16_once, mr_f16_table_init);
+    const long pairs = (long)a->n_q * a->n_head;
+    const int nth = pool ? mr_pool_size(pool) : 1;
+    attn_job j = {a, 1, 0};
+    j.per_chunk = (pairs + 4L * nth - 1) / (4L * nth); /* ~4 chunks per thread for balance */
+    if (j.per_chunk < 1) j.per_chunk = 1;
+    mr_pool_run_chunks(pool, attn_chunk, &j, (pairs + j.per_chunk - 1) / j.per_chunk);
+    if (j.failed) { mr_set_error("attention: out of memory"); return -1; }
     return 0;
 }
