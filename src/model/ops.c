@@ -175,14 +175,22 @@ static void attn_chunk(void *arg, long chunk) {
         float max = -INFINITY;
         for (int jj = 0; jj < nk; jj++) {
             const int64_t off = (int64_t)(j0 + jj) * a->kv_stride + (int64_t)g * hd;
-            float d = 0.0f;
+            /* 8 interleaved partial sums (like a SIMD lane split), then pairwise: the float adds of
+             * one chain would bound the speed by their latency */
+            float ps[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int i = 0;
             if (a->kv_f16) {
                 const uint16_t *k = (const uint16_t *)a->K + off;
-                for (int i = 0; i < hd; i++) d += q[i] * mr_f16_table[k[i]];
+                for (; i + 8 <= hd; i += 8)
+                    for (int l = 0; l < 8; l++) ps[l] += q[i + l] * mr_f16_table[k[i + l]];
+                for (; i < hd; i++) ps[0] += q[i] * mr_f16_table[k[i]];
             } else {
                 const float *k = (const float *)a->K + off;
-                for (int i = 0; i < hd; i++) d += q[i] * k[i];
+                for (; i + 8 <= hd; i += 8)
+                    for (int l = 0; l < 8; l++) ps[l] += q[i + l] * k[i + l];
+                for (; i < hd; i++) ps[0] += q[i] * k[i];
             }
+            float d = ((ps[0] + ps[4]) + (ps[2] + ps[6])) + ((ps[1] + ps[5]) + (ps[3] + ps[7]));
             d *= a->scale;
             s[jj] = d;
             if (d > max) max = d;
