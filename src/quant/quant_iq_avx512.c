@@ -156,37 +156,47 @@ void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq1_s *x = w;
     const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq1s_grid;
-    const __m512i one = _mm512_set1_epi8(1);
+    const long long c1 = 0x0001000100010001ll;
+    const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi16(2);
+    const __m512i rep4 = _mm512_set_epi64(7 * c1, 6 * c1, 5 * c1, 4 * c1, 3 * c1, 2 * c1, c1, 0); /* word k <- qh[k/4] */
+    const __m512i shl = _mm512_set1_epi64(0x0000000200050008ll), shr = _mm512_set1_epi64(0x0001000000000000ll);
+    const __m512i pick0 = _mm512_set_epi64(c1, c1, c1, c1, 0, 0, 0, 0);
     __m512 acc = _mm512_setzero_ps();
-    float acc_corr = 0.f;
+    __m256 acc_corr = _mm256_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
         const int8_t *q8 = a[i].qs;
-        __m512i sumi = _mm512_setzero_si512();
-        int corr = 0;   /* sum over groups of l * S * (8 delta - 8), in units of 1/8 */
+        /* 32 11-bit indices (group k: qs[k] | bits 3(k%4).. of qh[k/4] at bit 8), through memory
+         * to the scalar grid loads */
+        const __m128i qh = _mm_loadu_si128((const __m128i *)x[i].qh);
+        __m512i hi = _mm512_permutexvar_epi16(rep4, _mm512_castsi128_si512(qh));
+        hi = _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hi, shl), shr), _mm512_set1_epi16(0x700));
+        uint16_t k[32];
+        _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x[i].qs)), hi));
+        /* scales 2 l + 1 of the 8 groups (int16) */
+        const __m128i l8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
+        const __m512i lz = _mm512_castsi128_si512(l8);
+        __m512i pick = pick0, sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
-            const unsigned ha = x[i].qh[2 * g], hb = x[i].qh[2 * g + 1];
-            const uint64_t pa = _pdep_u64(ld32(x[i].qs + 8 * g), 0x00ff00ff00ff00ffull) |
-                                _pdep_u64(ha & 0xfff, 0x0700070007000700ull);
-            const uint64_t pb = _pdep_u64(ld32(x[i].qs + 8 * g + 4), 0x00ff00ff00ff00ffull) |
-                                _pdep_u64(hb & 0xfff, 0x0700070007000700ull);
+            const uint16_t *kk = k + 8 * g;
             const __m512i grid = _mm512_set_epi64(
-                (long long)G[pb >> 48], (long long)G[(pb >> 32) & 0xffff],
-                (long long)G[(pb >> 16) & 0xffff], (long long)G[pb & 0xffff],
-                (long long)G[pa >> 48], (long long)G[(pa >> 32) & 0xffff],
-                (long long)G[(pa >> 16) & 0xffff], (long long)G[pa & 0xffff]);
-            const __m512i q = _mm512_loadu_si512(q8 + 64 * g);
-            const int la = (int)(2 * ((ha >> 12) & 7) + 1), lb = (int)(2 * ((hb >> 12) & 7) + 1);
-            const __m512i p = _mm512_maddubs_epi16(_mm512_add_epi8(grid, one), q);
-            sumi = _mm512_dpwssd_epi32(sumi, p, scale2_epi16(la, lb));
-            const int Sa = a[i].bsums[4 * g] + a[i].bsums[4 * g + 1];
-            const int Sb = a[i].bsums[4 * g + 2] + a[i].bsums[4 * g + 3];
-            corr += la * Sa * ((ha & 0x8000) ? -9 : -7) + lb * Sb * ((hb & 0x8000) ? -9 : -7);
+                (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
+                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
+            const __m512i p = _mm512_maddubs_epi16(_mm512_add_epi8(grid, one), _mm512_loadu_si512(q8 + 64 * g));
+            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_permutexvar_epi16(pick, lz));
+            pick = _mm512_add_epi16(pick, two);
         }
+        /* l S (8 delta - 8) per group, S = the group's activation sum (two bsums) */
+        const __m256i S = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[i].bsums), _mm256_set1_epi16(1));
+        const __m128i f = _mm_mullo_epi16(l8, _mm_blendv_epi8(_mm_set1_epi16(-7), _mm_set1_epi16(-9), _mm_srai_epi16(qh, 15)));
+        const __m256i corr = _mm256_mullo_epi32(S, _mm256_cvtepi16_epi32(f));
         const float d = h2f(x[i].d) * a[i].d;
         acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        acc_corr += d * (float)corr;
+        acc_corr = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(corr), acc_corr);
     }
-    *s = _mm512_reduce_add_ps(acc) + 0.125f * acc_corr;
+    const __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(acc_corr), _mm256_extractf128_ps(acc_corr, 1));
+    const __m128 c2 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
+    *s = _mm512_reduce_add_ps(acc) + 0.125f * _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2)));
 }
 
 /* -------------------------------------------------------------------------------------- IQ1_M
@@ -197,47 +207,57 @@ void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y) {
     const mr_block_iq1_m *x = w;
     const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq1s_grid;
-    const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2);
-    float acc_corr = 0.f;
-    /* int16 lane j of a zmm takes scale j / 8 of a 4-scale qword */
-    const __m512i spread = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
-                                            1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const long long c1 = 0x0001000100010001ll;
+    const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2), four = _mm512_set1_epi16(4);
+    /* index words: word k <- qh byte k/2, its nibble k%2 (low 3 bits) moved to bits 8..10 */
+    const long long h2 = 0x0001000100000000ll;
+    const __m512i rep2 = _mm512_set_epi64(14 * c1 + h2, 12 * c1 + h2, 10 * c1 + h2, 8 * c1 + h2,
+                                          6 * c1 + h2, 4 * c1 + h2, 2 * c1 + h2, h2);
+    const __m512i shl = _mm512_set1_epi32(0x00040008);                   /* 8 for even k, 4 for odd */
+    /* scale words: word j <- scales word j/4, shifted right by 3 (j%4) */
+    const __m256i rep4 = _mm256_set_epi64x(3 * c1, 2 * c1, c1, 0);
+    const __m256i shr = _mm256_set1_epi64x(0x0009000600030000ll);
+    /* int16 lane m of chunk g takes scale 4g + m/8 */
+    const __m512i pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0);
     __m512 acc = _mm512_setzero_ps();
+    __m256 acc_corr = _mm256_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
         const int8_t *q8 = a[i].qs;
         uint16_t sc[4];
         memcpy(sc, x[i].scales, 8);
         const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-        __m512i sumi = _mm512_setzero_si512();
-        int corr = 0;
+        __m512i hi = _mm512_permutexvar_epi16(rep2, _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x[i].qh))));
+        hi = _mm512_and_si512(_mm512_sllv_epi16(hi, shl), _mm512_set1_epi16(0x700));
+        uint16_t k[32];
+        _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x[i].qs)), hi));
+        /* 2 l + 1 for the 16 scale groups of 16 values */
+        __m256i ls = _mm256_permutexvar_epi16(rep4, _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)x[i].scales)));
+        ls = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi16(ls, shr), _mm256_set1_epi16(7)), 1), _mm256_set1_epi16(1));
+        const __m512i lz = _mm512_castsi256_si512(ls);
+        __m512i pick = pick0, sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
-            /* 8 groups of 8 values: indices from qs and the low 3 bits of each qh nibble */
-            const uint32_t h = ld32(x[i].qh + 4 * g);
-            const uint64_t pa = _pdep_u64(ld32(x[i].qs + 8 * g), 0x00ff00ff00ff00ffull) |
-                                (_pdep_u64(h & 0xffff, 0x0f000f000f000f00ull) & 0x0700070007000700ull);
-            const uint64_t pb = _pdep_u64(ld32(x[i].qs + 8 * g + 4), 0x00ff00ff00ff00ffull) |
-                                (_pdep_u64(h >> 16, 0x0f000f000f000f00ull) & 0x0700070007000700ull);
+            const uint16_t *kk = k + 8 * g;
             const __m512i grid = _mm512_set_epi64(
-                (long long)G[pb >> 48], (long long)G[(pb >> 32) & 0xffff],
-                (long long)G[(pb >> 16) & 0xffff], (long long)G[pb & 0xffff],
-                (long long)G[pa >> 48], (long long)G[(pa >> 32) & 0xffff],
-                (long long)G[(pa >> 16) & 0xffff], (long long)G[pa & 0xffff]);
-            /* bit 3 of nibble k clear: positive shift for values 8k..8k+7 */
-            const uint64_t pos = _pdep_u64(_pext_u32(~h, 0x88888888u), 0x0101010101010101ull) * 0xff;
+                (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
+                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
+            /* bit 3 of nibble k clear: positive shift for the 8 values of group k */
+            const uint64_t pos = _pdep_u64(_pext_u32(~ld32(x[i].qh + 4 * g), 0x88888888u), 0x0101010101010101ull) * 0xff;
             __m512i u = _mm512_slli_epi16(_mm512_add_epi8(grid, one), 3);   /* bytes stay < 32 */
             u = _mm512_mask_add_epi8(u, pos, u, two);
-            /* scales of the four 16-value groups: 3 bits each in the low 12 bits of sc[g] */
-            const uint64_t l4 = _pdep_u64(sc[g] & 0xfff, 0x0007000700070007ull) * 2 + 0x0001000100010001ull;
-            const __m512i ls = _mm512_permutexvar_epi16(spread, _mm512_castsi128_si512(_mm_cvtsi64_si128((long long)l4)));
-            const __m512i q = _mm512_loadu_si512(q8 + 64 * g);
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(u, q), ls);
-            for (int j = 0; j < 4; j++) corr += (int)((l4 >> (16 * j)) & 0xffff) * a[i].bsums[4 * g + j];
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(u, _mm512_loadu_si512(q8 + 64 * g)),
+                                       _mm512_permutexvar_epi16(pick, lz));
+            pick = _mm512_add_epi16(pick, four);
         }
+        /* the -9 S term: sum over the 16 scale groups of (2 l + 1) * bsum */
+        const __m256i corr = _mm256_madd_epi16(ls, _mm256_loadu_si256((const __m256i *)a[i].bsums));
         const float d = h2f(d16) * a[i].d;
         acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        acc_corr += d * (float)corr;
+        acc_corr = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(corr), acc_corr);
     }
-    *s = 0.125f * (_mm512_reduce_add_ps(acc) - 9.0f * acc_corr);
+    const __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(acc_corr), _mm256_extractf128_ps(acc_corr, 1));
+    const __m128 c2 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
+    *s = 0.125f * (_mm512_reduce_add_ps(acc) - 9.0f * _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2))));
 }
 
 /* ----------------------------------------------------------------------- IQ4_NL / IQ4_XS / MXFP4
