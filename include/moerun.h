@@ -243,6 +243,16 @@ typedef struct {
 int mr_synth(const char *path, const mr_synth_params *p);
 void mr_synth_list(FILE *out);
 
+/* ---- OpenAI-compatible server ---- */
+typedef struct {
+    const char *host;    /* e.g. "127.0.0.1" */
+    int port;
+    int n_ctx;           /* 0 = model default */
+    const char *alias;   /* model id reported by /v1/models (NULL = general.name) */
+    volatile int *stop;  /* serve until *stop != 0 (set it from a signal handler) */
+} mr_server_params;
+int mr_server_run(mr_model *m, const mr_server_params *p);
+
 /* ---- measurement (issue 7) ---- */
 
 /* Per-operator profiler (forward passes bracket operators; see src/base/prof.h). */

@@ -1,0 +1,65 @@
+/* moerun server: OpenAI-compatible HTTP API. */
+#include "cli.h"
+#include "moerun.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile int server_stop;
+static void on_signal(int sig) { (void)sig; server_stop = 1; }
+
+static void server_usage(FILE *f) {
+    fprintf(f, "usage: moerun server -m MODEL [--host H] [--port P] [-c CTX] [-t N] [--ram-budget SIZE] [--alias NAME]\n\n"
+               "Serves an OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions (both accept\n"
+               "\"stream\": true for server-sent events), GET /v1/models, GET /health. One request at a time;\n"
+               "a prompt that extends the previous conversation re-uses its evaluated tokens (prompt cache).\n"
+               "  --host H          address to listen on (default 127.0.0.1)\n"
+               "  --port P          port (default 8080)\n"
+               "  -c CTX            context length (default: model's, at most 4096)\n"
+               "  -t N              threads (default: physical cores)\n"
+               "  --ram-budget S    RAM for routed experts, e.g. 8G (default: no paging)\n"
+               "  --alias NAME      model id to report (default: general.name)\n");
+}
+
+static int cmd_server(int argc, char **argv) {
+    const char *model = NULL;
+    mr_server_params sp = {"127.0.0.1", 8080, 0, NULL, &server_stop};
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { server_usage(stdout); return 0; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun server --help)\n", a); return 1; }
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m")) model = v;
+        else if (!strcmp(a, "--host")) sp.host = v;
+        else if (!strcmp(a, "--port")) sp.port = atoi(v);
+        else if (!strcmp(a, "-c")) sp.n_ctx = atoi(v);
+        else if (!strcmp(a, "-t")) mp.n_threads = atoi(v);
+        else if (!strcmp(a, "--alias")) sp.alias = v;
+        else if (!strcmp(a, "--ram-budget")) {
+            unsigned long long b;
+            if (mr_cli_parse_size(v, &b) != 0) { fprintf(stderr, "error: bad --ram-budget '%s'\n", v); return 1; }
+            mp.ram_budget = b;
+        } else { fprintf(stderr, "error: unknown option %s (see moerun server --help)\n", a); return 1; }
+    }
+    if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun server --help)\n"); return 1; }
+    if (sp.port <= 0 || sp.port > 65535) { fprintf(stderr, "error: bad --port\n"); return 1; }
+    if (sp.n_ctx < 0 || mp.n_threads < 0) { fprintf(stderr, "error: bad -c or -t\n"); return 1; }
+    mp.n_ctx = sp.n_ctx;
+    mr_model *m = mr_model_load(model, &mp);
+    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = mr_server_run(m, &sp);
+    if (rc != 0) fprintf(stderr, "error: %s\n", mr_last_error());
+    mr_model_free(m);
+    return rc ? 1 : 0;
+}
+
+MR_COMMAND(server, "OpenAI-compatible HTTP server (chat/completions, streaming, prompt cache)", cmd_server)
