@@ -85,6 +85,9 @@ const char *mr_model_meta_str(const mr_model *m, const char *key);
 mr_session *mr_session_new(mr_model *m, int n_ctx);
 void mr_session_free(mr_session *s);
 void mr_session_reset(mr_session *s);                 /* back to position 0 */
+/* Keep only the first n evaluated tokens (n <= n_past), e.g. to re-use a shared prompt prefix.
+ * -1 if the architecture's state cannot be cut (then reset instead). */
+int mr_session_truncate(mr_session *s, int n);
 int mr_session_n_past(const mr_session *s);           /* tokens evaluated so far */
 int mr_session_n_ctx(const mr_session *s);
 /* Evaluate n tokens after the ones already in the session (n > 1: one batch; n == 1: decode step).

@@ -26,4 +26,5 @@ const struct mr_arch mr_arch_llama = {
     .state_free = mr_llm_state_free,
     .state_reset = mr_llm_state_reset,
     .eval = mr_llm_eval,
+    .state_truncate = mr_llm_state_truncate,
 };

@@ -201,6 +201,8 @@ oom:
 }
 
 void mr_llm_state_reset(mr_model *m, void *st) { (void)m; (void)st; /* positions are overwritten */ }
+/* The KV cache holds one row per position and later positions are simply overwritten. */
+int mr_llm_state_truncate(mr_model *m, void *st, int n) { (void)m; (void)st; (void)n; return 0; }
 
 static void add_bias(float *x, const float *b, int64_t dim, int64_t n, int64_t stride) {
     if (!b) return;

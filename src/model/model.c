@@ -126,6 +126,16 @@ void mr_session_reset(mr_session *s) {
     s->n_past = 0;
 }
 
+int mr_session_truncate(mr_session *s, int n) {
+    if (n < 0 || n > s->n_past) { mr_set_error("truncate: %d is outside 0..%d", n, s->n_past); return -1; }
+    if (n == s->n_past) return 0;
+    if (n == 0) { mr_session_reset(s); return 0; }
+    if (!s->m->arch->state_truncate) { mr_set_error("truncate: not supported by %s", s->m->arch->name); return -1; }
+    if (s->m->arch->state_truncate(s->m, s->st, n) != 0) return -1;
+    s->n_past = n;
+    return 0;
+}
+
 int mr_session_n_past(const mr_session *s) { return s->n_past; }
 int mr_session_n_ctx(const mr_session *s) { return s->n_ctx; }
 

@@ -38,6 +38,8 @@ struct mr_arch {
     void (*state_free)(mr_model *m, void *st);
     void (*state_reset)(mr_model *m, void *st);         /* forget all positions */
     int (*eval)(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
+    /* optional: keep only the first n positions (prompt cache); NULL if the state cannot be cut */
+    int (*state_truncate)(mr_model *m, void *st, int n);
 };
 
 struct mr_model {

@@ -1,8 +1,8 @@
 /* OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (both with "stream"),
  * /v1/models, /health. One model, one session, requests served one at a time.
- * Prompt cache: the session keeps the tokens it has evaluated; a request whose prompt starts with
- * all of them evaluates only the new suffix (the common case for multi-turn chat), otherwise the
- * session is reset. */
+ * Prompt cache: the session keeps the tokens it has evaluated; a request evaluates only what follows
+ * the longest prefix it shares with them (multi-turn chat, repeated system prompts). Architectures
+ * whose state cannot be cut back (mr_session_truncate fails) re-use only a full-history prefix. */
 #include "moerun.h"
 #include "server/http.h"
 #include "server/json.h"
@@ -106,11 +106,13 @@ static void srv_chunk(srv_state *st, mr_http_req *r, const srv_opts *o, const ch
 /* Evaluates the prompt (reusing the cached prefix) and generates; streams or replies. */
 static void srv_generate(srv_state *st, mr_http_req *r, const srv_opts *o, const int32_t *prompt, int n_prompt) {
     double t0 = mr_now();
+    /* longest common prefix with what the session holds; the last prompt token is always evaluated
+     * again because its logits are needed */
     int reuse = 0;
-    if (st->n_cache <= n_prompt && st->n_cache > 0 && !memcmp(st->cache, prompt, sizeof(int32_t) * (size_t)st->n_cache))
-        reuse = st->n_cache;
-    if (reuse == n_prompt) reuse = 0; /* need the last prompt token's logits: evaluate it again */
-    if (!reuse) { mr_session_reset(st->s); st->n_cache = 0; }
+    while (reuse < st->n_cache && reuse < n_prompt - 1 && st->cache[reuse] == prompt[reuse]) reuse++;
+    if (reuse < st->n_cache && mr_session_truncate(st->s, reuse) != 0) reuse = 0;
+    if (!reuse) mr_session_reset(st->s);
+    st->n_cache = reuse;
     if (n_prompt + o->max_tokens > st->n_ctx && n_prompt >= st->n_ctx) {
         srv_error(r, 400, "prompt is longer than the context");
         return;
