@@ -133,5 +133,12 @@ const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_Q4_K] = mr_vd4_q4_k_avx512,
     [MR_TYPE_Q5_K] = mr_vd4_q5_k_avx512,
     [MR_TYPE_Q6_K] = mr_vd4_q6_k_avx512,
+    [MR_TYPE_IQ2_XXS] = mr_vec_dot_x4_iq2_xxs_avx512,
+    [MR_TYPE_IQ3_S] = mr_vec_dot_x4_iq3_s_avx512,
+    [MR_TYPE_IQ1_S] = mr_vec_dot_x4_iq1_s_avx512,
+    [MR_TYPE_IQ1_M] = mr_vec_dot_x4_iq1_m_avx512,
+    [MR_TYPE_IQ4_NL] = mr_vec_dot_x4_iq4_nl_avx512,
+    [MR_TYPE_IQ4_XS] = mr_vec_dot_x4_iq4_xs_avx512,
+    [MR_TYPE_MXFP4] = mr_vec_dot_x4_mxfp4_avx512,
     [MR_TYPE_NVFP4] = mr_vd4_nvfp4_avx512,
 };

@@ -8,7 +8,12 @@
  *     where the scale is a float (Q8_0 partners) vpdpbusd sums straight to int32 instead;
  *   - one float fma per super-block (or per pair of 32-blocks) applies the float scales.
  * Integer sums are exact, so results differ from the scalar reference only by float summation
- * order. Grid lookups (IQ2/IQ3/IQ1) are scalar loads: on Zen 4 they beat vpgather. */
+ * order. Grid lookups (IQ2/IQ1) are scalar loads: on Zen 4 they beat vpgather; IQ3_S keeps its
+ * grid in registers.
+ *
+ * Each kernel is written once for nc = 1 or 4 activation columns (y, y + by, ...): the weight
+ * decoding is shared, every column runs the same float operations in the same order, so the
+ * 4-column kernel (matrix products, quant_simd.h) equals four vec_dot calls bit for bit. */
 #include "quant/quant_iq_simd.h"
 #include "quant/quant_blocks_iq.h"
 #include "quant/iq_grids.h"
@@ -21,25 +26,30 @@ static inline uint32_t ld32(const void *p) { uint32_t v; memcpy(&v, p, 4); retur
 static inline uint16_t ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
+#define KI static inline __attribute__((always_inline))
+#define UNROLL4 _Pragma("GCC unroll 4")
+/* activation column c of nc, by bytes apart */
+#define ACT(T, vy, by, c) ((const T *)((const uint8_t *)(vy) + (size_t)(c) * (by)))
+#define ENTRIES(T)                                                                                 \
+    void mr_vec_dot_##T##_avx512(int n, float *s, const void *w, const void *y) { k_##T(n, s, w, y, 0, 1); } \
+    void mr_vec_dot_x4_##T##_avx512(int n, float *s, const void *w, const void *y, size_t by) {     \
+        k_##T(n, s, w, y, by, 4);                                                                  \
+    }
+
+static inline float hsum8_ps(__m256 v) {
+    const __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 c2 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
+    return _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2)));
+}
+
 /* zmm whose int16 lanes 0..15 are a and 16..31 are b (scales of two 32-value groups) */
 static inline __m512i scale2_epi16(int a, int b) {
     return _mm512_mask_set1_epi16(_mm512_set1_epi16((short)a), 0xffff0000u, (short)b);
 }
 
-/* Sign bytes of IQ2_XXS / IQ3_XXS: 7 stored bits per 8 values, the 8th makes the parity even
- * (ggml's ksigns_iq2xs). a, b: the 28 sign bits of two 32-value groups -> 64 sign bits. */
-static inline uint64_t even_signs64(uint32_t a, uint32_t b) {
-    const uint64_t s = _pdep_u64((uint64_t)(a & 0x0fffffff) | (uint64_t)(b & 0x0fffffff) << 28,
-                                 0x7f7f7f7f7f7f7f7full);
-    uint64_t p = s ^ (s >> 4);     /* bit 7 of each byte is 0: no bits leak into bits 0..3 */
-    p ^= p >> 2;
-    p ^= p >> 1;
-    return s | (p & 0x0101010101010101ull) << 7;
-}
-
 /* Sign bytes of a whole IQ2_XXS super-block at once. z: its 8 qwords, the high dword of qword k
  * = 4 x 7 sign bits | scale << 28 of 32-value group k. Returns 32 sign bytes (dword k = group k)
- * with the parity bit added, as even_signs64 does per pair of groups. */
+ * with the parity bit added (ggml's ksigns_iq2xs: 7 stored bits, the 8th makes the parity even). */
 static inline __m256i even_signs_block(__m512i z) {
     const __m512i t = _mm512_srli_epi64(z, 32);
     __m512i v = _mm512_and_si512(t, _mm512_set1_epi64(0x7f));       /* 7-bit field l -> byte l */
@@ -54,54 +64,58 @@ static inline __m256i even_signs_block(__m512i z) {
 }
 
 /* ------------------------------------------------------------------------------------ IQ2_XXS */
-void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y) {
+KI void k_iq2_xxs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const mr_block_iq2_xxs *x = w;
-    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq2xxs_grid;
     /* int16 lanes 0..15 <- scale 2g, 16..31 <- scale 2g+1 */
     const __m512i pick0 = _mm512_set_epi64(0x0001000100010001ll, 0x0001000100010001ll, 0x0001000100010001ll,
                                            0x0001000100010001ll, 0, 0, 0, 0);
     const __m512i two = _mm512_set1_epi16(2);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
         const uint8_t *q2 = (const uint8_t *)x[i].qs;
-        const int8_t *q8 = a[i].qs;
         const __m512i z = _mm512_loadu_si512(q2);
         uint64_t sg[4];
         _mm256_storeu_si256((__m256i *)sg, even_signs_block(z));
         /* scales 2 l + 1 of the 8 groups as int16 */
         const __m512i ls = _mm512_castsi128_si512(_mm512_cvtepi64_epi16(
             _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(z, 60), 1), _mm512_set1_epi64(1))));
-        __m512i pick = pick0, sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
+        __m512i pick = pick0, sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
             const uint8_t *ix = q2 + 16 * g;   /* index bytes 0..3 (group 2g) and 8..11 (2g+1) */
             const __m512i grid = _mm512_set_epi64(
                 (long long)G[ix[11]], (long long)G[ix[10]], (long long)G[ix[9]], (long long)G[ix[8]],
                 (long long)G[ix[3]], (long long)G[ix[2]], (long long)G[ix[1]], (long long)G[ix[0]]);
-            __m512i q = _mm512_loadu_si512(q8 + 64 * g);
-            q = _mm512_mask_sub_epi8(q, sg[g], _mm512_setzero_si512(), q);
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(grid, q), _mm512_permutexvar_epi16(pick, ls));
+            const __m512i sc = _mm512_permutexvar_epi16(pick, ls);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
+                q = _mm512_mask_sub_epi8(q, sg[g], _mm512_setzero_si512(), q);
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
+            }
             pick = _mm512_add_epi16(pick, two);
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * a[i].d), _mm512_cvtepi32_ps(sumi), acc);
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
     }
-    *s = 0.125f * _mm512_reduce_add_ps(acc);
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * _mm512_reduce_add_ps(acc[c]);
 }
+ENTRIES(iq2_xxs)
 
 /* -------------------------------------------------------------------------------------- IQ3_S
  * The grid (512 entries of 4 values in 1..15) is kept in registers as 16-bit entries with one value
  * per nibble (iq3s_grid_nib, 16 zmm): 32 lookups are 8 two-table word permutes (6 index bits each)
  * and a 3-level blend on index bits 6..8, about 3x cheaper than scalar loads. */
-static inline __m512i lut512_epi16(const __m512i T[16], __m512i idx) {
+KI __m512i lut512_epi16(const __m512i T[16], __m512i idx) {
     const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
     const __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
     const __mmask32 b8 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(256));
     __m512i p[8];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) p[k] = _mm512_permutex2var_epi16(T[2 * k], idx, T[2 * k + 1]);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) p[k] = _mm512_mask_blend_epi16(b6, p[2 * k], p[2 * k + 1]);
+    UNROLL4 for (int k = 0; k < 4; k++) p[k] = _mm512_mask_blend_epi16(b6, p[2 * k], p[2 * k + 1]);
     p[0] = _mm512_mask_blend_epi16(b7, p[0], p[1]);
     p[1] = _mm512_mask_blend_epi16(b7, p[2], p[3]);
     return _mm512_mask_blend_epi16(b8, p[0], p[1]);
@@ -109,21 +123,20 @@ static inline __m512i lut512_epi16(const __m512i T[16], __m512i idx) {
 
 /* 16 nibble-packed entries (32 bytes) -> 64 value bytes in order: each byte's low nibble, then its
  * high nibble */
-static inline __m512i nib_expand(__m256i e) {
+KI __m512i nib_expand(__m256i e) {
     const __m512i w = _mm512_cvtepu8_epi16(e);
     return _mm512_ternarylogic_epi32(w, _mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x0f0f), 0xa8); /* (a|b)&c */
 }
 
-void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y) {
+KI void k_iq3_s(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const mr_block_iq3_s *x = w;
-    const mr_block_q8_k *a = y;
     __m512i T[16];
 #pragma GCC unroll 16
     for (int k = 0; k < 16; k++) T[k] = _mm512_loadu_si512(mr_iq3s_grid_nib + 32 * k);
     const __m512i bit8 = _mm512_set1_epi16(0x100);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
     for (int i = 0; i < n / MR_QK_K; i++) {
-        const int8_t *q8 = a[i].qs;
         /* 64 indices: qs byte | bit k of qh (as a 64-bit mask) at bit 8 */
         const __m512i qs = _mm512_loadu_si512(x[i].qs);
         const uint64_t qh = ld64(x[i].qh);
@@ -132,39 +145,44 @@ void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y) {
         ia = _mm512_mask_add_epi16(ia, (__mmask32)qh, ia, bit8);
         ib = _mm512_mask_add_epi16(ib, (__mmask32)(qh >> 32), ib, bit8);
         const __m512i ra = lut512_epi16(T, ia), rb = lut512_epi16(T, ib);
-        __m512i sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
+        __m512i sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
             const __m512i r = g < 2 ? ra : rb;
             const __m512i grid = nib_expand(g & 1 ? _mm512_extracti64x4_epi64(r, 1) : _mm512_castsi512_si256(r));
-            __m512i q = _mm512_loadu_si512(q8 + 64 * g);
-            q = _mm512_mask_sub_epi8(q, ld64(x[i].signs + 8 * g), _mm512_setzero_si512(), q);
-            const __m512i p = _mm512_maddubs_epi16(grid, q);
-            const unsigned sc = x[i].scales[g];
-            sumi = _mm512_dpwssd_epi32(sumi, p, scale2_epi16((int)(2 * (sc & 0xf) + 1), (int)(2 * (sc >> 4) + 1)));
+            const __mmask64 neg = ld64(x[i].signs + 8 * g);
+            const unsigned scb = x[i].scales[g];
+            const __m512i sc = scale2_epi16((int)(2 * (scb & 0xf) + 1), (int)(2 * (scb >> 4) + 1));
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
+                q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
+            }
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * a[i].d), _mm512_cvtepi32_ps(sumi), acc);
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
     }
-    *s = _mm512_reduce_add_ps(acc);
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]);
 }
+ENTRIES(iq3_s)
 
 /* -------------------------------------------------------------------------------------- IQ1_S
  * Grid values g in {-1, 0, 1} are fed as g + 1 (unsigned); the shift and the +1 are folded into
  * one correction per 32 values using the activation sums (bsums):
  *   sum l * (g + delta) q = l * dot(g + 1, q) + l * S * (delta - 1), delta = +-1/8, S = sum q. */
-void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y) {
+KI void k_iq1_s(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const mr_block_iq1_s *x = w;
-    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq1s_grid;
     const long long c1 = 0x0001000100010001ll;
     const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi16(2);
     const __m512i rep4 = _mm512_set_epi64(7 * c1, 6 * c1, 5 * c1, 4 * c1, 3 * c1, 2 * c1, c1, 0); /* word k <- qh[k/4] */
     const __m512i shl = _mm512_set1_epi64(0x0000000200050008ll), shr = _mm512_set1_epi64(0x0001000000000000ll);
     const __m512i pick0 = _mm512_set_epi64(c1, c1, c1, c1, 0, 0, 0, 0);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_corr = _mm256_setzero_ps();
+    __m512 acc[4];
+    __m256 acc_corr[4];
+    UNROLL4 for (int c = 0; c < nc; c++) { acc[c] = _mm512_setzero_ps(); acc_corr[c] = _mm256_setzero_ps(); }
     for (int i = 0; i < n / MR_QK_K; i++) {
-        const int8_t *q8 = a[i].qs;
         /* 32 11-bit indices (group k: qs[k] | bits 3(k%4).. of qh[k/4] at bit 8), through memory
          * to the scalar grid loads */
         const __m128i qh = _mm_loadu_si128((const __m128i *)x[i].qh);
@@ -175,37 +193,43 @@ void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y) {
         /* scales 2 l + 1 of the 8 groups (int16) */
         const __m128i l8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
         const __m512i lz = _mm512_castsi128_si512(l8);
-        __m512i pick = pick0, sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
+        __m512i pick = pick0, sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
             const uint16_t *kk = k + 8 * g;
-            const __m512i grid = _mm512_set_epi64(
+            const __m512i grid = _mm512_add_epi8(_mm512_set_epi64(
                 (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
-                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
-            const __m512i p = _mm512_maddubs_epi16(_mm512_add_epi8(grid, one), _mm512_loadu_si512(q8 + 64 * g));
-            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_permutexvar_epi16(pick, lz));
+                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]), one);
+            const __m512i sc = _mm512_permutexvar_epi16(pick, lz);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                const __m512i p = _mm512_maddubs_epi16(grid, _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g));
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], p, sc);
+            }
             pick = _mm512_add_epi16(pick, two);
         }
         /* l S (8 delta - 8) per group, S = the group's activation sum (two bsums) */
-        const __m256i S = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[i].bsums), _mm256_set1_epi16(1));
         const __m128i f = _mm_mullo_epi16(l8, _mm_blendv_epi8(_mm_set1_epi16(-7), _mm_set1_epi16(-9), _mm_srai_epi16(qh, 15)));
-        const __m256i corr = _mm256_mullo_epi32(S, _mm256_cvtepi16_epi32(f));
-        const float d = h2f(x[i].d) * a[i].d;
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        acc_corr = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(corr), acc_corr);
+        const __m256i f32 = _mm256_cvtepi16_epi32(f);
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++) {
+            const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;
+            const __m256i S = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+            const __m256i corr = _mm256_mullo_epi32(S, f32);
+            const float d = dx * a->d;
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+            acc_corr[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(corr), acc_corr[c]);
+        }
     }
-    const __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(acc_corr), _mm256_extractf128_ps(acc_corr, 1));
-    const __m128 c2 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
-    *s = _mm512_reduce_add_ps(acc) + 0.125f * _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2)));
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]) + 0.125f * hsum8_ps(acc_corr[c]);
 }
+ENTRIES(iq1_s)
 
 /* -------------------------------------------------------------------------------------- IQ1_M
  * Eight times a weight is the integer 8 g + delta8 (delta8 = +-1 per 8 values); fed unsigned as
  * u = 8 (g + 1) + 1 + delta8 = 8 (g + 1) + (delta8 > 0 ? 2 : 0), so
  *   8 sum w q = dot(u, q) - 9 S, S = sum q per 16 values (bsums), the scale group. */
-void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y) {
+KI void k_iq1_m(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const mr_block_iq1_m *x = w;
-    const mr_block_q8_k *a = y;
     const uint64_t *G = mr_iq1s_grid;
     const long long c1 = 0x0001000100010001ll;
     const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2), four = _mm512_set1_epi16(4);
@@ -219,10 +243,10 @@ void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y) {
     const __m256i shr = _mm256_set1_epi64x(0x0009000600030000ll);
     /* int16 lane m of chunk g takes scale 4g + m/8 */
     const __m512i pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 acc_corr = _mm256_setzero_ps();
+    __m512 acc[4];
+    __m256 acc_corr[4];
+    UNROLL4 for (int c = 0; c < nc; c++) { acc[c] = _mm512_setzero_ps(); acc_corr[c] = _mm256_setzero_ps(); }
     for (int i = 0; i < n / MR_QK_K; i++) {
-        const int8_t *q8 = a[i].qs;
         uint16_t sc[4];
         memcpy(sc, x[i].scales, 8);
         const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
@@ -234,9 +258,9 @@ void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y) {
         __m256i ls = _mm256_permutexvar_epi16(rep4, _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)x[i].scales)));
         ls = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi16(ls, shr), _mm256_set1_epi16(7)), 1), _mm256_set1_epi16(1));
         const __m512i lz = _mm512_castsi256_si512(ls);
-        __m512i pick = pick0, sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
+        __m512i pick = pick0, sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
             const uint16_t *kk = k + 8 * g;
             const __m512i grid = _mm512_set_epi64(
                 (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
@@ -245,35 +269,39 @@ void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y) {
             const uint64_t pos = _pdep_u64(_pext_u32(~ld32(x[i].qh + 4 * g), 0x88888888u), 0x0101010101010101ull) * 0xff;
             __m512i u = _mm512_slli_epi16(_mm512_add_epi8(grid, one), 3);   /* bytes stay < 32 */
             u = _mm512_mask_add_epi8(u, pos, u, two);
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(u, _mm512_loadu_si512(q8 + 64 * g)),
-                                       _mm512_permutexvar_epi16(pick, lz));
+            const __m512i scv = _mm512_permutexvar_epi16(pick, lz);
+            UNROLL4 for (int c = 0; c < nc; c++)
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(u, _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g)), scv);
             pick = _mm512_add_epi16(pick, four);
         }
-        /* the -9 S term: sum over the 16 scale groups of (2 l + 1) * bsum */
-        const __m256i corr = _mm256_madd_epi16(ls, _mm256_loadu_si256((const __m256i *)a[i].bsums));
-        const float d = h2f(d16) * a[i].d;
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        acc_corr = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(corr), acc_corr);
+        const float dx = h2f(d16);
+        UNROLL4 for (int c = 0; c < nc; c++) {
+            const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;
+            /* the -9 S term: sum over the 16 scale groups of (2 l + 1) * bsum */
+            const __m256i corr = _mm256_madd_epi16(ls, _mm256_loadu_si256((const __m256i *)a->bsums));
+            const float d = dx * a->d;
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+            acc_corr[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(corr), acc_corr[c]);
+        }
     }
-    const __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(acc_corr), _mm256_extractf128_ps(acc_corr, 1));
-    const __m128 c2 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
-    *s = 0.125f * (_mm512_reduce_add_ps(acc) - 9.0f * _mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2))));
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * (_mm512_reduce_add_ps(acc[c]) - 9.0f * hsum8_ps(acc_corr[c]));
 }
+ENTRIES(iq1_m)
 
 /* ----------------------------------------------------------------------- IQ4_NL / IQ4_XS / MXFP4
- * 4-bit codes: |level| by an in-lane byte shuffle, the sign as a mask on the activations. A 32-value
- * group's 16 code bytes go to two 128-bit lanes: low nibbles (values 0..15), high nibbles (16..31). */
+ * 4-bit codes: |level| by an in-lane byte shuffle, the sign as a mask on the activations. */
 
 /* |kvalues_iq4nl| and |kvalues_mxfp4| in each 128-bit lane */
-static inline __m512i lut_iq4nl_abs(void) {
+KI __m512i lut_iq4nl_abs(void) {
     return _mm512_broadcast_i32x4(_mm_setr_epi8(127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113));
 }
-static inline __m512i lut_mxfp4_abs(void) {
+KI __m512i lut_mxfp4_abs(void) {
     return _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12));
 }
 
-/* codes of two 32-value groups (16 bytes each at pa, pb) -> 64 nibbles in value order */
-static inline __m512i nibbles2(const uint8_t *pa, const uint8_t *pb) {
+/* codes of two 32-value groups (16 bytes each at pa, pb) -> 64 nibbles in value order: group a's
+ * low nibbles (values 0..15), its high nibbles (16..31), then group b's */
+KI __m512i nibbles2(const uint8_t *pa, const uint8_t *pb) {
     const __m512i z = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)pa)),
                                                   0xff00, _mm_loadu_si128((const __m128i *)pb));
     const __m512i shift = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll, 0, 0,
@@ -281,93 +309,47 @@ static inline __m512i nibbles2(const uint8_t *pa, const uint8_t *pb) {
     return _mm512_and_si512(_mm512_srlv_epi16(z, shift), _mm512_set1_epi8(0x0f));
 }
 
-/* 4 blocks of 32 4-bit codes (16 bytes at c[k]) against 4 Q8_0 blocks: int32 lane group L (4 lanes)
- * sums block L. Low nibbles (values 0..15) and high nibbles (16..31) of all four blocks go to two
- * vectors, the activations are regrouped to match. sign_bit3: the sign is code bit 3 (E2M1), else
- * codes 0..7 are the negative levels (IQ4_NL). */
-static inline __m512i dot4_codes(const uint8_t *c0, const uint8_t *c1, const uint8_t *c2, const uint8_t *c3,
-                                 const mr_block_q8_0 *a, __m512i lut, int sign_bit3) {
-    const __m512i m0f = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
+/* Weights of 4 blocks of 32 4-bit codes (16 bytes at c0..c3): lane group L (128 bits) = block L,
+ * with the low nibbles (values 0..15) in one vector and the high nibbles (16..31) in another so
+ * both dot products land in lane group L and share its scale. sign_bit3: the sign is code bit 3
+ * (E2M1), else codes 0..7 are the negative levels (IQ4_NL). */
+typedef struct { __m512i mlo, mhi; __mmask64 nlo, nhi; } codes4;
+KI codes4 codes4_load(const uint8_t *c0, const uint8_t *c1, const uint8_t *c2, const uint8_t *c3, __m512i lut, int sign_bit3) {
+    const __m512i m0f = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
     __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)c0));
     z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)c1), 1);
     z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)c2), 2);
     z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)c3), 3);
     const __m512i lo = _mm512_and_si512(z, m0f), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m0f);
+    codes4 r;
+    r.nlo = sign_bit3 ? _mm512_test_epi8_mask(lo, eight) : _mm512_cmplt_epu8_mask(lo, eight);
+    r.nhi = sign_bit3 ? _mm512_test_epi8_mask(hi, eight) : _mm512_cmplt_epu8_mask(hi, eight);
+    r.mlo = _mm512_shuffle_epi8(lut, lo);
+    r.mhi = _mm512_shuffle_epi8(lut, hi);
+    return r;
+}
+
+/* int32 lane group L: dot of block L of w with Q8_0 block a[L] */
+KI __m512i codes4_dot(codes4 w, const mr_block_q8_0 *a) {
+    const __m512i zero = _mm512_setzero_si512();
     const __m512i qab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[0].qs)),
                                            _mm256_loadu_si256((const __m256i *)a[1].qs), 1);
     const __m512i qcd = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[2].qs)),
                                            _mm256_loadu_si256((const __m256i *)a[3].qs), 1);
     __m512i qlo = _mm512_shuffle_i64x2(qab, qcd, _MM_SHUFFLE(2, 0, 2, 0));
     __m512i qhi = _mm512_shuffle_i64x2(qab, qcd, _MM_SHUFFLE(3, 1, 3, 1));
-    const __mmask64 nlo = sign_bit3 ? _mm512_test_epi8_mask(lo, eight) : _mm512_cmplt_epu8_mask(lo, eight);
-    const __mmask64 nhi = sign_bit3 ? _mm512_test_epi8_mask(hi, eight) : _mm512_cmplt_epu8_mask(hi, eight);
-    qlo = _mm512_mask_sub_epi8(qlo, nlo, zero, qlo);
-    qhi = _mm512_mask_sub_epi8(qhi, nhi, zero, qhi);
-    const __m512i dot = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), qlo);
-    return _mm512_dpbusd_epi32(dot, _mm512_shuffle_epi8(lut, hi), qhi);
+    qlo = _mm512_mask_sub_epi8(qlo, w.nlo, zero, qlo);
+    qhi = _mm512_mask_sub_epi8(qhi, w.nhi, zero, qhi);
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w.mlo, qlo), w.mhi, qhi);
 }
 
 /* the 4 per-block scales d[0..3] spread to the 4 lane groups */
-static inline __m512 spread4_ps(__m128 d) {
+KI __m512 spread4_ps(__m128 d) {
     return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(d));
 }
 
-void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y) {
-    const mr_block_iq4_nl *x = w;
-    const mr_block_q8_0 *a = y;
-    const __m512i lut = lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
-    const int nb = n / MR_QK4_NL;
-    int i = 0;
-    for (; i + 3 < nb; i += 4) {
-        const __m512i dot = dot4_codes(x[i].qs, x[i + 1].qs, x[i + 2].qs, x[i + 3].qs, a + i, lut, 0);
-        const __m256 h = _mm256_cvtph_ps(_mm_setr_epi16((short)x[i].d, (short)x[i + 1].d, (short)x[i + 2].d, (short)x[i + 3].d,
-                                                        (short)a[i].d, (short)a[i + 1].d, (short)a[i + 2].d, (short)a[i + 3].d));
-        const __m128 d = _mm_mul_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        acc = _mm512_fmadd_ps(spread4_ps(d), _mm512_cvtepi32_ps(dot), acc);
-    }
-    for (; i + 1 < nb; i += 2) {
-        const __m512i c = nibbles2(x[i].qs, x[i + 1].qs);
-        const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), _mm256_loadu_si256((const __m256i *)a[i + 1].qs), 1);
-        q = _mm512_mask_sub_epi8(q, _mm512_cmplt_epu8_mask(c, eight), _mm512_setzero_si512(), q);
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(lut, c), q);
-        const float da = h2f(x[i].d) * h2f(a[i].d), db = h2f(x[i + 1].d) * h2f(a[i + 1].d);
-        const __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(da), _mm512_set1_ps(db));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot), acc);
-    }
-    float tail = 0.f;
-    for (; i < nb; i++) {
-        int s1 = 0;
-        for (int j = 0; j < 16; j++)
-            s1 += a[i].qs[j] * mr_kvalues_iq4nl[x[i].qs[j] & 0xf] + a[i].qs[j + 16] * mr_kvalues_iq4nl[x[i].qs[j] >> 4];
-        tail += h2f(x[i].d) * h2f(a[i].d) * (float)s1;
-    }
-    *s = _mm512_reduce_add_ps(acc) + tail;
-}
-
-void mr_vec_dot_iq4_xs_avx512(int n, float *s, const void *w, const void *y) {
-    const mr_block_iq4_xs *x = w;
-    const mr_block_q8_k *a = y;
-    const __m512i lut = lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        const int8_t *q8 = a[i].qs;
-        const unsigned sh = x[i].scales_h;
-        __m512i sumi = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g++) {
-            const __m512i c = nibbles2(x[i].qs + 32 * g, x[i].qs + 32 * g + 16);
-            __m512i q = _mm512_loadu_si512(q8 + 64 * g);
-            q = _mm512_mask_sub_epi8(q, _mm512_cmplt_epu8_mask(c, eight), _mm512_setzero_si512(), q);
-            const __m512i p = _mm512_maddubs_epi16(_mm512_shuffle_epi8(lut, c), q);
-            const unsigned sl = x[i].scales_l[g];
-            const int la = (int)((sl & 0xf) | ((sh >> (4 * g)) & 3) << 4) - 32;
-            const int lb = (int)((sl >> 4) | ((sh >> (4 * g + 2)) & 3) << 4) - 32;
-            sumi = _mm512_dpwssd_epi32(sumi, p, scale2_epi16(la, lb));
-        }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * a[i].d), _mm512_cvtepi32_ps(sumi), acc);
-    }
-    *s = _mm512_reduce_add_ps(acc);
+KI __m128 fp16x4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+    return _mm_cvtph_ps(_mm_setr_epi16((short)a, (short)b, (short)c, (short)d, 0, 0, 0, 0));
 }
 
 /* E8M0 exponent e -> 2^(e - 128), half the block scale (the code table is doubled) */
@@ -378,35 +360,97 @@ static inline float e8m0_half(uint8_t e) {
     return f;
 }
 
-void mr_vec_dot_mxfp4_avx512(int n, float *s, const void *w, const void *y) {
-    const mr_block_mxfp4 *x = w;
-    const mr_block_q8_0 *a = y;
-    const __m512i lut = lut_mxfp4_abs(), eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
-    const int nb = n / MR_QK_MXFP4;
+/* IQ4_NL and MXFP4 share one kernel; they differ in the level table, the sign rule and the weight
+ * scale (fp16 vs E8M0 halved). Blocks go 4, then 2, then 1 at a time. */
+KI float fp4_wscale(const void *blk, int mx) {
+    return mx ? e8m0_half(((const mr_block_mxfp4 *)blk)->e) : h2f(((const mr_block_iq4_nl *)blk)->d);
+}
+KI const uint8_t *fp4_codes(const void *w, int i, int mx) {
+    return mx ? ((const mr_block_mxfp4 *)w)[i].qs : ((const mr_block_iq4_nl *)w)[i].qs;
+}
+KI const void *fp4_blk(const void *w, int i, int mx) {
+    return mx ? (const void *)&((const mr_block_mxfp4 *)w)[i] : (const void *)&((const mr_block_iq4_nl *)w)[i];
+}
+
+KI void k_fp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc, const int mx) {
+    const __m512i lut = mx ? lut_mxfp4_abs() : lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
+    const int8_t *kv = mx ? mr_kvalues_mxfp4 : mr_kvalues_iq4nl;
+    __m512 acc[4];
+    float tail[4];
+    UNROLL4 for (int c = 0; c < nc; c++) { acc[c] = _mm512_setzero_ps(); tail[c] = 0.f; }
+    const int nb = n / 32;
     int i = 0;
     for (; i + 3 < nb; i += 4) {
-        const __m512i dot = dot4_codes(x[i].qs, x[i + 1].qs, x[i + 2].qs, x[i + 3].qs, a + i, lut, 1);
-        const __m128 ex = _mm_setr_ps(e8m0_half(x[i].e), e8m0_half(x[i + 1].e), e8m0_half(x[i + 2].e), e8m0_half(x[i + 3].e));
-        const __m128 ey = _mm_cvtph_ps(_mm_setr_epi16((short)a[i].d, (short)a[i + 1].d, (short)a[i + 2].d, (short)a[i + 3].d, 0, 0, 0, 0));
-        acc = _mm512_fmadd_ps(spread4_ps(_mm_mul_ps(ex, ey)), _mm512_cvtepi32_ps(dot), acc);
+        const codes4 cw = codes4_load(fp4_codes(w, i, mx), fp4_codes(w, i + 1, mx), fp4_codes(w, i + 2, mx),
+                                      fp4_codes(w, i + 3, mx), lut, mx);
+        const __m128 dx = _mm_setr_ps(fp4_wscale(fp4_blk(w, i, mx), mx), fp4_wscale(fp4_blk(w, i + 1, mx), mx),
+                                      fp4_wscale(fp4_blk(w, i + 2, mx), mx), fp4_wscale(fp4_blk(w, i + 3, mx), mx));
+        UNROLL4 for (int c = 0; c < nc; c++) {
+            const mr_block_q8_0 *a = ACT(mr_block_q8_0, vy, by, c) + i;
+            const __m512i dot = codes4_dot(cw, a);
+            const __m128 d = _mm_mul_ps(dx, fp16x4(a[0].d, a[1].d, a[2].d, a[3].d));
+            acc[c] = _mm512_fmadd_ps(spread4_ps(d), _mm512_cvtepi32_ps(dot), acc[c]);
+        }
     }
     for (; i + 1 < nb; i += 2) {
-        const __m512i c = nibbles2(x[i].qs, x[i + 1].qs);
-        const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), _mm256_loadu_si256((const __m256i *)a[i + 1].qs), 1);
-        q = _mm512_mask_sub_epi8(q, _mm512_test_epi8_mask(c, eight), _mm512_setzero_si512(), q);
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(lut, c), q);
-        const float da = e8m0_half(x[i].e) * h2f(a[i].d), db = e8m0_half(x[i + 1].e) * h2f(a[i + 1].d);
-        const __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(da), _mm512_set1_ps(db));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot), acc);
+        const __m512i cw = nibbles2(fp4_codes(w, i, mx), fp4_codes(w, i + 1, mx));
+        const __mmask64 neg = mx ? _mm512_test_epi8_mask(cw, eight) : _mm512_cmplt_epu8_mask(cw, eight);
+        const __m512i mag = _mm512_shuffle_epi8(lut, cw);
+        const float xa = fp4_wscale(fp4_blk(w, i, mx), mx), xb = fp4_wscale(fp4_blk(w, i + 1, mx), mx);
+        UNROLL4 for (int c = 0; c < nc; c++) {
+            const mr_block_q8_0 *a = ACT(mr_block_q8_0, vy, by, c) + i;
+            __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[0].qs)),
+                                           _mm256_loadu_si256((const __m256i *)a[1].qs), 1);
+            q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
+            const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), mag, q);
+            const __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(xa * h2f(a[0].d)), _mm512_set1_ps(xb * h2f(a[1].d)));
+            acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot), acc[c]);
+        }
     }
-    float tail = 0.f;
     for (; i < nb; i++) {
-        int s1 = 0;
-        for (int j = 0; j < 16; j++)
-            s1 += a[i].qs[j] * mr_kvalues_mxfp4[x[i].qs[j] & 0xf] + a[i].qs[j + 16] * mr_kvalues_mxfp4[x[i].qs[j] >> 4];
-        tail += h2f(a[i].d) * e8m0_half(x[i].e) * (float)s1;
+        const uint8_t *qs = fp4_codes(w, i, mx);
+        const float xd = fp4_wscale(fp4_blk(w, i, mx), mx);
+        UNROLL4 for (int c = 0; c < nc; c++) {
+            const mr_block_q8_0 *a = ACT(mr_block_q8_0, vy, by, c) + i;
+            int s1 = 0;
+            for (int j = 0; j < 16; j++) s1 += a->qs[j] * kv[qs[j] & 0xf] + a->qs[j + 16] * kv[qs[j] >> 4];
+            tail[c] += xd * h2f(a->d) * (float)s1;
+        }
     }
-    *s = _mm512_reduce_add_ps(acc) + tail;
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]) + tail[c];
 }
+KI void k_iq4_nl(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { k_fp4(n, s, w, vy, by, nc, 0); }
+KI void k_mxfp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { k_fp4(n, s, w, vy, by, nc, 1); }
+ENTRIES(iq4_nl)
+ENTRIES(mxfp4)
+
+KI void k_iq4_xs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const mr_block_iq4_xs *x = w;
+    const __m512i lut = lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
+    __m512 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const unsigned sh = x[i].scales_h;
+        __m512i sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
+            const __m512i cw = nibbles2(x[i].qs + 32 * g, x[i].qs + 32 * g + 16);
+            const __mmask64 neg = _mm512_cmplt_epu8_mask(cw, eight);
+            const __m512i mag = _mm512_shuffle_epi8(lut, cw);
+            const unsigned sl = x[i].scales_l[g];
+            const int la = (int)((sl & 0xf) | ((sh >> (4 * g)) & 3) << 4) - 32;
+            const int lb = (int)((sl >> 4) | ((sh >> (4 * g + 2)) & 3) << 4) - 32;
+            const __m512i sc = scale2_epi16(la, lb);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
+                q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(mag, q), sc);
+            }
+        }
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]);
+}
+ENTRIES(iq4_xs)

@@ -3,6 +3,7 @@
  * the per-ISA tables of quant_avx2.c / quant_avx512.c. */
 #ifndef MR_QUANT_IQ_SIMD_H
 #define MR_QUANT_IQ_SIMD_H
+#include <stddef.h>
 
 /* quant_iq_avx2.c */
 void mr_vec_dot_iq2_xxs_avx2(int n, float *s, const void *w, const void *y);
@@ -21,4 +22,12 @@ void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq4_xs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_mxfp4_avx512(int n, float *s, const void *w, const void *y);
+/* 4-column kernels (mr_vec_dot_x4_fn, quant_simd.h): bit-identical to 4 calls of the above */
+void mr_vec_dot_x4_iq2_xxs_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq3_s_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq1_s_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq1_m_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq4_nl_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq4_xs_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_mxfp4_avx512(int n, float *s, const void *w, const void *y, size_t by);
 #endif
