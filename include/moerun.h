@@ -128,6 +128,47 @@ double mr_logits_kl(const float *ref, const float *eng, int n_vocab);   /* one r
  * "indexer"). Returns 1 if the comparison passes, 0 if not (why[] gets the reason), -1 for an unknown class. */
 int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, size_t why_len);
 
+/* ---- MoE approximations (docs/APPROX.md) ----
+ * Optional, off by default (then results are exact). Set on a loaded model at any time; they take
+ * effect at the next eval (mr_session_eval) of any of its sessions.
+ * Top-k tail pruning: per token, of the top-k routed experts sorted by weight w, keep the smallest
+ * prefix whose weights add up to >= prune_p of their sum, and only experts with w >= prune_tau * w_max
+ * (at least prune_min, at least 1); the kept weights are rescaled (prune_rescale) so the L2 norm (or
+ * the sum) of all k weights is preserved. Dropped experts are not read (pager) nor computed.
+ * Gate-first SwiGLU row skipping: per token and expert, g = W_gate x first; rows with
+ * |silu(g_i)| < max(skip_rel * max_i |silu(g_i)|, skip_abs) skip up_i = W_up[i] x (h_i = 0), and the
+ * down projection skips the weight blocks whose h-values are all skipped. */
+enum { MR_APPROX_RESCALE_L2 = 0, MR_APPROX_RESCALE_L1 = 1, MR_APPROX_RESCALE_NONE = 2 };
+typedef struct {
+    float prune_p;       /* cumulative-weight threshold in (0, 1); 0 or >= 1: off */
+    float prune_tau;     /* relative weight threshold in (0, 1]; 0: off */
+    int prune_min;       /* keep at least this many experts (values < 1 mean 1) */
+    int prune_rescale;   /* MR_APPROX_RESCALE_* (default L2) */
+    float skip_rel;      /* row skipping relative to the largest |silu(g_i)| of the row; 0: off */
+    float skip_abs;      /* row skipping below this absolute |silu(g_i)|; 0: off */
+} mr_approx_params;
+void mr_approx_params_default(mr_approx_params *p);      /* everything off: exact */
+int mr_approx_params_enabled(const mr_approx_params *p); /* 1 if the setting changes anything */
+/* Update p from a spec like "prune=0.9 tau=0.1 min=1 rescale=l2|l1|none skip=0.05 skip_abs=0.01"
+ * (keys separated by spaces or commas; "off" resets everything; "exact" is the same). Only the keys
+ * given change. -1 (error set, p unchanged) on an unknown key or a value out of range. */
+int mr_approx_parse(const char *spec, mr_approx_params *p);
+/* "prune=0.9 tau=0 min=1 rescale=l2 skip=0.05 skip_abs=0" or "off"; returns snprintf's length. */
+int mr_approx_format(const mr_approx_params *p, char *buf, size_t len);
+/* p NULL = off. Returns -1 on invalid parameters (nothing changes). */
+int mr_model_set_approx(mr_model *m, const mr_approx_params *p);
+void mr_model_get_approx(const mr_model *m, mr_approx_params *p);  /* the setting last requested */
+/* Counters of the evals run with approximations on (cumulative until reset). */
+typedef struct {
+    uint64_t token_layers;              /* (token, MoE layer) pairs */
+    uint64_t experts_routed;            /* top-k selections (token_layers * k) */
+    uint64_t experts_kept;              /* of those, computed after pruning */
+    uint64_t rows_total, rows_skipped;  /* SwiGLU rows of the computed (token, expert) pairs; skipped */
+    uint64_t blocks_total, blocks_skipped; /* down-projection weight blocks per (token, expert) column; skipped */
+} mr_approx_stats;
+void mr_model_approx_stats(const mr_model *m, mr_approx_stats *s);
+void mr_model_approx_stats_reset(mr_model *m);
+
 /* Tokenizer: SPM ("llama") and byte-level BPE ("gpt2", with the pre-tokenizer named by
  * tokenizer.ggml.pre), loaded from any GGUF that has tokenizer.ggml.* metadata. Ids match the
  * reference llama.cpp. A tokenizer is immutable after loading and may be shared between threads. */

@@ -18,7 +18,7 @@ static double now_sec(void) {
 static void bench_usage(FILE *f) {
     fprintf(f,
             "usage: moerun bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--depth D] [--ram-budget SIZE]\n"
-            "                    [-o md|csv|json] [--no-warmup] [--profile]\n\n"
+            "                    [-o md|csv|json] [--no-warmup] [--profile] [--moe-prune P] [--moe-skip T] ...\n\n"
             "Measures prompt processing (pp: N tokens in one batch) and text generation (tg: N tokens one\n"
             "at a time) in tokens/second, mean +- stddev over repetitions. Token ids are pseudo-random.\n"
             "  -p N             prompt length for the pp test (default 512; 0 skips it)\n"
@@ -29,7 +29,8 @@ static void bench_usage(FILE *f) {
             "  --ram-budget S   RAM for routed experts, e.g. 8G, 512M, auto (default: no paging); pager summary at exit\n"
             "  -o FMT           output format: md (default), csv, json\n"
             "  --no-warmup      skip the untimed warm-up run of each test\n"
-            "  --profile        print the per-operator time table after the runs\n");
+            "  --profile        print the per-operator time table after the runs\n"
+            MR_CLI_APPROX_HELP);
 }
 
 typedef struct { const char *name; int n; double mean, sd; } bench_row;
@@ -70,9 +71,14 @@ static int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *fmt = "md";
     int pp = 512, tg = 128, reps = 3, threads = 0, depth = 0, profile = 0, warmup = 1;
     const char *budget = NULL;
+    mr_approx_params ap;
+    mr_approx_params_default(&ap);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
+        int af = mr_cli_approx_flag(argc, argv, &i, &ap);
+        if (af < 0) return 1;
+        if (af) continue;
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
         if (!strcmp(a, "--no-warmup")) { warmup = 0; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun bench --help)\n", a); return 1; }
@@ -105,6 +111,7 @@ static int cmd_bench(int argc, char **argv) {
     double t0 = now_sec();
     mr_model *m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
+    if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
     fprintf(stderr, "loaded %s in %.2f s\n", model, now_sec() - t0);
     mr_session *s = mr_session_new(m, n_ctx);
     if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
@@ -158,6 +165,7 @@ static int cmd_bench(int argc, char **argv) {
         }
         if (profile) mr_profile_report(stdout);
         if (budget) mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
+        if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
     }
     mr_session_free(s);
     mr_model_free(m);

@@ -13,7 +13,8 @@
 static void ppl_usage(FILE *f) {
     fprintf(f,
             "usage: moerun perplexity -m MODEL (-f TEXT | --tokens-file IDS) [-c N] [--chunks N] [-t N]\n"
-            "                         [--save-logits FILE] [--kl-base FILE] [--bos ID] [--kv-f32]\n\n"
+            "                         [--save-logits FILE] [--kl-base FILE] [--bos ID] [--kv-f32]\n"
+            "                         [--moe-prune P] [--moe-tau T] [--moe-skip T] [--moe-approx SPEC]\n\n"
             "Perplexity like llama-perplexity: the text is tokenized (with BOS if the vocabulary adds one) and\n"
             "cut into chunks of N tokens; each chunk is evaluated from an empty context with its first token\n"
             "replaced by BOS, and the second half of each chunk is scored. Progress goes to stderr, the\n"
@@ -28,7 +29,8 @@ static void ppl_usage(FILE *f) {
             "  --save-logits F   save the scored rows' logits (a baseline for --kl-base)\n"
             "  --kl-base F       compare with a baseline saved by --save-logits (same text and -c): KL\n"
             "                    divergence KL(base || this), top-1 agreement, baseline PPL\n"
-            "  --kv-f32          F32 KV cache (default F16 like the reference)\n");
+            "  --kv-f32          F32 KV cache (default F16 like the reference)\n"
+            MR_CLI_APPROX_HELP);
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -103,9 +105,14 @@ static int cmd_perplexity(int argc, char **argv) {
     long bos = -1;
     mr_model_params mp;
     mr_model_params_default(&mp);
+    mr_approx_params ap;
+    mr_approx_params_default(&ap);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { ppl_usage(stdout); return 0; }
+        int af = mr_cli_approx_flag(argc, argv, &i, &ap);
+        if (af < 0) return 1;
+        if (af) continue;
         if (!strcmp(a, "--kv-f32")) { mp.kv_f32 = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun perplexity --help)\n", a); return 1; }
         const char *v = argv[++i];
@@ -145,6 +152,7 @@ static int cmd_perplexity(int argc, char **argv) {
     mp.n_ctx = n_ctx;
     double t0 = now_sec();
     if (!(m = mr_model_load(model, &mp))) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     if (text_path) {
         /* like llama-perplexity: tokenize with the model's special tokens (BOS if it adds one), no
          * parsing of special-token text; BOS then also replaces the first token of every chunk */
@@ -183,6 +191,7 @@ static int cmd_perplexity(int argc, char **argv) {
         printf("KL-divergence     : mean %.6g, median %.6g, p99 %.6g, max %.6g\n", r.kl_mean, r.kl_median, r.kl_p99, r.kl_max);
         printf("Same top-1 token  : %.3f%%\n", 100.0 * r.top1_frac);
     }
+    if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stdout);
     if (save) fprintf(stderr, "perplexity: saved the scored logits to %s\n", save);
     rc = 0;
 done:

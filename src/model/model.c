@@ -1,5 +1,6 @@
 /* Model loading, architecture table, sessions, loader helpers (see model.h). */
 #include "model/model.h"
+#include "model/moe_approx.h"
 #include "quant/matmul.h"
 #include "base/prof.h"
 
@@ -79,6 +80,7 @@ void mr_model_free(mr_model *m) {
     if (m->arch && m->arch->free && m->priv) m->arch->free(m);
     mr_tokenizer_free(m->tok);
     mr_pager_free(m->pager);
+    mr_moe_approx_free(m->approx);
     free(m->exp_layers);
     mr_pool_free(m->pool);
     mr_gguf_close(m->gguf);
@@ -152,6 +154,7 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
         }
     const int phase = n > 1 ? 0 : 1; /* profiler: batch = prefill, one token = decode */
     mr_prof_set_phase(phase);
+    mr_moe_approx_begin_eval(s->m); /* approximation settings change only between evals */
     if (s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits)) return -1;
     mr_prof_tokens(phase, n); /* the caller (bench) records the wall time of its evals */
     s->n_past += n;

@@ -55,6 +55,7 @@ struct mr_model {
     /* filled by arch->load */
     int n_vocab, n_embd, n_layer, n_ctx_train;
     void *priv;                 /* arch-private */
+    struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); NULL until mr_model_set_approx */
     int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
     /* floats converted from F16/BF16 1-D tensors by mr_model_f32 (freed with the model) */
     void **owned; int n_owned, cap_owned;

@@ -1,5 +1,6 @@
 /* Routed mixture of experts: routing and grouped expert products (see moe.h). */
 #include "model/moe.h"
+#include "model/moe_approx.h"
 #include "model/ops.h"
 #include "quant/matmul.h"
 
@@ -58,6 +59,7 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
 
 int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
                    const int32_t *sel, const float *w, float *out) {
+    if (mr_moe_approx_on(m)) return mr_moe_experts_approx(m, layer, c, x, n, sel, w, out); /* moe_approx.h */
     const int E = c->n_expert, K = c->n_used;
     if (!m->pager || !m->exp_layers || layer < 0 || layer >= m->n_layer) {
         mr_set_error("moe: layer %d has no routed experts (pager not initialised)", layer);

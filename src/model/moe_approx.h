@@ -1,0 +1,57 @@
+/* Optional MoE approximations (docs/APPROX.md), off by default. They are set with
+ * mr_model_set_approx() (moerun.h) and take effect at the next eval: mr_session_eval copies the
+ * requested parameters into the ones the eval uses (mr_moe_approx_begin_eval), so one forward pass
+ * never mixes two settings. While they are off, mr_moe_experts runs its exact path untouched.
+ *
+ * 1. Top-k tail pruning. Per token, of the k routed experts (weights w, sorted by weight):
+ *      m_p   = smallest m with sum_{j<m} w_j >= prune_p * sum_j w_j   (prune_p in (0, 1), else k)
+ *      m_tau = number of experts with w_j >= prune_tau * w_max          (prune_tau > 0, else k)
+ *      keep the top max(prune_min, min(m_p, m_tau)) experts (at least 1);
+ *    if some were dropped, the kept weights are rescaled so that their L2 norm equals the L2 norm of
+ *    all k weights (MR_APPROX_RESCALE_L2: the expected output magnitude is preserved), or their
+ *    sum equals the sum of all k (L1), or left unchanged (NONE). Dropped experts are neither paged
+ *    in nor computed. The output is the sum of the kept experts' outputs in slot order.
+ *
+ * 2. Gate-first SwiGLU row skipping. Per (token, expert): g = W_gate x first (clamped like the exact
+ *    path); a row i with |silu(g_i)| < max(skip_rel * max_i |silu(g_i)|, skip_abs) is inactive:
+ *    up_i = W_up[i] x is not computed and h_i = silu(g_i) up_i is taken as 0. The down projection
+ *    y = W_down h then skips every weight block (the down type's block along the n_ff axis) whose
+ *    h-values are all inactive: each output row is the sum of vec_dots over the runs of contiguous
+ *    active blocks. With no block skipped this is exactly the dense product (one run), so a setting
+ *    that skips nothing gives the exact logits bit for bit.
+ */
+#ifndef MR_MOE_APPROX_H
+#define MR_MOE_APPROX_H
+#include "model/moe.h"
+
+#include <pthread.h>
+
+struct mr_moe_approx {
+    pthread_mutex_t mu;         /* guards pending and stats */
+    mr_approx_params pending;   /* last mr_model_set_approx */
+    mr_approx_params cur;       /* what the eval in progress uses */
+    int on;                     /* cur prunes or skips */
+    mr_approx_stats stats;
+};
+
+/* Called by mr_session_eval before every eval: cur = pending. m->approx may be NULL (nothing to do). */
+void mr_moe_approx_begin_eval(mr_model *m);
+void mr_moe_approx_free(struct mr_moe_approx *a);
+static inline int mr_moe_approx_on(const mr_model *m) { return m->approx && m->approx->on; }
+
+/* Pruning of one token's k weights w[k] (in slot order). keep[j] = 1 for the kept slots, w_out[j]
+ * their (rescaled) weights, 0 for the dropped ones. Returns the number kept (>= 1). */
+int mr_approx_prune(const mr_approx_params *p, int k, const float *w, int *keep, float *w_out);
+
+/* The approximate version of mr_moe_experts (same contract); called by mr_moe_experts when
+ * mr_moe_approx_on(m). */
+int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
+                          const int32_t *sel, const float *w, float *out);
+
+/* Block-sparse product used for the down projection: Y[j][r] = dot(W[r], H[j]) restricted to the
+ * weight blocks b (wtype's block size along cols) with active[j * nb + b] != 0, nb = cols / block.
+ * Each output is the sum, in block order, of one vec_dot per run of contiguous active blocks, so with
+ * every block active it equals mr_matmul bit for bit. Returns -1 (error set) on a bad type/shape. */
+int mr_approx_sparse_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
+                            const float *H, int64_t ncols, const uint8_t *active, float *Y);
+#endif
