@@ -44,6 +44,10 @@ typedef mr_block_q6_k kb_q6_k;
 /* ---- helpers ---- */
 
 KX_INLINE float kx_h2f(uint16_t h) { return _cvtsh_ss(h); }
+/* fp16 at p broadcast to 8 floats (a broadcast load and one conversion) */
+KX_INLINE __m256 kx_h2f8(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)*p));
+}
 
 KX_INLINE float kx_hsum(__m256 v) {
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -164,28 +168,28 @@ static const uint8_t kx_bcast_shuf[8][32] = {
 /* ---- 32-value blocks with a signed weight vector (Q8_0, Q4_0, Q5_0) x Q8_0 ----
  * Per block and column: 8 int32 partial sums, converted and scaled by dw*dy into one of two float
  * accumulators (even / odd blocks). */
-KX_INLINE void kx_blk_signed(__m256i q, float dw, const kb_q8_0 *const *y, int ib, __m256 *acc, int nc) {
+KX_INLINE void kx_blk_signed(__m256i q, __m256 dw, const kb_q8_0 *const *y, int ib, __m256 *acc, int nc) {
     const __m256i aq = _mm256_abs_epi8(q);
     KX_UNROLL for (int c = 0; c < nc; c++) {
         const __m256i sy = _mm256_sign_epi8(kx_load(y[c][ib].qs), q);
         const __m256i p = kx_dot(_mm256_setzero_si256(), aq, sy);
-        const __m256 d = _mm256_set1_ps(dw * kx_h2f(y[c][ib].d));
+        const __m256 d = _mm256_mul_ps(dw, kx_h2f8(&y[c][ib].d));
         acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
     }
 }
 
 KX_INLINE __m256i kx_w_q8_0(const void *w, int ib) { return kx_load(((const kb_q8_0 *)w)[ib].qs); }
-KX_INLINE float kx_d_q8_0(const void *w, int ib) { return kx_h2f(((const kb_q8_0 *)w)[ib].d); }
+KX_INLINE __m256 kx_d_q8_0(const void *w, int ib) { return kx_h2f8(&((const kb_q8_0 *)w)[ib].d); }
 KX_INLINE __m256i kx_w_q4_0(const void *w, int ib) {
     return _mm256_sub_epi8(kx_nib32(((const kb_q4_0 *)w)[ib].qs), _mm256_set1_epi8(8));
 }
-KX_INLINE float kx_d_q4_0(const void *w, int ib) { return kx_h2f(((const kb_q4_0 *)w)[ib].d); }
+KX_INLINE __m256 kx_d_q4_0(const void *w, int ib) { return kx_h2f8(&((const kb_q4_0 *)w)[ib].d); }
 KX_INLINE __m256i kx_w_q5_0(const void *w, int ib) {
     const kb_q5_0 *b = (const kb_q5_0 *)w + ib;
     /* value = (nibble | high bit << 4) - 16: where the high bit is clear, nibble | 0xf0 is nibble-16 */
     return _mm256_or_si256(kx_nib32(b->qs), _mm256_andnot_si256(kx_bits32(b->qh), _mm256_set1_epi8((char)0xf0)));
 }
-KX_INLINE float kx_d_q5_0(const void *w, int ib) { return kx_h2f(((const kb_q5_0 *)w)[ib].d); }
+KX_INLINE __m256 kx_d_q5_0(const void *w, int ib) { return kx_h2f8(&((const kb_q5_0 *)w)[ib].d); }
 
 #define KX_SIGNED32(T)                                                                             \
     KX_INLINE void kx_##T(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { \
@@ -210,23 +214,23 @@ KX_SIGNED32(q5_0)
 
 /* ---- 32-value blocks with unsigned weights and a min (Q4_1, Q5_1) x Q8_1 ----
  * sum = dw*dy*sum(q*y) + m*s, where s = dy*sum(y) is stored in the Q8_1 block. */
-KX_INLINE void kx_blk_min(__m256i q, float dw, float mw, const kb_q8_1 *const *y, int ib, __m256 *acc, float *sm,
+KX_INLINE void kx_blk_min(__m256i q, __m256 dw, float mw, const kb_q8_1 *const *y, int ib, __m256 *acc, float *sm,
                           int nc) {
     KX_UNROLL for (int c = 0; c < nc; c++) {
         const __m256i p = kx_dot(_mm256_setzero_si256(), q, kx_load(y[c][ib].qs));
-        const __m256 d = _mm256_set1_ps(dw * kx_h2f(y[c][ib].d));
+        const __m256 d = _mm256_mul_ps(dw, kx_h2f8(&y[c][ib].d));
         acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
         sm[c] += mw * kx_h2f(y[c][ib].s);
     }
 }
 KX_INLINE __m256i kx_w_q4_1(const void *w, int ib) { return kx_nib32(((const kb_q4_1 *)w)[ib].qs); }
-KX_INLINE float kx_d_q4_1(const void *w, int ib) { return kx_h2f(((const kb_q4_1 *)w)[ib].d); }
+KX_INLINE __m256 kx_d_q4_1(const void *w, int ib) { return kx_h2f8(&((const kb_q4_1 *)w)[ib].d); }
 KX_INLINE float kx_m_q4_1(const void *w, int ib) { return kx_h2f(((const kb_q4_1 *)w)[ib].m); }
 KX_INLINE __m256i kx_w_q5_1(const void *w, int ib) {
     const kb_q5_1 *b = (const kb_q5_1 *)w + ib;
     return _mm256_or_si256(kx_nib32(b->qs), _mm256_and_si256(kx_bits32(b->qh), _mm256_set1_epi8(0x10)));
 }
-KX_INLINE float kx_d_q5_1(const void *w, int ib) { return kx_h2f(((const kb_q5_1 *)w)[ib].d); }
+KX_INLINE __m256 kx_d_q5_1(const void *w, int ib) { return kx_h2f8(&((const kb_q5_1 *)w)[ib].d); }
 KX_INLINE float kx_m_q5_1(const void *w, int ib) { return kx_h2f(((const kb_q5_1 *)w)[ib].m); }
 
 #define KX_MIN32(T)                                                                                \
