@@ -85,7 +85,7 @@ static int parse_types(const char *s, int *out) {
 }
 
 int main(int argc, char **argv) {
-    int types[64], ntypes = 0, nthreads = mr_cpu_physical_cores(), reps = 3, gemm = 1;
+    int types[64], ntypes = 0, nthreads = mr_cpu_physical_cores(), reps = 5, gemm = 1;
     double gib = 2.0;
     for (size_t i = 0; i < sizeof default_types / sizeof default_types[0]; i++) types[ntypes++] = default_types[i];
     for (int i = 1; i < argc; i++) {

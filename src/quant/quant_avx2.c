@@ -9,47 +9,6 @@
 #define KX_VNNI 0
 #include "quant/quant_kern_x86.h"
 
-/* ---- float weights: 16 values per step into two accumulators per column; the tail (n % 16)
- * is zero-padded to a full step so every column runs the same float operations ---- */
-
-KX_INLINE __m256 kf_ld_f32(const void *p, int i) { return _mm256_loadu_ps((const float *)p + i); }
-KX_INLINE __m256 kf_ld_f16(const void *p, int i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
-}
-KX_INLINE __m256 kf_ld_bf16(const void *p, int i) {
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-#define KF_KERNEL(T, ES)                                                                           \
-    KX_INLINE void kx_##T(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { \
-        const uint8_t *y[4];                                                                       \
-        __m256 a0[4], a1[4];                                                                       \
-        KX_UNROLL for (int c = 0; c < nc; c++) {                                                   \
-            y[c] = (const uint8_t *)vy + (size_t)c * by;                                           \
-            a0[c] = a1[c] = _mm256_setzero_ps();                                                   \
-        }                                                                                          \
-        int i = 0;                                                                                 \
-        for (; i + 16 <= n; i += 16) {                                                             \
-            const __m256 w0 = kf_ld_##T(w, i), w1 = kf_ld_##T(w, i + 8);                           \
-            KX_UNROLL for (int c = 0; c < nc; c++) {                                               \
-                a0[c] = _mm256_fmadd_ps(w0, kf_ld_##T(y[c], i), a0[c]);                            \
-                a1[c] = _mm256_fmadd_ps(w1, kf_ld_##T(y[c], i + 8), a1[c]);                        \
-            }                                                                                      \
-        }                                                                                          \
-        if (i < n) {                                                                               \
-            _Alignas(32) uint8_t tw[16 * ES] = {0}, ty[16 * ES];                                   \
-            memcpy(tw, (const uint8_t *)w + (size_t)i * ES, (size_t)(n - i) * ES);                 \
-            const __m256 w0 = kf_ld_##T(tw, 0), w1 = kf_ld_##T(tw, 8);                             \
-            KX_UNROLL for (int c = 0; c < nc; c++) {                                               \
-                memset(ty, 0, sizeof ty);                                                          \
-                memcpy(ty, y[c] + (size_t)i * ES, (size_t)(n - i) * ES);                           \
-                a0[c] = _mm256_fmadd_ps(w0, kf_ld_##T(ty, 0), a0[c]);                              \
-                a1[c] = _mm256_fmadd_ps(w1, kf_ld_##T(ty, 8), a1[c]);                              \
-            }                                                                                      \
-        }                                                                                          \
-        KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(_mm256_add_ps(a0[c], a1[c]));      \
-    }
 KF_KERNEL(f32, 4)
 KF_KERNEL(f16, 2)
 KF_KERNEL(bf16, 2)
