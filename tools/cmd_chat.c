@@ -25,7 +25,10 @@ static void chat_usage(FILE *f) {
                "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling\n"
                "  -t THREADS  -c CTX  --ram-budget SIZE\n"
                "  --show-prompt        print the formatted text sent to the model (stderr)\n"
-               "  Type a message and Enter. Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the prompt quit.\n");
+               MR_CLI_APPROX_HELP
+               "  Type a message and Enter. Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the prompt quit.\n"
+               "  /approx [SPEC]       show or change the MoE approximations while chatting, e.g.\n"
+               "                       /approx prune=0.9 skip=0.05   /approx off   (applies from the next token)\n");
 }
 
 static double chat_now(void) {
@@ -64,9 +67,14 @@ static int cmd_chat(int argc, char **argv) {
     mr_model_params_default(&mp);
     mr_sampler_params sp;
     mr_sampler_default_params(&sp);
+    mr_approx_params ap;
+    mr_approx_params_default(&ap);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
+        int af = mr_cli_approx_flag(argc, argv, &i, &ap);
+        if (af < 0) return 1;
+        if (af) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { chat_usage(stdout); return 0; }
         else if (!strcmp(a, "-m") && has) model = argv[++i];
         else if ((!strcmp(a, "-s") || !strcmp(a, "--system")) && has) sys = argv[++i];
@@ -102,6 +110,7 @@ static int cmd_chat(int argc, char **argv) {
     double t0 = chat_now();
     mr_model *m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     mr_tokenizer *tok = mr_model_tokenizer(m);
     if (!tok) { fprintf(stderr, "error: %s has no usable tokenizer\n", model); goto done; }
     s = mr_session_new(m, 0);
@@ -127,6 +136,16 @@ static int cmd_chat(int argc, char **argv) {
         size_t ll = strlen(line);
         while (ll && (line[ll - 1] == '\n' || line[ll - 1] == '\r')) line[--ll] = 0;
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+        if (!strncmp(line, "/approx", 7) && (line[7] == 0 || line[7] == ' ')) {
+            /* MoE approximations, changed between turns (they apply from the next eval) */
+            mr_approx_params cur;
+            mr_model_get_approx(m, &cur);
+            if (line[7] && (mr_approx_parse(line + 8, &cur) || mr_model_set_approx(m, &cur)))
+                fprintf(stderr, "error: %s\n", mr_last_error());
+            else mr_cli_approx_report(m, stderr);
+            mr_model_approx_stats_reset(m);
+            continue;
+        }
         if (!ll) continue;
         if (n_msgs + 2 > cap_msgs) {
             cap_msgs *= 2;

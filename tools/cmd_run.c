@@ -23,6 +23,7 @@ static void run_usage(FILE *f) {
                "  --ram-budget SIZE  RAM for routed experts (e.g. 8G; default 0 = no paging)\n"
                "  --no-bos           do not add the model's BOS token\n"
                "  --show-ids         also print the generated token ids (a line \"ids: a,b,...\" on stdout)\n"
+               MR_CLI_APPROX_HELP
                "  Ctrl-C stops the generation (statistics are still printed).\n");
 }
 
@@ -46,9 +47,14 @@ static int cmd_run(int argc, char **argv) {
     mr_model_params_default(&mp);
     mr_sampler_params sp;
     mr_sampler_default_params(&sp);
+    mr_approx_params ap;
+    mr_approx_params_default(&ap);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
+        int af = mr_cli_approx_flag(argc, argv, &i, &ap);
+        if (af < 0) return 1;
+        if (af) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(stdout); return 0; }
         else if (!strcmp(a, "-m") && has) model = argv[++i];
         else if (!strcmp(a, "-p") && has) prompt = argv[++i];
@@ -93,6 +99,7 @@ static int cmd_run(int argc, char **argv) {
     t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
     m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t_load = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - t0;
     mr_tokenizer *tok = mr_model_tokenizer(m);
@@ -163,6 +170,7 @@ static int cmd_run(int argc, char **argv) {
     int steps = n_done > 0 ? (n_done == n_gen ? n_done - 1 : n_done) : 0;
     fprintf(stderr, "generated: %d tokens in %.3f s, %.2f tok/s (%d decode steps)\n", n_done, t_decode,
             t_decode > 0 ? steps / t_decode : 0.0, steps);
+    if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
     rc = 0;
 done:
     free(text); free(ids); free(gen); free(logits);

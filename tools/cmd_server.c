@@ -20,7 +20,8 @@ static void server_usage(FILE *f) {
                "  -c CTX            context length (default: model's, at most 4096)\n"
                "  -t N              threads (default: physical cores)\n"
                "  --ram-budget S    RAM for routed experts, e.g. 8G (default: no paging)\n"
-               "  --alias NAME      model id to report (default: general.name)\n");
+               "  --alias NAME      model id to report (default: general.name)\n"
+               MR_CLI_APPROX_HELP);
 }
 
 static int cmd_server(int argc, char **argv) {
@@ -28,9 +29,14 @@ static int cmd_server(int argc, char **argv) {
     mr_server_params sp = {"127.0.0.1", 8080, 0, NULL, &server_stop};
     mr_model_params mp;
     mr_model_params_default(&mp);
+    mr_approx_params ap;
+    mr_approx_params_default(&ap);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { server_usage(stdout); return 0; }
+        int af = mr_cli_approx_flag(argc, argv, &i, &ap);
+        if (af < 0) return 1;
+        if (af) continue;
         if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun server --help)\n", a); return 1; }
         const char *v = argv[++i];
         if (!strcmp(a, "-m")) model = v;
@@ -51,6 +57,8 @@ static int cmd_server(int argc, char **argv) {
     mp.n_ctx = sp.n_ctx;
     mr_model *m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
+    if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
+    if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -1,0 +1,48 @@
+#!/bin/sh
+# MoE approximation options (docs/APPROX.md): off or keep-all settings reproduce the exact greedy
+# text and perplexity logits; pruning reports fewer experts per token; chat's /approx switches them
+# while running; bad values are errors.
+. tests/lib.sh
+K=$SHARED/models/kjv-moe-q8_0.gguf
+T=$SHARED/golden/ppl/kjv-valid.txt
+G=$(tr -d ' \n' <"$SHARED/golden/kjv-moe-q8_0.greedy48.txt")
+
+# a pruning threshold that keeps every expert runs the approximate path and stays exact
+if "$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 48 --show-ids --moe-approx "tau=0.000001 skip_abs=1e-30" >"$TMPD/o" 2>"$TMPD/e" &&
+   [ "$(sed -n 's/^ids: //p' "$TMPD/o")" = "$G" ] && grep -q "^moe approx: .*experts/token 4.000 of 4.*rows skipped 0.0%" "$TMPD/e"; then
+  ok approx_run_keepall_exact; else fail approx_run_keepall_exact "$(head -c 400 "$TMPD/e")"; fi
+
+# pruning: fewer experts per token, reported
+if "$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 16 --moe-prune 0.8 >"$TMPD/o" 2>"$TMPD/e" &&
+   grep -q "^moe approx: prune=0.8 .*experts/token [23]\.[0-9]* of 4" "$TMPD/e"; then
+  ok approx_run_prune_report; else fail approx_run_prune_report "$(head -c 400 "$TMPD/e")"; fi
+
+# perplexity: the exact baseline vs a no-op setting (KL 0) and vs pruning + skipping (KL > 0)
+"$MOERUN" perplexity -m "$K" -f "$T" -c 128 --chunks 2 --save-logits "$TMPD/base.bin" >/dev/null 2>&1
+"$MOERUN" perplexity -m "$K" -f "$T" -c 128 --chunks 2 --kl-base "$TMPD/base.bin" --moe-approx "prune=0.99999 skip_abs=1e-30" >"$TMPD/o" 2>"$TMPD/e"
+if grep -q "^KL-divergence *: mean 0, median 0, p99 0, max 0" "$TMPD/o" && grep -q "^Same top-1 token *: 100.000%" "$TMPD/o"; then
+  ok approx_ppl_noop_exact; else fail approx_ppl_noop_exact "$(cat "$TMPD/o") $(head -c 300 "$TMPD/e")"; fi
+"$MOERUN" perplexity -m "$K" -f "$T" -c 128 --chunks 2 --kl-base "$TMPD/base.bin" --moe-prune 0.8 --moe-skip 0.05 >"$TMPD/o" 2>"$TMPD/e"
+if grep -q "^KL-divergence *: mean 0\.0*[1-9]" "$TMPD/o" && grep -q "^moe approx: prune=0.8 .*skip=0.05.*rows skipped [1-9]" "$TMPD/o"; then
+  ok approx_ppl_kl; else fail approx_ppl_kl "$(cat "$TMPD/o") $(head -c 300 "$TMPD/e")"; fi
+
+# chat: /approx before the first message == the same setting from the command line; /approx off == exact
+printf 'Let there be light\n/exit\n' | "$MOERUN" chat -m "$K" --temp 0 -n 16 --moe-prune 0.6 >"$TMPD/c1" 2>/dev/null
+printf '/approx prune=0.6\nLet there be light\n/exit\n' | "$MOERUN" chat -m "$K" --temp 0 -n 16 >"$TMPD/c2" 2>"$TMPD/e2"
+printf 'Let there be light\n/exit\n' | "$MOERUN" chat -m "$K" --temp 0 -n 16 >"$TMPD/c3" 2>/dev/null
+printf '/approx prune=0.6 skip=0.2\n/approx off\nLet there be light\n/exit\n' | "$MOERUN" chat -m "$K" --temp 0 -n 16 >"$TMPD/c4" 2>/dev/null
+for f in c1 c2 c3 c4; do sed 's/> //g' "$TMPD/$f" | grep -v '^$' >"$TMPD/$f.t"; done  # the prompts "> " differ
+if [ -s "$TMPD/c1.t" ] && cmp -s "$TMPD/c1.t" "$TMPD/c2.t" && grep -q "^moe approx: prune=0.6" "$TMPD/e2"; then ok approx_chat_command; else
+  fail approx_chat_command "$(head -c 300 "$TMPD/e2") / $(head -c 200 "$TMPD/c1") / $(head -c 200 "$TMPD/c2")"; fi
+if [ -s "$TMPD/c3.t" ] && cmp -s "$TMPD/c3.t" "$TMPD/c4.t" && ! cmp -s "$TMPD/c1.t" "$TMPD/c3.t"; then ok approx_chat_off_exact; else fail approx_chat_off_exact "$(head -c 200 "$TMPD/c3") / $(head -c 200 "$TMPD/c4")"; fi
+printf '/approx prune=2\n/approx bogus=1\n/exit\n' | "$MOERUN" chat -m "$K" >"$TMPD/o" 2>"$TMPD/e"
+if [ "$(grep -c '^error: approx' "$TMPD/e")" -eq 2 ]; then ok approx_chat_bad; else fail approx_chat_bad "$(head -c 300 "$TMPD/e")"; fi
+
+# bench reports the setting and its counters
+if "$MOERUN" bench -m "$K" -p 16 -n 4 -r 1 --moe-approx "prune=0.9 skip=0.05" >"$TMPD/o" 2>"$TMPD/e" &&
+   grep -q "^moe approx: prune=0.9 .*experts/token" "$TMPD/e"; then ok approx_bench; else fail approx_bench "$(head -c 300 "$TMPD/e")"; fi
+
+expect_err approx_bad_prune "prune=1.5 must be in" "$MOERUN" run -m "$K" -p x --moe-prune 1.5
+expect_err approx_bad_skip "skip=-1 must be in" "$MOERUN" perplexity -m "$K" -f "$T" --moe-skip -1
+expect_err approx_bad_key "unknown key" "$MOERUN" bench -m "$K" --moe-approx "prune=0.9 fast=1"
+expect_err approx_missing "needs a value" "$MOERUN" server -m "$K" --moe-tau
