@@ -43,7 +43,7 @@ static void test_identical_logits(void) {
         CHECK(mr_pager_model_sizes(path, &info) == 0 && info.min_budget > 0 && info.min_budget < info.expert_bytes,
               "%s: sizes (%s)", c->model, mr_last_error());
         mr_model *m0 = load(path, 0);
-        if (!m0 && c->optional) {
+        if (!m0 && c->optional && strstr(mr_last_error(), "unsupported architecture")) {
             printf("# skip %s: %s\n", c->model, mr_last_error());
             free(ids);
             continue;
