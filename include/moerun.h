@@ -283,6 +283,7 @@ typedef struct {
     int n_layers;        /* 0 = the shape's full depth */
     float zipf;          /* routing skew (0 = none) */
     uint64_t seed;
+    const char *ratios;  /* deepseek4: per-layer compress ratios "0,0,4,128" (NULL = the shape's) */
 } mr_synth_params;
 int mr_synth(const char *path, const mr_synth_params *p);
 void mr_synth_list(FILE *out);

@@ -7,19 +7,23 @@
 #include <string.h>
 
 static void synth_usage(FILE *f) {
-    fprintf(f, "usage: moerun synth -o OUT.gguf [--shape NAME] [--mix NAME] [--layers N] [--zipf S] [--seed N]\n"
+    fprintf(f, "usage: moerun synth -o OUT.gguf [--shape NAME] [--mix NAME] [--layers N] [--ratios R,R,..]\n"
+               "                   [--zipf S] [--seed N]\n"
                "       moerun synth --list\n\n"
                "Writes a random-weight model for benchmarks (weights are random blocks of the chosen quant\n"
                "types; the tokenizer is a synthetic SPM vocabulary with byte fallback).\n"
                "  --shape NAME  model shape (default qwen3-30b-a3b)\n"
                "  --mix NAME    quant mix (default q4_0)\n"
                "  --layers N    keep only the first N layers (default: all)\n"
-               "  --zipf S      skew routing: expert popularity ~ Zipf(S) (default 0 = near-uniform)\n"
+               "  --ratios LIST deepseek4: per-layer compress ratios (0, 4 or 128), e.g. 0,0,4,128; sets the\n"
+               "                depth if --layers is not given (default: the full model's ratios of those layers)\n"
+               "  --zipf S      skew routing: expert popularity ~ Zipf(S) (default 0 = near-uniform); deepseek4:\n"
+               "                through the router bias exp_probs_b and the hash-routing tables\n"
                "  --seed N      random seed (default 1)\n");
 }
 
 static int cmd_synth(int argc, char **argv) {
-    mr_synth_params p = {"qwen3-30b-a3b", "q4_0", 0, 0.0f, 1};
+    mr_synth_params p = {.shape = "qwen3-30b-a3b", .mix = "q4_0", .seed = 1};
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -31,6 +35,7 @@ static int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--shape")) p.shape = argv[++i];
         else if (!strcmp(a, "--mix")) p.mix = argv[++i];
         else if (!strcmp(a, "--layers")) p.n_layers = atoi(argv[++i]);
+        else if (!strcmp(a, "--ratios")) p.ratios = argv[++i];
         else if (!strcmp(a, "--zipf")) p.zipf = (float)atof(argv[++i]);
         else if (!strcmp(a, "--seed")) p.seed = strtoull(argv[++i], NULL, 10);
         else { fprintf(stderr, "error: unknown option %s (see moerun synth --help)\n", a); return 1; }

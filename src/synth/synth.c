@@ -1,11 +1,14 @@
 /* Synthetic random-weight GGUF models of real shapes, for benchmarks on any machine.
  *
- * Weights: each quantized tensor is filled with blocks drawn at random from a pool of distinct
- * blocks made once per (type, scale): quantized Gaussian values where the type has a reference
- * quantizer, otherwise random bits with the leading fp16 scale set so the block's dequantized RMS
- * matches the target. Norm weights are 1, the router is F32.
- * Routing skew (--zipf S): every token embedding shares a component along a fixed direction u, and
- * router row e gets b_e * u with b_e ~ log of a Zipf(S) popularity, so some experts win far more often. */
+ * Weights: each quantized (or F16) tensor is filled with blocks drawn at random from a pool of
+ * distinct blocks made once per (type, scale): quantized Gaussian values where the type has a
+ * reference quantizer, otherwise random bits with the leading fp16 scale set so the block's
+ * dequantized RMS matches the target (std 1/sqrt(fan_in) unless a shape says otherwise). Norm
+ * weights are 1, routers are F32.
+ * Routing skew (--zipf S), qwen3moe: every token embedding shares a component along a fixed direction
+ * u, and router row e gets b_e * u with b_e ~ log of a Zipf(S) popularity, so some experts win far
+ * more often. deepseek4 (synth_ds4.c) puts the skew in the router bias exp_probs_b and in the
+ * hash-routing tables instead. */
 #include "moerun.h"
 #include "synth/synth.h"
 #include "gguf/gguf.h"
@@ -18,23 +21,15 @@
 #include <string.h>
 
 #define SYNTH_POOL_BLOCKS 65536 /* distinct blocks per pool */
+#define SYNTH_MAX_POOLS 32
 
-typedef struct { uint64_t s; } rng_t;
-static inline uint64_t rng_next(rng_t *r) { /* splitmix64 */
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static inline float rng_unif(rng_t *r) { return (float)((rng_next(r) >> 40) * (1.0 / 16777216.0)); }
-static inline float rng_gauss(rng_t *r) {
-    float u1 = rng_unif(r), u2 = rng_unif(r);
-    if (u1 < 1e-7f) u1 = 1e-7f;
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
-}
+typedef synth_rng rng_t;
+#define rng_next synth_rng_next
+#define rng_unif synth_rng_unif
+#define rng_gauss synth_rng_gauss
 
 /* A pool of random blocks of one type with dequantized standard deviation ~ std. */
-typedef struct { int type; float std; size_t bsz; uint8_t *blocks; } synth_pool;
+struct synth_pool { int type; float std; size_t bsz; uint8_t *blocks; };
 
 /* Types whose block starts with an fp16 scale that multiplies every value. */
 static int synth_d_first(int type) {
@@ -60,7 +55,7 @@ static int synth_pool_make(synth_pool *p, int type, float std, uint64_t seed) {
     rng_t r = {seed * 7919 + (uint64_t)type};
     for (int b = 0; b < SYNTH_POOL_BLOCKS; b++) {
         uint8_t *blk = p->blocks + (size_t)b * p->bsz;
-        if (t->from_float && type != MR_TYPE_Q8_K) {
+        if (t->from_float && type != MR_TYPE_Q8_K) { /* F16, BF16 and the types with a reference quantizer */
             for (int i = 0; i < bs; i++) v[i] = std * rng_gauss(&r);
             t->from_float(v, blk, bs);
             continue;
@@ -86,50 +81,30 @@ static int synth_pool_make(synth_pool *p, int type, float std, uint64_t seed) {
     return 0;
 }
 
-/* One tensor to generate. */
-typedef struct {
-    char name[96];
-    int type, n_dims;
-    int64_t ne[4];
-    int kind; /* 0 random pool, 1 ones, 2 embedding (float rows + skew), 3 router (float + skew) */
-    float std;
-    synth_pool *pool;
-} synth_tensor;
-
-typedef struct {
-    synth_tensor *t;
-    int n, cap;
-    synth_pool pools[32];
-    int n_pools;
-    uint64_t seed;
-    float zipf;
-    int64_t d;
-    float *u; /* skew direction, d values */
-} synth_ctx;
-
 static synth_pool *synth_get_pool(synth_ctx *c, int type, float std) {
     for (int i = 0; i < c->n_pools; i++)
         if (c->pools[i].type == type && c->pools[i].std == std) return &c->pools[i];
-    if (c->n_pools == 32) { mr_set_error("synth: too many pools"); return NULL; }
+    if (c->n_pools == SYNTH_MAX_POOLS) { mr_set_error("synth: too many pools"); return NULL; }
     synth_pool *p = &c->pools[c->n_pools];
     if (synth_pool_make(p, type, std, c->seed + (uint64_t)c->n_pools) != 0) return NULL;
     c->n_pools++;
     return p;
 }
 
-static int synth_add(synth_ctx *c, int kind, int type, const char *fmt, int layer, int n_dims, int64_t ne0,
-                     int64_t ne1, int64_t ne2) {
+synth_tensor *synth_add(synth_ctx *c, int kind, int type, const char *fmt, int layer, int n_dims, int64_t ne0,
+                        int64_t ne1, int64_t ne2) {
     if (c->n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 256;
         synth_tensor *nt = realloc(c->t, sizeof *nt * (size_t)c->cap);
-        if (!nt) { mr_set_error("synth: out of memory"); return -1; }
+        if (!nt) { mr_set_error("synth: out of memory"); return NULL; }
         c->t = nt;
     }
     synth_tensor *t = &c->t[c->n++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, fmt, layer);
     t->kind = kind;
-    t->type = (kind == 0 || kind == 2) ? type : MR_TYPE_F32;
+    t->layer = layer;
+    t->type = (kind == SYNTH_POOL || kind == SYNTH_EMBD) ? type : kind == SYNTH_HASH ? MR_TYPE_I32 : MR_TYPE_F32;
     t->n_dims = n_dims;
     t->ne[0] = ne0; t->ne[1] = ne1; t->ne[2] = ne2; t->ne[3] = 1;
     if (n_dims < 3) t->ne[2] = 1;
@@ -138,48 +113,104 @@ static int synth_add(synth_ctx *c, int kind, int type, const char *fmt, int laye
     if (mr_row_size(t->type, ne0) == 0) {
         mr_set_error("synth: %s: row of %lld values is not a multiple of the %s block", t->name, (long long)ne0,
                      mr_type_name(t->type));
-        return -1;
+        return NULL;
     }
-    if (kind == 2 && t->type != MR_TYPE_F32 && !mr_type_get(t->type)->from_float) {
+    if (kind == SYNTH_EMBD && t->type != MR_TYPE_F32 && !mr_type_get(t->type)->from_float) {
         mr_set_error("synth: %s: type %s has no quantizer for generated rows", t->name, mr_type_name(t->type));
-        return -1;
+        return NULL;
     }
-    if (kind == 0 && !(t->pool = synth_get_pool(c, t->type, t->std))) return -1;
-    return 0;
+    return t;
+}
+
+/* Row of a hash-routing table: n distinct ids, each drawn from the Zipf popularity (or uniformly). */
+static void synth_hash_row(synth_ctx *c, rng_t *r, int32_t *ids, int64_t n) {
+    for (int64_t j = 0; j < n; j++) {
+        int32_t e = -1;
+        for (int tries = 0; tries < 1000 && e < 0; tries++) {
+            int32_t cand;
+            if (c->zipf_cdf) { /* inverse CDF by bisection */
+                double x = rng_unif(r) * c->zipf_cdf[c->n_expert - 1];
+                int lo = 0, hi = c->n_expert - 1;
+                while (lo < hi) {
+                    int mid = (lo + hi) / 2;
+                    if (c->zipf_cdf[mid] > x) hi = mid; else lo = mid + 1;
+                }
+                cand = lo;
+            } else {
+                cand = (int32_t)(rng_next(r) % (uint64_t)c->n_expert);
+            }
+            e = cand;
+            for (int64_t i = 0; i < j; i++)
+                if (ids[i] == cand) e = -1;
+        }
+        if (e < 0) /* heavy skew: take the most popular unused id */
+            for (int32_t cand = 0; cand < c->n_expert && e < 0; cand++) {
+                e = cand;
+                for (int64_t i = 0; i < j; i++)
+                    if (ids[i] == cand) e = -1;
+            }
+        ids[j] = e;
+    }
 }
 
 static int synth_fill(void *user, const char *name, uint64_t row0, uint64_t n_rows, void *dst) {
     synth_ctx *c = user;
     synth_tensor *t = NULL;
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; i < c->n && !t; i++)
         if (!strcmp(c->t[i].name, name)) t = &c->t[i];
     if (!t) { mr_set_error("synth: unknown tensor %s", name); return -1; }
+    uint64_t ti = (uint64_t)(t - c->t);
     size_t rs = mr_row_size(t->type, t->ne[0]);
     uint8_t *out = dst;
-    if (t->kind == 0) {
-        rng_t r = {c->seed ^ (row0 * 0x2545f4914f6cdd1dull) ^ (uint64_t)(uintptr_t)t};
+    if (t->kind == SYNTH_POOL) {
+        rng_t r = {c->seed ^ (row0 * 0x2545f4914f6cdd1dull) ^ (ti * 0x9e3779b97f4a7c15ull)};
         size_t nb = rs / t->pool->bsz * n_rows;
         for (size_t b = 0; b < nb; b++)
             memcpy(out + b * t->pool->bsz, t->pool->blocks + (rng_next(&r) % SYNTH_POOL_BLOCKS) * t->pool->bsz,
                    t->pool->bsz);
         return 0;
     }
+    if (t->kind == SYNTH_HASH) {
+        if (t->ne[0] > c->n_expert) { mr_set_error("synth: %s: %lld ids per token from %d experts", t->name, (long long)t->ne[0], c->n_expert); return -1; }
+        for (uint64_t i = 0; i < n_rows; i++) {
+            rng_t r = {c->seed * 131 + (row0 + i) * 0x9e3779b97f4a7c15ull + (uint64_t)t->layer * 0x2545f4914f6cdd1dull};
+            synth_hash_row(c, &r, (int32_t *)(out + i * rs), t->ne[0]);
+        }
+        return 0;
+    }
     float *row = malloc(sizeof(float) * (size_t)t->ne[0]);
     if (!row) { mr_set_error("synth: out of memory"); return -1; }
     for (uint64_t i = 0; i < n_rows; i++) {
         uint64_t gr = row0 + i;
-        rng_t r = {c->seed * 31 + gr * 0x9e3779b97f4a7c15ull + (uint64_t)t->kind};
-        if (t->kind == 1) {
+        rng_t r = {c->seed * 31 + gr * 0x9e3779b97f4a7c15ull + (uint64_t)t->kind + (ti << 32)};
+        const int skew = t->skew && c->zipf > 0;
+        switch (t->kind) {
+        case SYNTH_ONES:
             for (int64_t k = 0; k < t->ne[0]; k++) row[k] = 1.0f;
-        } else if (t->kind == 2) { /* embedding row: random + shared skew direction */
-            for (int64_t k = 0; k < t->ne[0]; k++) row[k] = rng_gauss(&r) * 0.02f + (c->zipf > 0 ? 0.02f * c->u[k] : 0);
-        } else { /* router row e: random + b_e * u with b_e ~ log Zipf popularity */
-            float b = c->zipf > 0 ? -c->zipf * logf((float)gr + 1.0f) : 0;
-            for (int64_t k = 0; k < t->ne[0]; k++) row[k] = rng_gauss(&r) * t->std + b * c->u[k] / sqrtf((float)t->ne[0]);
+            break;
+        case SYNTH_EMBD: /* embedding row: random (+ shared skew direction) */
+            for (int64_t k = 0; k < t->ne[0]; k++) row[k] = rng_gauss(&r) * t->std + (skew ? t->std * c->u[k] : 0);
+            break;
+        case SYNTH_ROUTER: { /* router row e: random (+ b_e * u with b_e ~ log Zipf popularity) */
+            float b = skew ? -c->zipf * logf((float)gr + 1.0f) : 0;
+            for (int64_t k = 0; k < t->ne[0]; k++)
+                row[k] = rng_gauss(&r) * t->std + (skew ? b * c->u[k] / sqrtf((float)t->ne[0]) : 0);
+            break;
         }
-        const mr_type_traits *tt = mr_type_get(t->type);
+        case SYNTH_VEC:
+            for (int64_t k = 0; k < t->ne[0]; k++) row[k] = t->mean + t->std * rng_gauss(&r);
+            break;
+        case SYNTH_BIAS:
+            for (int64_t k = 0; k < t->ne[0]; k++)
+                row[k] = -SYNTH_BIAS_T * c->zipf * logf((float)k + 1.0f) + t->std * rng_gauss(&r);
+            break;
+        default:
+            free(row);
+            mr_set_error("synth: %s: unknown kind %d", t->name, t->kind);
+            return -1;
+        }
         if (t->type == MR_TYPE_F32) memcpy(out + i * rs, row, rs);
-        else tt->from_float(row, out + i * rs, t->ne[0]);
+        else mr_type_get(t->type)->from_float(row, out + i * rs, t->ne[0]);
     }
     free(row);
     return 0;
@@ -200,8 +231,6 @@ static const synth_shape synth_shapes[] = {
      1024, 12, 16, 4, 64, 64, 4, 512, 8000, 2048, 1000000.0f},
 };
 
-/* Quant mixes: type for (attention/dense matrices, expert gate/up, expert down, embedding, head). */
-typedef struct { const char *name; int attn, gate_up, down, embd, head; } synth_mix;
 static const synth_mix synth_mixes[] = {
     {"q4_0", MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0},
     {"q8_0", MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0},
@@ -214,16 +243,37 @@ static const synth_mix synth_mixes[] = {
 void mr_synth_list(FILE *out) {
     fprintf(out, "shapes:\n");
     for (size_t i = 0; i < sizeof synth_shapes / sizeof synth_shapes[0]; i++)
-        fprintf(out, "  %-16s %s: %s\n", synth_shapes[i].name, synth_shapes[i].arch, synth_shapes[i].desc);
+        fprintf(out, "  %-18s %s: %s\n", synth_shapes[i].name, synth_shapes[i].arch, synth_shapes[i].desc);
+    synth_ds4_list(out);
     fprintf(out, "quant mixes (attention, expert gate/up, expert down, embedding, head):\n");
     for (size_t i = 0; i < sizeof synth_mixes / sizeof synth_mixes[0]; i++) {
         const synth_mix *m = &synth_mixes[i];
         fprintf(out, "  %-12s %s, %s, %s, %s, %s\n", m->name, mr_type_name(m->attn), mr_type_name(m->gate_up),
                 mr_type_name(m->down), mr_type_name(m->embd), mr_type_name(m->head));
     }
+    fprintf(out, "deepseek4 shapes use the mix's attention type for the shared expert too, and F16 for the token\n"
+                 "embedding, hyper-connection, compressor and indexer weights (as the published GGUFs do).\n");
 }
 
-static int synth_vocab(mr_gguf_writer *w, int64_t n) {
+int synth_parse_ratios(const char *s, int *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || (v != 0 && v != 4 && v != 128)) {
+            mr_set_error("synth: --ratios '%s': expected a comma-separated list of 0, 4 or 128", s);
+            return -1;
+        }
+        if (n == max) { mr_set_error("synth: --ratios '%s': more than %d values", s, max); return -1; }
+        out[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (n == 0) { mr_set_error("synth: --ratios is empty"); return -1; }
+    return n;
+}
+
+int synth_vocab(mr_gguf_writer *w, int64_t n) {
     /* SPM vocabulary: <unk> <s> </s>, 256 byte tokens, then pieces: the base-26 letters of the id,
      * two of three with the SPM word-start mark (all distinct). */
     char **tok = calloc((size_t)n, sizeof *tok);
@@ -285,24 +335,28 @@ static int synth_qwen3moe(synth_ctx *c, mr_gguf_writer *w, const synth_shape *s,
 #undef SETU
 #undef SETF
     int64_t d = s->d, q = s->n_head * s->head_dim, kv = s->n_head_kv * s->head_dim;
-    if (synth_add(c, 2, mx->embd, "token_embd.weight", 0, 2, d, s->vocab, 1) ||
-        synth_add(c, 1, 0, "output_norm.weight", 0, 1, d, 1, 1) ||
-        synth_add(c, 0, mx->head, "output.weight", 0, 2, d, s->vocab, 1))
+    synth_tensor *t;
+    if (!(t = synth_add(c, SYNTH_EMBD, mx->embd, "token_embd.weight", 0, 2, d, s->vocab, 1))) return -1;
+    t->std = 0.02f;
+    t->skew = 1;
+    if (!synth_add(c, SYNTH_ONES, 0, "output_norm.weight", 0, 1, d, 1, 1) ||
+        !synth_add(c, SYNTH_POOL, mx->head, "output.weight", 0, 2, d, s->vocab, 1))
         return -1;
     for (int l = 0; l < n_layer; l++) {
-        if (synth_add(c, 1, 0, "blk.%d.attn_norm.weight", l, 1, d, 1, 1) ||
-            synth_add(c, 0, mx->attn, "blk.%d.attn_q.weight", l, 2, d, q, 1) ||
-            synth_add(c, 0, mx->attn, "blk.%d.attn_k.weight", l, 2, d, kv, 1) ||
-            synth_add(c, 0, mx->attn, "blk.%d.attn_v.weight", l, 2, d, kv, 1) ||
-            synth_add(c, 0, mx->attn, "blk.%d.attn_output.weight", l, 2, q, d, 1) ||
-            synth_add(c, 1, 0, "blk.%d.attn_q_norm.weight", l, 1, s->head_dim, 1, 1) ||
-            synth_add(c, 1, 0, "blk.%d.attn_k_norm.weight", l, 1, s->head_dim, 1, 1) ||
-            synth_add(c, 1, 0, "blk.%d.ffn_norm.weight", l, 1, d, 1, 1) ||
-            synth_add(c, 3, 0, "blk.%d.ffn_gate_inp.weight", l, 2, d, s->n_expert, 1) ||
-            synth_add(c, 0, mx->gate_up, "blk.%d.ffn_gate_exps.weight", l, 3, d, s->ff_exp, s->n_expert) ||
-            synth_add(c, 0, mx->gate_up, "blk.%d.ffn_up_exps.weight", l, 3, d, s->ff_exp, s->n_expert) ||
-            synth_add(c, 0, mx->down, "blk.%d.ffn_down_exps.weight", l, 3, s->ff_exp, d, s->n_expert))
+        if (!synth_add(c, SYNTH_ONES, 0, "blk.%d.attn_norm.weight", l, 1, d, 1, 1) ||
+            !synth_add(c, SYNTH_POOL, mx->attn, "blk.%d.attn_q.weight", l, 2, d, q, 1) ||
+            !synth_add(c, SYNTH_POOL, mx->attn, "blk.%d.attn_k.weight", l, 2, d, kv, 1) ||
+            !synth_add(c, SYNTH_POOL, mx->attn, "blk.%d.attn_v.weight", l, 2, d, kv, 1) ||
+            !synth_add(c, SYNTH_POOL, mx->attn, "blk.%d.attn_output.weight", l, 2, q, d, 1) ||
+            !synth_add(c, SYNTH_ONES, 0, "blk.%d.attn_q_norm.weight", l, 1, s->head_dim, 1, 1) ||
+            !synth_add(c, SYNTH_ONES, 0, "blk.%d.attn_k_norm.weight", l, 1, s->head_dim, 1, 1) ||
+            !synth_add(c, SYNTH_ONES, 0, "blk.%d.ffn_norm.weight", l, 1, d, 1, 1) ||
+            !(t = synth_add(c, SYNTH_ROUTER, 0, "blk.%d.ffn_gate_inp.weight", l, 2, d, s->n_expert, 1)) ||
+            !synth_add(c, SYNTH_POOL, mx->gate_up, "blk.%d.ffn_gate_exps.weight", l, 3, d, s->ff_exp, s->n_expert) ||
+            !synth_add(c, SYNTH_POOL, mx->gate_up, "blk.%d.ffn_up_exps.weight", l, 3, d, s->ff_exp, s->n_expert) ||
+            !synth_add(c, SYNTH_POOL, mx->down, "blk.%d.ffn_down_exps.weight", l, 3, s->ff_exp, d, s->n_expert))
             return -1;
+        t->skew = 1;
     }
     return 0;
 }
@@ -314,31 +368,53 @@ int mr_synth(const char *path, const mr_synth_params *p) {
         if (!strcmp(synth_shapes[i].name, p->shape)) s = &synth_shapes[i];
     for (size_t i = 0; i < sizeof synth_mixes / sizeof synth_mixes[0]; i++)
         if (!strcmp(synth_mixes[i].name, p->mix)) mx = &synth_mixes[i];
-    if (!s) { mr_set_error("synth: unknown shape '%s' (see moerun synth --list)", p->shape); return -1; }
+    const int ds4 = !s && synth_ds4_has_shape(p->shape);
+    if (!s && !ds4) { mr_set_error("synth: unknown shape '%s' (see moerun synth --list)", p->shape); return -1; }
     if (!mx) { mr_set_error("synth: unknown quant mix '%s' (see moerun synth --list)", p->mix); return -1; }
-    int n_layer = p->n_layers > 0 ? p->n_layers : (int)s->n_layer;
+    if (p->n_layers < 0 || (s && p->n_layers > s->n_layer)) {
+        mr_set_error("synth: --layers %d: shape %s has %lld layers", p->n_layers, p->shape, s ? (long long)s->n_layer : 0LL);
+        return -1;
+    }
+    if (s && p->ratios) { mr_set_error("synth: --ratios applies to deepseek4 shapes only"); return -1; }
+    int n_layer = p->n_layers;
     synth_ctx c = {0};
     c.seed = p->seed;
     c.zipf = p->zipf;
-    c.d = s->d;
     int rc = -1;
     mr_gguf_writer *w = mr_gguf_writer_new();
-    c.u = malloc(sizeof(float) * (size_t)s->d);
-    if (!w || !c.u) { mr_set_error("synth: out of memory"); goto done; }
-    rng_t r = {p->seed + 17};
-    for (int64_t k = 0; k < s->d; k++) c.u[k] = rng_gauss(&r);
-    char name[128];
-    snprintf(name, sizeof name, "synthetic %s %s, %d layers, zipf %.2f", s->name, mx->name, n_layer, p->zipf);
-    if (mr_gguf_writer_set_str(w, "general.name", name) || synth_vocab(w, s->vocab)) goto done;
-    if (synth_qwen3moe(&c, w, s, mx, n_layer)) goto done;
-    for (int i = 0; i < c.n; i++)
-        if (mr_gguf_writer_add_tensor_fn(w, c.t[i].name, c.t[i].type, c.t[i].n_dims, c.t[i].ne, synth_fill, &c)) goto done;
+    c.pools = calloc(SYNTH_MAX_POOLS, sizeof *c.pools);
+    if (!w || !c.pools) { mr_set_error("synth: out of memory"); goto done; }
+    if (s) {
+        n_layer = n_layer > 0 ? n_layer : (int)s->n_layer;
+        c.d = s->d;
+        if (!(c.u = malloc(sizeof(float) * (size_t)s->d))) { mr_set_error("synth: out of memory"); goto done; }
+        rng_t r = {p->seed + 17};
+        for (int64_t k = 0; k < s->d; k++) c.u[k] = rng_gauss(&r);
+        if (synth_vocab(w, s->vocab) || synth_qwen3moe(&c, w, s, mx, n_layer)) goto done;
+    } else if (synth_ds4_build(&c, w, p->shape, mx, p, &n_layer)) {
+        goto done;
+    }
+    if (c.zipf > 0 && c.n_expert > 0) { /* popularity of expert e ~ (e+1)^-zipf, for hash tables */
+        if (!(c.zipf_cdf = malloc(sizeof(double) * (size_t)c.n_expert))) { mr_set_error("synth: out of memory"); goto done; }
+        double acc = 0;
+        for (int e = 0; e < c.n_expert; e++) c.zipf_cdf[e] = acc += pow(e + 1.0, -(double)c.zipf);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "synthetic %s %s, %d layers, zipf %.2f", p->shape, mx->name, n_layer, p->zipf);
+    if (mr_gguf_writer_set_str(w, "general.name", name)) goto done;
+    for (int i = 0; i < c.n; i++) {
+        synth_tensor *t = &c.t[i];
+        if (t->kind == SYNTH_POOL && !(t->pool = synth_get_pool(&c, t->type, t->std))) goto done;
+        if (mr_gguf_writer_add_tensor_fn(w, t->name, t->type, t->n_dims, t->ne, synth_fill, &c)) goto done;
+    }
     if (mr_gguf_writer_write(w, path, 1)) goto done;
     rc = 0;
 done:
     mr_gguf_writer_free(w);
     for (int i = 0; i < c.n_pools; i++) free(c.pools[i].blocks);
+    free(c.pools);
     free(c.t);
     free(c.u);
+    free(c.zipf_cdf);
     return rc;
 }
