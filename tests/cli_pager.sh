@@ -19,8 +19,8 @@ done
 # stats file: one strict JSON object per decoded token, counters consistent with the totals
 n=$(echo "$T" | tr ',' '\n' | grep -c .)
 lines=$(wc -l <"$TMPD/stats.jsonl")
-pat='^{"token":[0-9]+,"hits":[0-9]+,"misses":[0-9]+,"reads":[0-9]+,"bytes_read":[0-9]+,"stall_ms":[0-9]+\.[0-9]+,"total_hits":[0-9]+,"total_misses":[0-9]+,"total_bytes_read":[0-9]+}$'
-good=$(grep -Ec "$pat" "$TMPD/stats.jsonl")
+JSONPAT='^{"token":[0-9]+,"hits":[0-9]+,"misses":[0-9]+,"reads":[0-9]+,"bytes_read":[0-9]+,"stall_ms":[0-9]+\.[0-9]+,"total_hits":[0-9]+,"total_misses":[0-9]+,"total_bytes_read":[0-9]+}$'
+good=$(grep -Ec "$JSONPAT" "$TMPD/stats.jsonl")
 if [ "$lines" -eq "$n" ] && [ "$good" -eq "$n" ]; then ok pager_stats_file_lines; else fail pager_stats_file_lines "$lines lines, $good well-formed, want $n"; fi
 if command -v python3 >/dev/null 2>&1; then
     if python3 -c '
@@ -42,3 +42,15 @@ expect_err pager_budget_bad "bad RAM budget" "$MOERUN" logits -m "$M" --tokens "
 # auto: this 28 MB model fits in RAM, so paging stays off and the output is unchanged
 expect_ok pager_budget_auto "$MOERUN" logits -m "$M" --tokens "$T" -t 2 -o "$TMPD/auto.lgts" --ram-budget auto
 if grep -q "^pager: off" "$TMPD/e"; then ok pager_budget_auto_off; else fail pager_budget_auto_off "$(cat "$TMPD/e")"; fi
+
+# moerun run: greedy text is the same at the floor budget; stats file has the prompt line + one per decode step
+expect_ok pager_run_plain "$MOERUN" run -m "$M" -p "And God said" -n 24 --temp 0 -t 2
+cp "$TMPD/o" "$TMPD/run_plain"
+expect_ok pager_run_paged "$MOERUN" run -m "$M" -p "And God said" -n 24 --temp 0 -t 2 --ram-budget 864K \
+    --stats-file "$TMPD/run.jsonl"
+if cmp -s "$TMPD/o" "$TMPD/run_plain"; then ok pager_run_same_text; else fail pager_run_same_text "$(cat "$TMPD/o")"; fi
+if grep -q "^pager: 4 slots" "$TMPD/e"; then ok pager_run_floor_budget; else fail pager_run_floor_budget "$(cat "$TMPD/e")"; fi
+steps=$(sed -n 's/.*(\([0-9]*\) decode steps).*/\1/p' "$TMPD/e")
+if [ -n "$steps" ] && [ "$(grep -Ec "$JSONPAT" "$TMPD/run.jsonl")" -eq $((steps + 1)) ]; then ok pager_run_stats_lines
+else fail pager_run_stats_lines "steps '$steps', $(wc -l <"$TMPD/run.jsonl") lines"; fi
+expect_err pager_run_bad_budget "bad RAM budget" "$MOERUN" run -m "$M" -p "x" --ram-budget lots

@@ -23,7 +23,7 @@ static void chat_usage(FILE *f) {
                "                       (default: recognised from the model, else a built-in per architecture)\n"
                "  -n N                 max tokens per reply (default 1024)\n"
                "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling\n"
-               "  -t THREADS  -c CTX  --ram-budget SIZE\n"
+               "  -t THREADS  -c CTX  --ram-budget SIZE|auto\n"
                "  --show-prompt        print the formatted text sent to the model (stderr)\n"
                MR_CLI_APPROX_HELP
                "  Type a message and Enter. Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the prompt quit.\n"
@@ -61,6 +61,7 @@ static char *chat_render(mr_model *m, const char *tmpl, const mr_chat_msg *msgs,
 }
 
 static int cmd_chat(int argc, char **argv) {
+    const char *ram_budget = NULL; /* SIZE or auto, parsed once the model path is known */
     const char *model = NULL, *sys = NULL, *tmpl = NULL;
     int n_max = 1024, show_prompt = 0;
     mr_model_params mp;
@@ -88,11 +89,7 @@ static int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && has) sp.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
-        else if (!strcmp(a, "--ram-budget") && has) {
-            unsigned long long v;
-            if (mr_cli_parse_size(argv[++i], &v)) { fprintf(stderr, "error: bad size '%s'\n", argv[i]); return 1; }
-            mp.ram_budget = v;
-        }
+        else if (!strcmp(a, "--ram-budget") && has) ram_budget = argv[++i];
         else if (!strcmp(a, "--show-prompt")) show_prompt = 1;
         else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); chat_usage(stderr); return 1; }
     }
@@ -108,6 +105,10 @@ static int cmd_chat(int argc, char **argv) {
     mr_session *s = NULL;
     mr_sampler *smp = NULL;
     double t0 = chat_now();
+    if (ram_budget && mr_ram_budget_parse(ram_budget, model, mp.n_ctx, &mp.ram_budget)) {
+        fprintf(stderr, "error: %s\n", mr_last_error());
+        return 1;
+    }
     mr_model *m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }

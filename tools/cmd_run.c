@@ -20,7 +20,9 @@ static void run_usage(FILE *f) {
                "  --seed S           sampler seed\n"
                "  -t THREADS         worker threads (default: physical cores)\n"
                "  -c CTX             context length (default: min(training context, 4096))\n"
-               "  --ram-budget SIZE  RAM for routed experts (e.g. 8G; default 0 = no paging)\n"
+               "  --ram-budget SIZE  RAM for routed experts (e.g. 8G, 512M, auto; default 0 = no paging);\n"
+               "                     prints the pager summary at exit\n"
+               "  --stats-file FILE  pager counters as JSON lines: one for the prompt, one per generated token\n"
                "  --no-bos           do not add the model's BOS token\n"
                "  --show-ids         also print the generated token ids (a line \"ids: a,b,...\" on stdout)\n"
                MR_CLI_APPROX_HELP
@@ -41,7 +43,9 @@ static char *run_read_file(const char *path) {
 }
 
 static int cmd_run(int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *pfile = NULL;
+    const char *model = NULL, *prompt = NULL, *pfile = NULL, *budget = NULL, *stats_path = NULL;
+    FILE *stats = NULL;
+    mr_pager_stats pst_prev, pst_now;
     int n_gen = 128, show_ids = 0, no_bos = 0;
     mr_model_params mp;
     mr_model_params_default(&mp);
@@ -69,11 +73,8 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && has) sp.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
-        else if (!strcmp(a, "--ram-budget") && has) {
-            unsigned long long v;
-            if (mr_cli_parse_size(argv[++i], &v)) { fprintf(stderr, "error: bad size '%s'\n", argv[i]); return 1; }
-            mp.ram_budget = v;
-        }
+        else if (!strcmp(a, "--ram-budget") && has) budget = argv[++i];
+        else if (!strcmp(a, "--stats-file") && has) stats_path = argv[++i];
         else if (!strcmp(a, "--no-bos")) no_bos = 1;
         else if (!strcmp(a, "--show-ids")) show_ids = 1;
         else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); run_usage(stderr); return 1; }
@@ -97,8 +98,11 @@ static int cmd_run(int argc, char **argv) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    if (budget && mr_ram_budget_parse(budget, model, mp.n_ctx, &mp.ram_budget)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    if (stats_path && !(stats = fopen(stats_path, "w"))) { fprintf(stderr, "error: cannot write %s\n", stats_path); goto done; }
     m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    mr_model_pager_stats(m, &pst_prev);
     if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t_load = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - t0;
@@ -139,6 +143,7 @@ static int cmd_run(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double tb = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
     t_prefill = tb - ta;
+    if (stats && mr_model_pager_stats(m, &pst_now) == 0) { mr_pager_stats_json(stats, n_prompt - 1, &pst_now, &pst_prev); pst_prev = pst_now; }
     fputs(text, stdout); /* the prompt, then the continuation */
     fflush(stdout);
     char piece[256];
@@ -152,6 +157,10 @@ static int cmd_run(int argc, char **argv) {
         if (pl > 0) { fwrite(piece, 1, (size_t)pl, stdout); fflush(stdout); }
         if (n_done == n_gen) break;
         if (mr_session_eval(s, &id, 1, logits, 0)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); goto done; }
+        if (stats && mr_model_pager_stats(m, &pst_now) == 0) {
+            mr_pager_stats_json(stats, n_prompt + n_done - 1, &pst_now, &pst_prev);
+            pst_prev = pst_now;
+        }
     }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t_decode = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - tb;
@@ -171,8 +180,10 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "generated: %d tokens in %.3f s, %.2f tok/s (%d decode steps)\n", n_done, t_decode,
             t_decode > 0 ? steps / t_decode : 0.0, steps);
     if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
+    if (budget) mr_pager_print_summary(stderr, m, n_prompt, t_prefill, steps, t_decode);
     rc = 0;
 done:
+    if (stats) fclose(stats);
     free(text); free(ids); free(gen); free(logits);
     mr_sampler_free(smp);
     mr_session_free(s);

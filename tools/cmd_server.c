@@ -19,12 +19,13 @@ static void server_usage(FILE *f) {
                "  --port P          port (default 8080)\n"
                "  -c CTX            context length (default: model's, at most 4096)\n"
                "  -t N              threads (default: physical cores)\n"
-               "  --ram-budget S    RAM for routed experts, e.g. 8G (default: no paging)\n"
+               "  --ram-budget S    RAM for routed experts, e.g. 8G, 512M, auto (default: no paging)\n"
                "  --alias NAME      model id to report (default: general.name)\n"
                MR_CLI_APPROX_HELP);
 }
 
 static int cmd_server(int argc, char **argv) {
+    const char *ram_budget = NULL; /* SIZE or auto, parsed once the model path is known */
     const char *model = NULL;
     mr_server_params sp = {"127.0.0.1", 8080, 0, NULL, &server_stop};
     mr_model_params mp;
@@ -45,16 +46,17 @@ static int cmd_server(int argc, char **argv) {
         else if (!strcmp(a, "-c")) sp.n_ctx = atoi(v);
         else if (!strcmp(a, "-t")) mp.n_threads = atoi(v);
         else if (!strcmp(a, "--alias")) sp.alias = v;
-        else if (!strcmp(a, "--ram-budget")) {
-            unsigned long long b;
-            if (mr_cli_parse_size(v, &b) != 0) { fprintf(stderr, "error: bad --ram-budget '%s'\n", v); return 1; }
-            mp.ram_budget = b;
-        } else { fprintf(stderr, "error: unknown option %s (see moerun server --help)\n", a); return 1; }
+        else if (!strcmp(a, "--ram-budget")) ram_budget = v;
+        else { fprintf(stderr, "error: unknown option %s (see moerun server --help)\n", a); return 1; }
     }
     if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun server --help)\n"); return 1; }
     if (sp.port <= 0 || sp.port > 65535) { fprintf(stderr, "error: bad --port\n"); return 1; }
     if (sp.n_ctx < 0 || mp.n_threads < 0) { fprintf(stderr, "error: bad -c or -t\n"); return 1; }
     mp.n_ctx = sp.n_ctx;
+    if (ram_budget && mr_ram_budget_parse(ram_budget, model, mp.n_ctx, &mp.ram_budget)) {
+        fprintf(stderr, "error: %s\n", mr_last_error());
+        return 1;
+    }
     mr_model *m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
     if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
