@@ -149,6 +149,13 @@ static void test_grid_tables(void) {
         for (int t = 0; t < 4; t++)
             bad += ((mr_iq3s_grid_nib[i] >> (4 * t)) & 0xf) != ((mr_iq3s_grid[i] >> (8 * t)) & 0xff);
     CHECK(bad == 0, "iq3s_grid_nib: %d values differ from iq3s_grid", bad);
+    static const int lv3[8] = {4, 12, 20, 28, 36, 44, 52, 62};
+    bad = 0;
+    for (int i = 0; i < 256; i++)
+        for (int t = 0; t < 4; t++)
+            bad += lv3[(mr_iq3xxs_grid_nib[i] >> (4 * t)) & 0xf & 7] != (int)((mr_iq3xxs_grid[i] >> (8 * t)) & 0xff) ||
+                   ((mr_iq3xxs_grid_nib[i] >> (4 * t)) & 8) != 0;
+    CHECK(bad == 0, "iq3xxs_grid_nib: %d values differ from iq3xxs_grid", bad);
     bad = 0;
     for (int i = 0; i < 128; i++) {
         int par = __builtin_popcount((unsigned)i) & 1;

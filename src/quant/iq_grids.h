@@ -15,6 +15,7 @@ extern const uint64_t mr_iq2xxs_grid[256];     /* 8 values in {8, 25, 43} */
 extern const uint64_t mr_iq2xs_grid[512];
 extern const uint64_t mr_iq2s_grid[1024];
 extern const uint32_t mr_iq3xxs_grid[256];     /* 4 values each */
+extern const uint16_t mr_iq3xxs_grid_nib[256]; /* the same as 3-bit level codes, one per nibble */
 extern const uint32_t mr_iq3s_grid[512];
 extern const uint16_t mr_iq3s_grid_nib[512];   /* the same, 4 bits per value */
 extern const int8_t mr_kvalues_iq4nl[16];      /* IQ4_NL / IQ4_XS non-linear levels */

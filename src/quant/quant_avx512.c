@@ -118,6 +118,9 @@ const mr_vec_dot_fn mr_vec_dot_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_IQ4_NL] = mr_vec_dot_iq4_nl_avx512,
     [MR_TYPE_IQ4_XS] = mr_vec_dot_iq4_xs_avx512,
     [MR_TYPE_MXFP4] = mr_vec_dot_mxfp4_avx512,
+    [MR_TYPE_IQ3_XXS] = mr_vec_dot_iq3_xxs_avx512,
+    [MR_TYPE_IQ2_XS] = mr_vec_dot_iq2_xs_avx512,
+    [MR_TYPE_IQ2_S] = mr_vec_dot_iq2_s_avx512,
 };
 
 const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT] = {
@@ -141,5 +144,8 @@ const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_IQ4_NL] = mr_vec_dot_x4_iq4_nl_avx512,
     [MR_TYPE_IQ4_XS] = mr_vec_dot_x4_iq4_xs_avx512,
     [MR_TYPE_MXFP4] = mr_vec_dot_x4_mxfp4_avx512,
+    [MR_TYPE_IQ3_XXS] = mr_vec_dot_x4_iq3_xxs_avx512,
+    [MR_TYPE_IQ2_XS] = mr_vec_dot_x4_iq2_xs_avx512,
+    [MR_TYPE_IQ2_S] = mr_vec_dot_x4_iq2_s_avx512,
     [MR_TYPE_NVFP4] = mr_vd4_nvfp4_avx512,
 };

@@ -8,8 +8,8 @@
  *     where the scale is a float (Q8_0 partners) vpdpbusd sums straight to int32 instead;
  *   - one float fma per super-block (or per pair of 32-blocks) applies the float scales.
  * Integer sums are exact, so results differ from the scalar reference only by float summation
- * order. Grid lookups (IQ2/IQ1) are scalar loads: on Zen 4 they beat vpgather; IQ3_S keeps its
- * grid in registers.
+ * order. Grid lookups (IQ2_*, IQ1_*) are scalar loads: on Zen 4 they beat vpgather; IQ3_S and
+ * IQ3_XXS keep their grids in registers.
  *
  * Each kernel is written once for nc = 1 or 4 activation columns (y, y + by, ...): the weight
  * decoding is shared, every column runs the same float operations in the same order, so the
@@ -47,11 +47,11 @@ static inline __m512i scale2_epi16(int a, int b) {
     return _mm512_mask_set1_epi16(_mm512_set1_epi16((short)a), 0xffff0000u, (short)b);
 }
 
-/* Sign bytes of a whole IQ2_XXS super-block at once. z: its 8 qwords, the high dword of qword k
- * = 4 x 7 sign bits | scale << 28 of 32-value group k. Returns 32 sign bytes (dword k = group k)
- * with the parity bit added (ggml's ksigns_iq2xs: 7 stored bits, the 8th makes the parity even). */
-static inline __m256i even_signs_block(__m512i z) {
-    const __m512i t = _mm512_srli_epi64(z, 32);
+/* Sign bytes of a whole IQ2_XXS / IQ3_XXS super-block at once. t: the 8 sign words of its 32-value
+ * groups in the low dwords of 8 qwords (4 x 7 sign bits | scale << 28). Returns 32 sign bytes
+ * (dword k = group k) with the parity bit added (ggml's ksigns_iq2xs: 7 stored bits, the 8th
+ * makes the parity even). */
+static inline __m256i even_signs_block(__m512i t) {
     __m512i v = _mm512_and_si512(t, _mm512_set1_epi64(0x7f));       /* 7-bit field l -> byte l */
     v = _mm512_ternarylogic_epi64(v, _mm512_slli_epi64(t, 1), _mm512_set1_epi64(0x7f00), 0xf8);
     v = _mm512_ternarylogic_epi64(v, _mm512_slli_epi64(t, 2), _mm512_set1_epi64(0x7f0000), 0xf8);
@@ -77,7 +77,7 @@ KI void k_iq2_xxs(int n, float *s, const void *w, const void *vy, size_t by, con
         const uint8_t *q2 = (const uint8_t *)x[i].qs;
         const __m512i z = _mm512_loadu_si512(q2);
         uint64_t sg[4];
-        _mm256_storeu_si256((__m256i *)sg, even_signs_block(z));
+        _mm256_storeu_si256((__m256i *)sg, even_signs_block(_mm512_srli_epi64(z, 32)));
         /* scales 2 l + 1 of the 8 groups as int16 */
         const __m512i ls = _mm512_castsi128_si512(_mm512_cvtepi64_epi16(
             _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(z, 60), 1), _mm512_set1_epi64(1))));
@@ -166,6 +166,158 @@ KI void k_iq3_s(int n, float *s, const void *w, const void *vy, size_t by, const
     UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]);
 }
 ENTRIES(iq3_s)
+
+/* ------------------------------------------------------------------------------------ IQ3_XXS
+ * 256-entry grid of 4 values in registers as nibble codes (iq3xxs_grid_nib, 8 zmm), levels by a
+ * byte shuffle; signs and scales as IQ2_XXS (the 8 sign words follow the 64 index bytes). */
+KI __m512i lut256_epi16(const __m512i T[8], __m512i idx) {
+    const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
+    const __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
+    __m512i p[4];
+    UNROLL4 for (int k = 0; k < 4; k++) p[k] = _mm512_permutex2var_epi16(T[2 * k], idx, T[2 * k + 1]);
+    p[0] = _mm512_mask_blend_epi16(b6, p[0], p[1]);
+    p[1] = _mm512_mask_blend_epi16(b6, p[2], p[3]);
+    return _mm512_mask_blend_epi16(b7, p[0], p[1]);
+}
+
+KI void k_iq3_xxs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const mr_block_iq3_xxs *x = w;
+    __m512i T[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) T[k] = _mm512_loadu_si512(mr_iq3xxs_grid_nib + 32 * k);
+    const __m512i lev = _mm512_broadcast_i32x4(_mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0));
+    const __m512i pick0 = _mm512_set_epi64(0x0001000100010001ll, 0x0001000100010001ll, 0x0001000100010001ll,
+                                           0x0001000100010001ll, 0, 0, 0, 0);
+    const __m512i two = _mm512_set1_epi16(2);
+    __m512 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const __m512i qs = _mm512_loadu_si512(x[i].qs);
+        const __m512i ra = lut256_epi16(T, _mm512_cvtepu8_epi16(_mm512_castsi512_si256(qs)));
+        const __m512i rb = lut256_epi16(T, _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(qs, 1)));
+        const __m512i t = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(x[i].qs + MR_QK_K / 4)));
+        uint64_t sg[4];
+        _mm256_storeu_si256((__m256i *)sg, even_signs_block(t));
+        const __m512i ls = _mm512_castsi128_si512(_mm512_cvtepi64_epi16(
+            _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(t, 28), 1), _mm512_set1_epi64(1))));
+        __m512i pick = pick0, sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
+            const __m512i r = g < 2 ? ra : rb;
+            const __m512i grid = _mm512_shuffle_epi8(lev, nib_expand(g & 1 ? _mm512_extracti64x4_epi64(r, 1) : _mm512_castsi512_si256(r)));
+            const __m512i sc = _mm512_permutexvar_epi16(pick, ls);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
+                q = _mm512_mask_sub_epi8(q, sg[g], _mm512_setzero_si512(), q);
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
+            }
+            pick = _mm512_add_epi16(pick, two);
+        }
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.25f * _mm512_reduce_add_ps(acc[c]);
+}
+ENTRIES(iq3_xxs)
+
+/* ------------------------------------------------------------------------------ IQ2_XS / IQ2_S
+ * Scalar grid loads (8 values each) through indices stored by a vector pass; 4-bit scales per
+ * 16 values: int16 lane m of 64-value chunk g takes scale group 4g + m/8. */
+KI __m256i scales16_4bit(const uint8_t *sc) {   /* 8 bytes, 2 scales each -> 16 words 2 l + 1 */
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
+    const __m256i w = _mm256_set_m128i(_mm_srli_epi16(b, 4), _mm_and_si128(b, _mm_set1_epi16(0xf)));
+    /* words 0..7 low nibbles, 8..15 high: interleave to group order (lo0, hi0, lo1, hi1, ...) */
+    const __m256i order = _mm256_setr_epi16(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const __m256i l = _mm256_permutexvar_epi16(order, w);
+    return _mm256_add_epi16(_mm256_slli_epi16(l, 1), _mm256_set1_epi16(1));
+}
+
+KI void k_iq2_xs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const mr_block_iq2_xs *x = w;
+    const uint64_t *G = mr_iq2xs_grid;
+    const long long c1 = 0x0001000100010001ll;
+    const __m512i pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0), four = _mm512_set1_epi16(4);
+    __m512 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        /* 32 words: 9-bit grid index | 7 sign bits << 9 */
+        const __m512i qw = _mm512_loadu_si512(x[i].qs);
+        uint16_t k[32];
+        _mm512_storeu_si512(k, _mm512_and_si512(qw, _mm512_set1_epi16(511)));
+        uint64_t sg[4];
+        {
+            /* 7-bit sign fields to bytes, then the parity bit (as even_signs_block) */
+            const __m256i v = _mm512_cvtepi16_epi8(_mm512_srli_epi16(qw, 9));
+            __m256i p = _mm256_xor_si256(v, _mm256_srli_epi64(v, 4));
+            p = _mm256_xor_si256(p, _mm256_srli_epi64(p, 2));
+            p = _mm256_xor_si256(p, _mm256_srli_epi64(p, 1));
+            _mm256_storeu_si256((__m256i *)sg, _mm256_ternarylogic_epi64(v, _mm256_slli_epi64(p, 7), _mm256_set1_epi8((char)0x80), 0xf8));
+        }
+        const __m512i lz = _mm512_castsi256_si512(scales16_4bit(x[i].scales));
+        __m512i pick = pick0, sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
+            const uint16_t *kk = k + 8 * g;
+            const __m512i grid = _mm512_set_epi64(
+                (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
+                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
+            const __m512i sc = _mm512_permutexvar_epi16(pick, lz);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
+                q = _mm512_mask_sub_epi8(q, sg[g], _mm512_setzero_si512(), q);
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
+            }
+            pick = _mm512_add_epi16(pick, four);
+        }
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * _mm512_reduce_add_ps(acc[c]);
+}
+ENTRIES(iq2_xs)
+
+KI void k_iq2_s(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const mr_block_iq2_s *x = w;
+    const uint64_t *G = mr_iq2s_grid;
+    const long long c1 = 0x0001000100010001ll;
+    const __m512i pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0), four = _mm512_set1_epi16(4);
+    /* index word k: qs[k] | 2 bits of qh[k/4] (bits 2 (k%4)) at bits 8..9 */
+    const __m512i rep4 = _mm512_set_epi64(7 * c1, 6 * c1, 5 * c1, 4 * c1, 3 * c1, 2 * c1, c1, 0);
+    const __m512i shl = _mm512_set1_epi64(0x0002000400060008ll);
+    __m512 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        __m512i hi = _mm512_permutexvar_epi16(rep4, _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)x[i].qh))));
+        hi = _mm512_and_si512(_mm512_sllv_epi16(hi, shl), _mm512_set1_epi16(0x300));
+        uint16_t k[32];
+        _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x[i].qs)), hi));
+        const uint8_t *signs = x[i].qs + MR_QK_K / 8;
+        const __m512i lz = _mm512_castsi256_si512(scales16_4bit(x[i].scales));
+        __m512i pick = pick0, sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
+            const uint16_t *kk = k + 8 * g;
+            const __m512i grid = _mm512_set_epi64(
+                (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
+                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
+            const __mmask64 neg = ld64(signs + 8 * g);
+            const __m512i sc = _mm512_permutexvar_epi16(pick, lz);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
+                q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
+            }
+            pick = _mm512_add_epi16(pick, four);
+        }
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * _mm512_reduce_add_ps(acc[c]);
+}
+ENTRIES(iq2_s)
 
 /* -------------------------------------------------------------------------------------- IQ1_S
  * Grid values g in {-1, 0, 1} are fed as g + 1 (unsigned); the shift and the +1 are folded into
