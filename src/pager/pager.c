@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #define PAGE 4096ull
-#define TRACE_CAP (1ll << 24) /* recorded accesses for the Belady comparison (64 MiB) */
+#define TRACE_CAP (1ll << 22) /* recorded accesses for the Belady comparison (16 MiB; ~64 MiB to evaluate) */
 
 enum { SLOT_EMPTY = 0, SLOT_LOADING, SLOT_READY, SLOT_ERROR };
 enum { B_QUEUED = 0, B_PINNED, B_SERVED, B_DONE };

@@ -108,7 +108,7 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
     double bel = mr_model_pager_belady(m, &trunc);
     fprintf(f, "pager: per-layer hit rate %.1f%% (layer %d) .. %.1f%% (layer %d); Belady (same trace and slots) ",
             100 * s.layer_hit_min, s.layer_min, 100 * s.layer_hit_max, s.layer_max);
-    if (bel >= 0) fprintf(f, "%.1f%%%s\n", 100 * bel, trunc ? " (over the first 16M uses)" : "");
+    if (bel >= 0) fprintf(f, "%.1f%%%s\n", 100 * bel, trunc ? " (over the first 4M uses)" : "");
     else fprintf(f, "-\n");
 }
 
