@@ -31,7 +31,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/libmoerun.a
 
 .SECONDARY:
-.PHONY: all test sanitize clean fuzz bench bench-kernels demo
+.PHONY: all test sanitize clean fuzz bench bench-kernels bench-approx demo
 all: $(BUILD)/moerun
 
 $(BUILD)/obj/%_avx2.o: XFLAGS := $(ISA_AVX2)
@@ -63,6 +63,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 
 bench-kernels: $(BUILD)/bench/bench_kernels
 	nice -n 10 $(BUILD)/bench/bench_kernels $(BENCH_ARGS)
+
+# MoE approximations: CPU ms/token of decode and prefill per setting (docs/APPROX.md)
+bench-approx: $(BUILD)/bench/bench_approx
+	nice -n 10 $(BUILD)/bench/bench_approx $(BENCH_ARGS)
 
 sanitize:
 	$(MAKE) test SANITIZE=1

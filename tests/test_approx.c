@@ -178,6 +178,33 @@ static void check_sparse_type(int type, mr_pool *pool, int *n_checked) {
     free(W); free(act); free(H); free(H0); free(Yd); free(Ys); free(wf);
 }
 
+/* rows of the up projection for a mask: the active values equal mr_matmul's bit for bit (one column,
+ * groups of four through the 4-column kernel, leftovers), the others are 0 */
+static void check_rows_type(int type, mr_pool *pool, int *n_checked) {
+    const mr_type_traits *t = mr_type_get(type);
+    const int bs = t->block_size;
+    const int64_t cols = bs == 1 ? 67 : bs <= 32 ? 192 : 2 * bs, rows = 53, nc = 11;
+    size_t wrow = mr_row_size(type, cols);
+    uint8_t *W = malloc(wrow * rows), *act = malloc((size_t)(nc * rows));
+    float *X = malloc(sizeof(float) * cols * nc), *Yd = malloc(sizeof(float) * rows * nc), *Yr = malloc(sizeof(float) * rows * nc);
+    sd_weights(type, W, cols * rows, 0);
+    for (int64_t i = 0; i < cols * nc; i++) X[i] = sd_normalish();
+    for (int64_t i = 0; i < nc * rows; i++) act[i] = (sd_u32() % 4) != 0;
+    for (int64_t r = 0; r < rows; r++) act[5 * rows + r] = 0; /* a column with nothing active */
+    CHECK(mr_matmul(pool, W, type, rows, cols, X, nc, Yd) == 0, "%s", mr_last_error());
+    for (int pass = 0; pass < 2; pass++) {
+        const int64_t n = pass ? 1 : nc; /* a batch, and a single column (decode) */
+        for (int64_t i = 0; i < rows * n; i++) Yr[i] = NAN;
+        CHECK(mr_approx_rows_matmul(pool, W, type, rows, cols, X, n, act, Yr) == 0, "%s: %s", t->name, mr_last_error());
+        int bad = 0;
+        for (int64_t i = 0; i < rows * n; i++) bad += act[i] ? memcmp(&Yr[i], &Yd[i], sizeof(float)) != 0 : Yr[i] != 0.0f;
+        CHECK(bad == 0, "%s %s ncols %lld: %d values differ from mr_matmul (or are not 0 where inactive)", t->name,
+              mr_isa_name(mr_isa()), (long long)n, bad);
+    }
+    (*n_checked)++;
+    free(W); free(act); free(X); free(Yd); free(Yr);
+}
+
 static void test_sparse_matmul(void) {
     mr_pool *pool = mr_pool_create(2);
     CHECK(pool != NULL, "%s", mr_last_error());
@@ -190,10 +217,11 @@ static void test_sparse_matmul(void) {
             const mr_type_traits *xt = mr_type_get(t->vec_dot_type);
             if (!xt || (t->vec_dot_type != MR_TYPE_F32 && !xt->from_float)) continue;
             check_sparse_type(type, pool, &n);
+            check_rows_type(type, pool, &n);
         }
     }
     mr_set_isa(best);
-    CHECK(n >= 20, "only %d (type, ISA) pairs checked", n);
+    CHECK(n >= 40, "only %d (type, ISA) checks", n);
     float y[4];
     uint8_t w[64] = {0}, a[2] = {1, 1};
     float h[64] = {0};
@@ -281,37 +309,46 @@ static void test_kjv_exact_paths(void) {
     mr_model_free(m);
 }
 
-static void kl_of(const float *l, mr_logits_cmp *c) { mr_logits_compare(exact, l, NTOK, n_vocab, c); }
+/* logits with a setting, compared with the exact ones */
+static int measure(mr_model *m, const char *spec, float *l, mr_logits_cmp *c, mr_approx_stats *st) {
+    if (set_spec(m, spec) || run(m, l)) return -1;
+    mr_model_approx_stats(m, st);
+    mr_logits_compare(exact, l, NTOK, n_vocab, c);
+    printf("# %s: experts/token %.3f, rows skipped %.3f, blocks %.4f, KL mean %.3g p95 %.3g max %.3g, top-1 %.3f\n", spec,
+           (double)st->experts_kept / (double)st->token_layers,
+           st->rows_total ? (double)st->rows_skipped / (double)st->rows_total : 0.0,
+           st->blocks_total ? (double)st->blocks_skipped / (double)st->blocks_total : 0.0, c->kl_mean, c->kl_p95, c->kl_max,
+           c->top1_frac);
+    return 0;
+}
+
+/* A mild setting keeps the output close to the exact model. The bounds are ~3x what was measured on
+ * these 64 tokens (x86-64 AVX-512, also the same with MOERUN_ISA=scalar: the kernels are bit-exact),
+ * which leaves room for other machines. On the whole validation text (docs/APPROX.md) the same
+ * settings give mean KL 3.4e-3 (prune=0.9) and 1.2e-3 (skip=0.02). The bounds discriminate: a strong
+ * setting (prune=0.5: about half the experts dropped, the size of error a wrong selection or
+ * weighting produces) must exceed them, checked below. */
+static int within(const mr_logits_cmp *c, double mean, double p95, double top1) {
+    return c->kl_mean <= mean && c->kl_p95 <= p95 && c->top1_frac >= top1;
+}
 
 static void test_kjv_prune(void) {
     mr_model *m = load_kjv(0);
     CHECK(m != NULL, "%s", mr_last_error());
     if (!m) return;
     float *l = malloc(sizeof(float) * (size_t)NTOK * n_vocab);
-    mr_approx_stats st;
+    mr_approx_stats st, st2;
     mr_logits_cmp c;
-    /* prune=0.9 (mild): on the whole validation text (docs/APPROX.md) it keeps 3.7 of 4 experts with
-     * mean KL 3.3e-3 and 96.5% top-1 agreement. On these 64 tokens the measured mean KL is 1.8e-3,
-     * max 2.6e-2; the bounds leave 3x room for rounding differences between machines while staying
-     * far below what a wrong expert selection or weighting gives (a rescale bug: mean KL > 0.05). */
-    CHECK(set_spec(m, "prune=0.9") == 0, "%s", mr_last_error());
-    CHECK(run(m, l) == 0, "%s", mr_last_error());
-    mr_model_approx_stats(m, &st);
-    kl_of(l, &c);
-    printf("# prune=0.9: experts/token %.3f, mean KL %.3g, p95 %.3g, max %.3g, top-1 %.3f\n",
-           (double)st.experts_kept / (double)st.token_layers, c.kl_mean, c.kl_p95, c.kl_max, c.top1_frac);
+    /* prune=0.9, measured: 3.76 experts/token, KL mean 3.75e-3, p95 2.0e-2, top-1 95.3% */
+    CHECK(measure(m, "prune=0.9", l, &c, &st) == 0, "%s", mr_last_error());
     CHECK(st.experts_kept < st.experts_routed, "prune=0.9 dropped no expert");
     CHECK(!same(l), "prune=0.9 changed nothing");
-    CHECK(c.kl_mean <= 6e-3 && c.kl_max <= 0.08 && c.top1_frac >= 0.9, "prune=0.9: mean KL %.3g max %.3g top-1 %.3f",
-          c.kl_mean, c.kl_max, c.top1_frac);
-    /* stronger pruning reads fewer experts from the pager */
-    mr_model_approx_stats_reset(m);
-    CHECK(set_spec(m, "prune=0.6") == 0, "%s", mr_last_error());
-    CHECK(run(m, l) == 0, "%s", mr_last_error());
-    mr_approx_stats st2;
-    mr_model_approx_stats(m, &st2);
-    CHECK(st2.experts_kept < st.experts_kept, "prune=0.6 kept %llu >= prune=0.9's %llu", (unsigned long long)st2.experts_kept,
+    CHECK(within(&c, 0.012, 0.06, 0.88), "prune=0.9: KL mean %.3g p95 %.3g top-1 %.3f", c.kl_mean, c.kl_p95, c.top1_frac);
+    /* stronger pruning reads fewer experts; and it fails the mild bounds */
+    CHECK(measure(m, "prune=0.5", l, &c, &st2) == 0, "%s", mr_last_error());
+    CHECK(st2.experts_kept < st.experts_kept, "prune=0.5 kept %llu >= prune=0.9's %llu", (unsigned long long)st2.experts_kept,
           (unsigned long long)st.experts_kept);
+    CHECK(!within(&c, 0.012, 0.06, 0.88), "prune=0.5 passes the mild bounds: they do not discriminate");
     /* the setting takes effect at the next eval, and switching back is exact */
     CHECK(set_spec(m, "off") == 0, "%s", mr_last_error());
     CHECK(run(m, l) == 0 && same(l), "after switching off: not exact");
@@ -326,23 +363,15 @@ static void test_kjv_skip(void) {
     float *l = malloc(sizeof(float) * (size_t)NTOK * n_vocab);
     mr_approx_stats st;
     mr_logits_cmp c;
-    /* skip=0.02 (mild): measured on these 64 tokens: 8% of rows skipped, mean KL 8e-4, max 6e-3; on
-     * the whole validation text 8.4% and mean KL 1.1e-3 (docs/APPROX.md). Bounds with 3x room. */
-    CHECK(set_spec(m, "skip=0.02") == 0, "%s", mr_last_error());
-    CHECK(run(m, l) == 0, "%s", mr_last_error());
-    mr_model_approx_stats(m, &st);
-    kl_of(l, &c);
+    /* skip=0.02, measured: 8.4% of the rows skipped, KL mean 7.3e-4, p95 4.2e-3, top-1 98.4% */
+    CHECK(measure(m, "skip=0.02", l, &c, &st) == 0, "%s", mr_last_error());
     const double frac = (double)st.rows_skipped / (double)st.rows_total;
-    printf("# skip=0.02: rows skipped %.3f, blocks %.4f, mean KL %.3g, p95 %.3g, max %.3g, top-1 %.3f\n", frac,
-           (double)st.blocks_skipped / (double)st.blocks_total, c.kl_mean, c.kl_p95, c.kl_max, c.top1_frac);
     CHECK(frac > 0.03, "skip=0.02 skipped only %.3f of the rows", frac);
-    CHECK(c.kl_mean <= 3e-3 && c.kl_max <= 0.02 && c.top1_frac >= 0.9, "skip=0.02: mean KL %.3g max %.3g top-1 %.3f",
-          c.kl_mean, c.kl_max, c.top1_frac);
-    /* a large threshold also skips whole down blocks (the sparse down product runs) */
-    CHECK(set_spec(m, "skip=0.5") == 0, "%s", mr_last_error());
-    CHECK(run(m, l) == 0, "%s", mr_last_error());
-    mr_model_approx_stats(m, &st);
+    CHECK(within(&c, 2.5e-3, 0.015, 0.93), "skip=0.02: KL mean %.3g p95 %.3g top-1 %.3f", c.kl_mean, c.kl_p95, c.top1_frac);
+    /* a large threshold also skips whole down blocks (the sparse down product runs) and fails the bounds */
+    CHECK(measure(m, "skip=0.5", l, &c, &st) == 0, "%s", mr_last_error());
     CHECK(st.blocks_skipped > 0, "skip=0.5 skipped no down block (rows %.3f)", (double)st.rows_skipped / (double)st.rows_total);
+    CHECK(!within(&c, 2.5e-3, 0.015, 0.93), "skip=0.5 passes the mild bounds: they do not discriminate");
     free(l);
     mr_model_free(m);
 }

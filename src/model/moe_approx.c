@@ -298,42 +298,56 @@ done:
 
 /* ---- gate-first up projection: only the active rows ---- */
 
+/* Chunks are (group of up to 4 columns, range of rows). With a 4-column kernel a row is computed
+ * for the 4 columns at once when any of them needs it (the kernel does per column exactly what
+ * vec_dot does), otherwise one vec_dot per active (row, column). */
 typedef struct {
     const uint8_t *W;
     size_t w_row, x_row;
-    int64_t F, d;
+    int64_t F, d, cnt;
     const uint8_t *Xq;       /* [cnt] converted inputs */
     const uint8_t *act;      /* [cnt][F] row active */
     float *U;                /* [cnt][F] */
     mr_vec_dot_fn dot;
-    long chunk_rows, chunks_per_col;
+    mr_vec_dot_x4_fn dot4;
+    long chunk_rows, chunks_per_group;
 } rows_job;
 
 static void rows_chunk(void *arg, long ch) {
     rows_job *j = arg;
-    const int64_t c = ch / j->chunks_per_col;
-    const long r0 = (ch % j->chunks_per_col) * j->chunk_rows;
+    const int64_t c0 = (ch / j->chunks_per_group) * 4;
+    const int nc = (int)(j->cnt - c0 < 4 ? j->cnt - c0 : 4);
+    const long r0 = (ch % j->chunks_per_group) * j->chunk_rows;
     long r1 = r0 + j->chunk_rows;
     if (r1 > j->F) r1 = (long)j->F;
-    const uint8_t *a = j->act + c * j->F, *x = j->Xq + (size_t)c * j->x_row;
-    float *u = j->U + c * j->F;
+    const uint8_t *x = j->Xq + (size_t)c0 * j->x_row;
     for (long r = r0; r < r1; r++) {
-        if (a[r]) j->dot((int)j->d, &u[r], j->W + (size_t)r * j->w_row, x);
-        else u[r] = 0.0f;
+        const uint8_t *wr = j->W + (size_t)r * j->w_row;
+        int any = 0;
+        for (int c = 0; c < nc; c++) any += j->act[(c0 + c) * j->F + r];
+        if (nc == 4 && j->dot4 && any > 1) {
+            float s[4];
+            j->dot4((int)j->d, s, wr, x, j->x_row);
+            for (int c = 0; c < 4; c++) j->U[(c0 + c) * j->F + r] = j->act[(c0 + c) * j->F + r] ? s[c] : 0.0f;
+            continue;
+        }
+        for (int c = 0; c < nc; c++) {
+            float *u = &j->U[(c0 + c) * j->F + r];
+            if (j->act[(c0 + c) * j->F + r]) j->dot((int)j->d, u, wr, x + (size_t)c * j->x_row);
+            else *u = 0.0f;
+        }
     }
 }
 
-/* U[c][r] = dot(W[r], X[c]) for active rows (the same kernel and conversion as mr_matmul, so equal to
- * its result bit for bit), 0 for the others. */
-static int rows_matmul(mr_pool *pool, const void *W, int wtype, int64_t F, int64_t d, const float *X, int64_t cnt,
+int mr_approx_rows_matmul(mr_pool *pool, const void *W, int wtype, int64_t F, int64_t d, const float *X, int64_t cnt,
                        const uint8_t *act, float *U) {
     const mr_type_traits *wt = mr_type_get(wtype);
     if (!wt) { mr_set_error("approx: unknown weight type %d", wtype); return -1; }
     const int xt = wt->vec_dot_type;
     size_t w_row = mr_row_size(wtype, d), x_row = mr_row_size(xt, d);
     mr_vec_dot_fn dot;
-    mr_vec_dot_x4_fn d4;
-    mr_type_kernels(wtype, mr_isa(), &dot, &d4);
+    mr_vec_dot_x4_fn dot4;
+    mr_type_kernels(wtype, mr_isa(), &dot, &dot4);
     mr_from_float_fn conv = xt == MR_TYPE_F32 ? NULL : mr_type_from_float(xt);
     if (!w_row || !x_row || !dot || (xt != MR_TYPE_F32 && !conv) || d > 0x7fffffff) {
         mr_set_error("approx: no row kernels for %s rows of %lld", wt->name, (long long)d);
@@ -344,13 +358,15 @@ static int rows_matmul(mr_pool *pool, const void *W, int wtype, int64_t F, int64
         if (!(Xq = mr_aligned_alloc(64, x_row * (size_t)cnt))) { mr_set_error("approx: out of memory"); return -1; }
         for (int64_t c = 0; c < cnt; c++) conv(X + c * d, Xq + (size_t)c * x_row, d);
     }
-    rows_job j = {.W = W, .w_row = w_row, .x_row = x_row, .F = F, .d = d, .Xq = conv ? Xq : (const uint8_t *)X,
-                  .act = act, .U = U, .dot = dot};
+    rows_job j = {.W = W, .w_row = w_row, .x_row = x_row, .F = F, .d = d, .cnt = cnt,
+                  .Xq = conv ? Xq : (const uint8_t *)X, .act = act, .U = U, .dot = dot, .dot4 = dot4};
     const int nth = mr_pool_size(pool);
-    long cr = (long)(F / (nth * 8));
+    const long groups = (long)((cnt + 3) / 4);
+    long cr = (long)(F * groups / (nth * 8));
+    if (cr > F) cr = (long)F;
     j.chunk_rows = cr < 16 ? 16 : cr;
-    j.chunks_per_col = (long)((F + j.chunk_rows - 1) / j.chunk_rows);
-    mr_pool_run_chunks(pool, rows_chunk, &j, j.chunks_per_col * (long)cnt);
+    j.chunks_per_group = (long)((F + j.chunk_rows - 1) / j.chunk_rows);
+    mr_pool_run_chunks(pool, rows_chunk, &j, j.chunks_per_group * groups);
     mr_aligned_free(Xq);
     return 0;
 }
@@ -386,8 +402,9 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
     float *y = malloc(sizeof(float) * (size_t)n * d);
     float *slots = malloc(sizeof(float) * (size_t)n * K * d);
     uint8_t *act = skipping ? malloc((size_t)n * F) : NULL;
+    float *sg = skipping ? malloc(sizeof(float) * (size_t)n * F) : NULL;  /* silu(g) */
     uint8_t *bact = skipping ? malloc((size_t)n * (nb > 0 ? nb : 1)) : NULL;
-    if (!count || !start || !ids || !list || !keep || !wk || !xs || !g || !u || !y || !slots || (skipping && (!act || !bact))) {
+    if (!count || !start || !ids || !list || !keep || !wk || !xs || !g || !u || !y || !slots || (skipping && (!act || !bact || !sg))) {
         mr_set_error("moe: out of memory");
         goto done;
     }
@@ -431,15 +448,15 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
                 uint8_t *ar = act + (int64_t)r * F, *br = bact + (int64_t)r * nb;
                 if (c->clamp > 1e-6f)
                     for (int64_t i = 0; i < F; i++) if (gr[i] > c->clamp) gr[i] = c->clamp;
-                float mx = 0.0f;
-                for (int64_t i = 0; i < F; i++) { float a = fabsf(mr_silu(gr[i])); if (a > mx) mx = a; }
+                float *sr = sg + (int64_t)r * F, mx = 0.0f;
+                for (int64_t i = 0; i < F; i++) { sr[i] = mr_silu(gr[i]); if (fabsf(sr[i]) > mx) mx = fabsf(sr[i]); }
                 float thr = P->skip_rel * mx;
                 if (P->skip_abs > thr) thr = P->skip_abs;
                 int64_t skipped = 0, bskipped = 0;
                 for (int64_t b = 0; b < nb; b++) {
                     int any = 0;
                     for (int64_t i = b * dblk; i < (b + 1) * dblk; i++) {
-                        ar[i] = !(fabsf(mr_silu(gr[i])) < thr);
+                        ar[i] = !(fabsf(sr[i]) < thr);
                         any |= ar[i];
                         skipped += !ar[i];
                     }
@@ -452,13 +469,21 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
             }
             st.rows_total += (uint64_t)cnt * (uint64_t)F;
             st.blocks_total += (uint64_t)cnt * (uint64_t)nb;
-            if (rows_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, act, u)) goto done;
+            if (mr_approx_rows_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, act, u)) goto done;
         }
         for (int r = 0; r < cnt; r++) {
             float *gr = g + (int64_t)r * F, *ur = u + (int64_t)r * F;
             const float wr = wk[li[r]];
             if (!tg) { for (int64_t i = 0; i < F; i++) ur[i] = mr_silu(ur[i]); }
-            else {
+            else if (skipping) {
+                /* silu(g) is already in sg (g clamped first); skipped rows have up = 0, so h = 0 */
+                const float *sr = sg + (int64_t)r * F;
+                if (c->clamp > 1e-6f) {
+                    const float lim = c->clamp;
+                    for (int64_t i = 0; i < F; i++) ur[i] = ur[i] < -lim ? -lim : (ur[i] > lim ? lim : ur[i]);
+                }
+                for (int64_t i = 0; i < F; i++) ur[i] = sr[i] * ur[i]; /* = mr_swiglu */
+            } else {
                 if (c->clamp > 1e-6f) {
                     const float lim = c->clamp;
                     for (int64_t i = 0; i < F; i++) {
@@ -466,7 +491,7 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
                         ur[i] = ur[i] < -lim ? -lim : (ur[i] > lim ? lim : ur[i]);
                     }
                 }
-                mr_swiglu(ur, gr, ur, F); /* skipped rows: up = 0, so h = 0 */
+                mr_swiglu(ur, gr, ur, F);
             }
             if (c->weight_before_down) for (int64_t i = 0; i < F; i++) ur[i] *= wr;
         }
@@ -503,6 +528,6 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
 done:
     if (prefetched) mr_pager_release(m->pager, layer);
     free(count); free(start); free(ids); free(list); free(keep); free(wk); free(xs); free(g); free(u); free(y);
-    free(slots); free(act); free(bact);
+    free(slots); free(act); free(bact); free(sg);
     return rc;
 }

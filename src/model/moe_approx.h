@@ -54,4 +54,9 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
  * every block active it equals mr_matmul bit for bit. Returns -1 (error set) on a bad type/shape. */
 int mr_approx_sparse_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
                             const float *H, int64_t ncols, const uint8_t *active, float *Y);
+/* Gate-first up projection: U[c][r] = dot(W[r], X[c]) for the rows with act[c * rows + r] != 0 (the
+ * kernels and activation conversion of mr_matmul, so those values equal its result bit for bit), 0
+ * for the others. W: rows x cols of wtype; X: ncols columns of cols floats; U: ncols x rows. */
+int mr_approx_rows_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols, const float *X,
+                          int64_t ncols, const uint8_t *act, float *U);
 #endif
