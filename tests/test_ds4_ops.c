@@ -252,10 +252,13 @@ static void test_pool(void) {
 static void test_attn(void) {
     enum { D = 128, NK = 20 };
     float q[D], keys[NK * D], out[D], scratch[NK];
+    uint16_t kh16[NK * D];
+    const float *kf[NK]; const uint16_t *kh[NK];
     for (int i = 0; i < D; i++) q[i] = frand() * 4;
-    for (int i = 0; i < NK * D; i++) keys[i] = frand();
+    for (int i = 0; i < NK * D; i++) { keys[i] = frand(); kh16[i] = mr_fp32_to_fp16(keys[i]); }
+    for (int j = 0; j < NK; j++) { kf[j] = keys + j * D; kh[j] = kh16 + j * D; }
     const float scale = 1.0f / sqrtf((float)D), sink = 0.7f;
-    ds4_attn_head(out, q, keys, NK, D, scale, sink, 0, scratch);
+    ds4_attn_head(out, q, kf, kh, NK, D, scale, sink, 0, scratch);
     double l[NK], mx = sink, den = 0;
     for (int j = 0; j < NK; j++) {
         double s = 0; for (int i = 0; i < D; i++) s += (double)q[i] * keys[j * D + i];
@@ -267,11 +270,20 @@ static void test_attn(void) {
         double o = 0; for (int j = 0; j < NK; j++) o += exp(l[j] - mx) / den * keys[j * D + i];
         CHECK(fabs(out[i] - o) < 1e-5, "attn %d: %g vs %g", i, out[i], o);
     }
+    /* F16 keys (kf NULL): q and p rounded to F16; close to the float result, not equal */
+    const float *none[NK] = {0};
     float out16[D];
-    ds4_attn_head(out16, q, keys, NK, D, scale, sink, 1, scratch);
+    ds4_attn_head(out16, q, none, kh, NK, D, scale, sink, 1, scratch);
     double md = 0; for (int i = 0; i < D; i++) md = fmax(md, fabs(out16[i] - out[i]));
     CHECK(md > 0 && md < 2e-3, "f16 path differs by %g", md);
-    ds4_attn_head(out, q, keys, 0, D, scale, sink, 0, scratch);
+    /* the same F16 values given as floats give the same result */
+    float keys16[NK * D], out16b[D];
+    const float *kf16[NK];
+    for (int i = 0; i < NK * D; i++) keys16[i] = mr_fp16_to_fp32(kh16[i]);
+    for (int j = 0; j < NK; j++) kf16[j] = keys16 + j * D;
+    ds4_attn_head(out16b, q, kf16, kh, NK, D, scale, sink, 1, scratch);
+    CHECK(memcmp(out16, out16b, sizeof out16) == 0, "float and F16 key rows disagree");
+    ds4_attn_head(out, q, kf, kh, 0, D, scale, sink, 0, scratch);
     for (int i = 0; i < D; i++) CHECK(out[i] == 0.0f, "no keys -> zero");
 }
 

@@ -224,16 +224,26 @@ void ds4_pool(float *out, const float *const *kv, const float *const *sc, int n,
 
 static inline float ds4_round_f16(float x) { return mr_fp16_to_fp32(mr_fp32_to_fp16(x)); }
 
-void ds4_attn_head(float *out, const float *q, const float *keys, int nk, int D, float kq_scale, float sink,
-                   int f16, float *scratch) {
-    float qr[1024];
+float ds4_dot_f32(const float *x, const float *y, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+float ds4_dot_f16(const float *x, const uint16_t *y, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += x[i] * mr_fp16_to_fp32(y[i]);
+    return s;
+}
+
+void ds4_attn_head(float *out, const float *q, const float *const *kf, const uint16_t *const *kh, int nk, int D,
+                   float kq_scale, float sink, int f16, float *scratch) {
+    float qr[4096];
     const float *qq = q;
-    if (f16 && D <= 1024) { for (int i = 0; i < D; i++) qr[i] = ds4_round_f16(q[i]); qq = qr; }
+    if (f16) { for (int i = 0; i < D && i < 4096; i++) qr[i] = ds4_round_f16(q[i]); qq = qr; }
     float mx = sink;
     for (int j = 0; j < nk; j++) {
-        const float *k = keys + (int64_t)j * D;
-        float s = 0.0f;
-        for (int i = 0; i < D; i++) s += qq[i] * k[i];
+        const float s = kf[j] ? ds4_dot_f32(qq, kf[j], D) : ds4_dot_f16(qq, kh[j], D);
         scratch[j] = s * kq_scale;
         if (scratch[j] > mx) mx = scratch[j];
     }
@@ -247,9 +257,10 @@ void ds4_attn_head(float *out, const float *q, const float *keys, int nk, int D,
     }
     memset(out, 0, (size_t)D * sizeof(float));
     for (int j = 0; j < nk; j++) {
-        const float *k = keys + (int64_t)j * D, p = scratch[j];
+        const float p = scratch[j];
         if (p == 0.0f) continue;
-        for (int i = 0; i < D; i++) out[i] += p * k[i];
+        if (kf[j]) { const float *k = kf[j]; for (int i = 0; i < D; i++) out[i] += p * k[i]; }
+        else { const uint16_t *k = kh[j]; for (int i = 0; i < D; i++) out[i] += p * mr_fp16_to_fp32(k[i]); }
     }
 }
 

@@ -64,11 +64,15 @@ int ds4_hadamard(float *x, int n);
 void ds4_pool(float *out, const float *const *kv, const float *const *sc, int n, int64_t width);
 
 /* ---- attention with a sink, one head (§3.7) ----
- * keys: nk rows of D floats at keys + j*D (used as values too). f16: the keys are F16 values
- * (an F16 cache), so q is rounded to F16 for the dot products and the probabilities are rounded to
- * F16 before the value sum, like ggml's mul_mat with F16 K and V. scratch: nk floats. */
-void ds4_attn_head(float *out, const float *q, const float *keys, int nk, int D, float kq_scale, float sink,
-                   int f16, float *scratch);
+ * Key/value row j (D values, used as key and as value) is kf[j] (floats) if kf[j] != NULL, else kh[j]
+ * (F16). f16: the keys are F16 values (an F16 cache), so q is rounded to F16 for the dot products and
+ * the probabilities are rounded to F16 before the value sum, like ggml's mul_mat with F16 K and V.
+ * Dots accumulate in float. scratch: nk floats. D <= 4096. */
+void ds4_attn_head(float *out, const float *q, const float *const *kf, const uint16_t *const *kh, int nk, int D,
+                   float kq_scale, float sink, int f16, float *scratch);
+/* dot of a float vector with an F16 row, accumulated in float */
+float ds4_dot_f16(const float *x, const uint16_t *y, int n);
+float ds4_dot_f32(const float *x, const float *y, int n);
 
 /* ---- MoE (§3.9) ---- */
 /* softplus with ggml's threshold: x > 20 ? x : log(1 + e^x) */

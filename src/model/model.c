@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Architectures. deepseek4 is declared weak so the build works before its file exists; note that a
- * weak reference does not pull an object out of a static library, so when arch_deepseek4.c lands
+/* Architectures. Some are declared weak so the build works before their file exists; note that a
+ * weak reference does not pull an object out of a static library, so when an arch file lands
  * the `weak` attribute here must be removed. */
 extern const struct mr_arch mr_arch_llama;
 extern const struct mr_arch mr_arch_qwen3moe;
-extern const struct mr_arch mr_arch_deepseek4 __attribute__((weak));
+extern const struct mr_arch mr_arch_deepseek4;
 
 static const struct mr_arch *mr_find_arch(const char *name) {
     const struct mr_arch *table[] = {&mr_arch_llama, &mr_arch_qwen3moe, &mr_arch_deepseek4};

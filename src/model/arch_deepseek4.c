@@ -1,0 +1,940 @@
+/* DeepSeek-V4-Flash (`deepseek4`): loader, per-sequence state and forward pass.
+ * Follows ../shared/specs/deepseek4.md (§ numbers below); the building blocks are in ds4_ops.c.
+ *
+ * Paths. Like the reference, a batch that starts at position 0 is a "prefill": compressed layers
+ * (ratio 4 / 128) attend over the batch's own F32 kv rows and F32 compressed rows, built by a batched
+ * compressor. Any other batch (a single decode token or a later chunk) runs the streaming compressor
+ * token by token and reads raw and compressed keys back from the F16 caches. Ratio-0 layers always
+ * read F16 keys (§4.1, §5 items 21-22). params.kv_f32 keeps every cache in F32 instead.
+ *
+ * Reference vs official (§8): params.reference (default 1) reproduces the llama.cpp fork; 0 adds the
+ * official graph's indexer QAT (Hadamard + FP4 on indexer q and keys) and the shared-expert clamp. */
+#include "model/model.h"
+#include "model/ds4_ops.h"
+#include "model/moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int ratio;                  /* 0, 4 or 128 */
+    float lim;                  /* routed SwiGLU clamp (swiglu_clamp_exp) */
+    mr_weight hc_attn_fn, hc_ffn_fn;
+    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale;
+    const float *attn_norm, *ffn_norm, *sinks, *q_a_norm, *kv_norm;
+    mr_weight q_a, q_b, kv, out_a, out_b;
+    mr_weight gate_inp, sh_gate, sh_up, sh_down;
+    const int32_t *tid2eid;     /* [V][k], hash layers */
+    const float *exp_bias;      /* [E], others */
+    /* compressor (ratio > 0): Wd = c*D, ape [ratio][Wd] */
+    mr_weight c_kv, c_gate;
+    const float *c_ape, *c_norm;
+    /* indexer (ratio 4): compressor Wd = 2*Di */
+    mr_weight i_qb, i_proj, ic_kv, ic_gate;
+    const float *ic_ape, *ic_norm;
+    ds4_rope rope;
+} ds4_layer;
+
+typedef struct {
+    int d, L, V, H, D, R, G, rq, ro, E, K, F, Fs, Lh, W, Hi, Di, topk, Nh, Ti, n_ctx_train;
+    float eps, eps_hc, ws;
+    int norm_w;
+    int official;               /* !params.reference */
+    int kv_f16;                 /* caches hold F16 (default) */
+    const mr_gguf_tensor *tok_embd;
+    mr_weight output, out_hc_fn;
+    const float *out_hc_base, *out_hc_scale, *out_norm;
+    ds4_layer *layers;
+} ds4_model;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* loader (§1, §2) */
+
+static int ds4_get_kv_array(mr_model *m, const char *suffix, const mr_gguf_kv **out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    *out = mr_gguf_find_kv(m->gguf, key);
+    return *out ? 0 : -1;
+}
+
+/* swiglu_clamp_exp: f32 scalar or f32[L] (exactly L entries); absent = 0 (no clamp) */
+static int ds4_read_clamp(mr_model *m, ds4_model *M) {
+    const mr_gguf_kv *kv;
+    for (int l = 0; l < M->L; l++) M->layers[l].lim = 0.0f;
+    if (ds4_get_kv_array(m, "swiglu_clamp_exp", &kv)) return 0;
+    if (kv->type == MR_GGUF_F32 || kv->type == MR_GGUF_F64) {
+        for (int l = 0; l < M->L; l++) M->layers[l].lim = (float)kv->v.f64;
+        return 0;
+    }
+    if (kv->type == MR_GGUF_ARRAY && kv->arr_type == MR_GGUF_F32) {
+        if (kv->n != (uint64_t)M->L) {
+            mr_set_error("%s: %s.swiglu_clamp_exp has %llu entries, expected %d (block_count)", m->path,
+                         m->arch_name, (unsigned long long)kv->n, M->L);
+            return -1;
+        }
+        for (int l = 0; l < M->L; l++) M->layers[l].lim = ((const float *)kv->arr)[l];
+        return 0;
+    }
+    mr_set_error("%s: %s.swiglu_clamp_exp must be a float or a float array", m->path, m->arch_name);
+    return -1;
+}
+
+/* attention.compress_ratios: u32/i32 array of >= L entries, each 0, 4 or 128 */
+static int ds4_read_ratios(mr_model *m, ds4_model *M) {
+    const mr_gguf_kv *kv;
+    if (ds4_get_kv_array(m, "attention.compress_ratios", &kv)) {
+        mr_set_error("%s: missing key %s.attention.compress_ratios", m->path, m->arch_name);
+        return -1;
+    }
+    if (kv->type != MR_GGUF_ARRAY || (kv->arr_type != MR_GGUF_U32 && kv->arr_type != MR_GGUF_I32) ||
+        kv->n < (uint64_t)M->L) {
+        mr_set_error("%s: %s.attention.compress_ratios must be an integer array of at least %d entries",
+                     m->path, m->arch_name, M->L);
+        return -1;
+    }
+    for (int l = 0; l < M->L; l++) {
+        int64_t r = kv->arr_type == MR_GGUF_U32 ? (int64_t)((const uint32_t *)kv->arr)[l]
+                                                : (int64_t)((const int32_t *)kv->arr)[l];
+        if (r != 0 && r != 4 && r != 128) {
+            mr_set_error("%s: layer %d has compress ratio %lld; DeepSeek V4 supports 0, 4 and 128", m->path, l,
+                         (long long)r);
+            return -1;
+        }
+        M->layers[l].ratio = (int)r;
+    }
+    return 0;
+}
+
+#define U32(suffix, req, def, dst) do { uint32_t v_; if (mr_model_hp_u32(m, suffix, req, def, &v_)) goto fail; \
+                                        if (v_ > 0x7fffffff) { mr_set_error("%s: %s.%s = %u is too large", m->path, m->arch_name, suffix, v_); goto fail; } \
+                                        dst = (int)v_; } while (0)
+#define F32(suffix, req, def, dst) do { if (mr_model_hp_f32(m, suffix, req, def, &dst)) goto fail; } while (0)
+#define BAD(...) do { mr_set_error(__VA_ARGS__); goto fail; } while (0)
+
+static const float *ds4_vec(mr_model *m, int req, int64_t n, const char *fmt, int il) {
+    char name[160];
+    snprintf(name, sizeof name, fmt, il);
+    const int64_t shape[1] = {n};
+    return mr_model_f32(m, mr_model_tensor(m, req, 1, shape, "%s", name));
+}
+
+static mr_weight ds4_mat(mr_model *m, int req, int64_t cols, int64_t rows, const char *fmt, int il) {
+    char name[160];
+    snprintf(name, sizeof name, fmt, il);
+    const int64_t shape[2] = {cols, rows};
+    const mr_gguf_tensor *t = mr_model_tensor(m, req, 2, shape, "%s", name);
+    mr_weight w = mr_weight_of(t);
+    if (t && (!mr_type_get(t->type)->vec_dot || !mr_row_size(t->type, cols))) {
+        mr_set_error("%s: tensor '%s' has type %s, which has no matrix product here", m->path, name, mr_type_name(t->type));
+        m->load_err = 1;
+    }
+    return w;
+}
+
+static void ds4_free(mr_model *m) {
+    ds4_model *M = m->priv;
+    if (!M) return;
+    free(M->layers);
+    free(M);
+    m->priv = NULL;
+}
+
+static int ds4_load(mr_model *m) {
+    ds4_model *M = calloc(1, sizeof *M);
+    mr_pager_layer *pl = NULL;
+    if (!M) { mr_set_error("deepseek4: out of memory"); return -1; }
+    m->priv = M;
+    int hkv = 0, vlen = 0, gating = 0, n_group = 0, ksw = 0, vsw = 0, rsw = 0, n_orig = 0, head_count = 0;
+    float rope_base = 10000.0f, rope_factor = 0.0f, comp_base = 0.0f;
+    U32("context_length", 1, 0, M->n_ctx_train);
+    U32("embedding_length", 1, 0, M->d);
+    U32("block_count", 1, 0, M->L);
+    U32("expert_count", 0, 0, M->E);
+    U32("expert_used_count", 0, 0, M->K);
+    U32("expert_group_count", 0, 0, n_group);
+    U32("attention.head_count", 0, 0, head_count);
+    M->H = head_count;
+    U32("attention.head_count_kv", 0, (uint32_t)head_count, hkv);
+    U32("attention.key_length", 0, M->H > 0 ? (uint32_t)(M->d / M->H) : 0, M->D);
+    U32("attention.value_length", 0, M->H > 0 ? (uint32_t)(M->d / M->H) : 0, vlen);
+    U32("rope.dimension_count", 0, (uint32_t)M->D, M->R);
+    /* every layer is SWA in the reference, so the *_swa variants override when present (§1.1) */
+    U32("attention.key_length_swa", 0, (uint32_t)M->D, ksw);
+    U32("attention.value_length_swa", 0, (uint32_t)vlen, vsw);
+    U32("rope.dimension_count_swa", 0, (uint32_t)M->R, rsw);
+    M->D = ksw; vlen = vsw; M->R = rsw;
+    U32("rope.scaling.original_context_length", 0, (uint32_t)M->n_ctx_train, n_orig);
+    F32("rope.freq_base", 0, 10000.0f, rope_base);
+    if (mr_model_hp_f32(m, "rope.scaling.factor", 0, 0.0f, &rope_factor)) goto fail;
+    if (rope_factor == 0.0f && mr_model_hp_f32(m, "rope.scale_linear", 0, 0.0f, &rope_factor)) goto fail;
+    F32("attention.layer_norm_rms_epsilon", 1, 0.0f, M->eps);
+    U32("attention.q_lora_rank", 1, 0, M->rq);
+    U32("attention.output_lora_rank", 1, 0, M->ro);
+    U32("attention.output_group_count", 1, 0, M->G);
+    U32("expert_feed_forward_length", 1, 0, M->F);
+    int n_shared = 0;
+    U32("expert_shared_count", 1, 0, n_shared);
+    F32("expert_weights_scale", 0, 0.0f, M->ws);
+    if (mr_model_hp_bool(m, "expert_weights_norm", 0, 0, &M->norm_w)) goto fail;
+    U32("expert_gating_func", 0, 0, gating);
+    U32("attention.sliding_window", 0, 0, M->W);
+    F32("attention.compress_rope_freq_base", 0, 0.0f, comp_base);
+    U32("attention.indexer.head_count", 0, 0, M->Hi);
+    U32("attention.indexer.key_length", 0, 0, M->Di);
+    U32("attention.indexer.top_k", 0, 0, M->topk);
+    U32("hash_layer_count", 1, 0, M->Lh);
+    U32("hyper_connection.count", 1, 0, M->Nh);
+    U32("hyper_connection.sinkhorn_iterations", 1, 0, M->Ti);
+    F32("hyper_connection.epsilon", 1, 0.0f, M->eps_hc);
+    char stkey[128];
+    snprintf(stkey, sizeof stkey, "%s.rope.scaling.type", m->arch_name);
+    const char *stype = mr_model_meta_str_internal(m, stkey);
+
+    /* shape constraints of the graph (§0, §1.3, §3.5, §6.1) */
+    if (M->d <= 0 || M->L <= 0 || M->H <= 0) BAD("%s: deepseek4 needs embedding_length, block_count and attention.head_count", m->path);
+    if (hkv != 1) BAD("%s: deepseek4 has one latent KV head; attention.head_count_kv = %d", m->path, hkv);
+    if (vlen != M->D) BAD("%s: attention.value_length (%d) must equal key_length (%d)", m->path, vlen, M->D);
+    if (M->D > 4096 || M->R <= 0 || M->R > M->D || M->R % 2) BAD("%s: rope.dimension_count %d does not fit head dim %d", m->path, M->R, M->D);
+    if ((M->D - M->R) % 64) BAD("%s: head dim %d minus rotary dims %d must be a multiple of 64 (FP8 blocks)", m->path, M->D, M->R);
+    if (M->G <= 0 || M->H % M->G) BAD("%s: attention.output_group_count %d must divide head_count %d", m->path, M->G, M->H);
+    if (M->rq <= 0 || M->ro <= 0) BAD("%s: q_lora_rank and output_lora_rank must be positive", m->path);
+    if (M->Nh <= 0 || M->Nh > DS4_MAX_HC) BAD("%s: hyper_connection.count %d must be in 1..%d", m->path, M->Nh, DS4_MAX_HC);
+    if (M->Ti <= 0) BAD("%s: hyper_connection.sinkhorn_iterations must be > 0", m->path);
+    if (M->E <= 0 || M->E > 1024 || M->K <= 0 || M->K > M->E || M->K > 64) BAD("%s: expert_count %d / expert_used_count %d invalid", m->path, M->E, M->K);
+    if (M->F <= 0 || n_shared <= 0) BAD("%s: expert_feed_forward_length and expert_shared_count must be positive", m->path);
+    if (n_group > 1) BAD("%s: expert_group_count %d: group-limited routing is not part of DeepSeek V4", m->path, n_group);
+    if (gating == 0) gating = 4;
+    if (gating != 4) BAD("%s: expert_gating_func %d: deepseek4 uses 4 (sqrt-softplus)", m->path, gating);
+    if (M->Lh > M->L) M->Lh = M->L;
+    M->Fs = M->F * n_shared;
+    M->official = !m->params.reference;
+    M->kv_f16 = !m->params.kv_f32;
+
+    M->layers = calloc((size_t)M->L, sizeof(ds4_layer));
+    if (!M->layers) BAD("deepseek4: out of memory");
+    if (ds4_read_ratios(m, M) || ds4_read_clamp(m, M)) goto fail;
+    int any4 = 0;
+    for (int l = 0; l < M->L; l++) any4 |= M->layers[l].ratio == 4;
+    if (any4) {
+        if (M->Hi <= 0 || M->Di <= 0 || M->topk <= 0)
+            BAD("%s: ratio-4 layers need attention.indexer.head_count, key_length and top_k", m->path);
+        if (M->Di < M->R || M->Di > 4096) BAD("%s: indexer key_length %d must be in [rope dims %d, 4096]", m->path, M->Di, M->R);
+        if (M->official && (M->Di & (M->Di - 1) || M->Di % 32))
+            BAD("%s: the official indexer (Hadamard + FP4) needs a power-of-two key_length >= 32, not %d", m->path, M->Di);
+    }
+    if (M->W <= 0) BAD("%s: deepseek4 needs attention.sliding_window > 0", m->path);
+
+    /* RoPE per layer kind (§3.4) */
+    const int yarn = stype && !strcmp(stype, "yarn");
+    const int none = stype && !strcmp(stype, "none");
+    const float fs = (none || rope_factor == 0.0f) ? 1.0f : 1.0f / rope_factor;
+    const float ext = yarn ? 1.0f : 0.0f;
+    const float af = (ext != 0.0f && fs > 0.0f) ? 1.0f / (1.0f + 0.1f * logf(1.0f / fs)) : 1.0f;
+    for (int l = 0; l < M->L; l++) {
+        ds4_layer *ly = &M->layers[l];
+        if (ly->ratio == 0) ds4_rope_init(&ly->rope, M->R, 0, rope_base, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+        else ds4_rope_init(&ly->rope, M->R, n_orig, comp_base > 0.0f ? comp_base : rope_base, fs, ext, af, 32.0f, 1.0f);
+    }
+
+    /* tensors (§2) */
+    const int d = M->d, Nh = M->Nh, mix = (2 + Nh) * Nh;
+    const int64_t emb_shape[2] = {d, -1};
+    M->tok_embd = mr_model_tensor(m, 1, 2, emb_shape, "token_embd.weight");
+    if (!M->tok_embd) goto fail;
+    M->V = (int)M->tok_embd->ne[1];
+    M->out_hc_base = ds4_vec(m, 1, Nh, "output_hc_base.weight", 0);
+    M->out_hc_fn = ds4_mat(m, 1, (int64_t)Nh * d, Nh, "output_hc_fn.weight", 0);
+    M->out_hc_scale = ds4_vec(m, 1, 1, "output_hc_scale.weight", 0);
+    M->out_norm = ds4_vec(m, 1, d, "output_norm.weight", 0);
+    M->output = ds4_mat(m, 1, d, M->V, "output.weight", 0);
+    pl = calloc((size_t)M->L, sizeof *pl);
+    if (!pl) BAD("deepseek4: out of memory");
+    for (int l = 0; l < M->L; l++) {
+        ds4_layer *ly = &M->layers[l];
+        const int r = ly->ratio, c = r == 4 ? 2 : 1;
+        ly->hc_attn_fn = ds4_mat(m, 1, (int64_t)Nh * d, mix, "blk.%d.hc_attn_fn.weight", l);
+        ly->hc_attn_base = ds4_vec(m, 1, mix, "blk.%d.hc_attn_base.weight", l);
+        ly->hc_attn_scale = ds4_vec(m, 1, 3, "blk.%d.hc_attn_scale.weight", l);
+        ly->hc_ffn_fn = ds4_mat(m, 1, (int64_t)Nh * d, mix, "blk.%d.hc_ffn_fn.weight", l);
+        ly->hc_ffn_base = ds4_vec(m, 1, mix, "blk.%d.hc_ffn_base.weight", l);
+        ly->hc_ffn_scale = ds4_vec(m, 1, 3, "blk.%d.hc_ffn_scale.weight", l);
+        ly->attn_norm = ds4_vec(m, 1, d, "blk.%d.attn_norm.weight", l);
+        ly->ffn_norm = ds4_vec(m, 1, d, "blk.%d.ffn_norm.weight", l);
+        ly->sinks = ds4_vec(m, 1, M->H, "blk.%d.attn_sinks.weight", l);
+        ly->q_a = ds4_mat(m, 1, d, M->rq, "blk.%d.attn_q_a.weight", l);
+        ly->q_a_norm = ds4_vec(m, 1, M->rq, "blk.%d.attn_q_a_norm.weight", l);
+        ly->q_b = ds4_mat(m, 1, M->rq, (int64_t)M->H * M->D, "blk.%d.attn_q_b.weight", l);
+        ly->kv = ds4_mat(m, 1, d, M->D, "blk.%d.attn_kv.weight", l);
+        ly->kv_norm = ds4_vec(m, 1, M->D, "blk.%d.attn_kv_a_norm.weight", l);
+        ly->out_a = ds4_mat(m, 1, (int64_t)M->H * M->D / M->G, (int64_t)M->G * M->ro, "blk.%d.attn_output_a.weight", l);
+        ly->out_b = ds4_mat(m, 1, (int64_t)M->G * M->ro, d, "blk.%d.attn_output_b.weight", l);
+        ly->gate_inp = ds4_mat(m, 1, d, M->E, "blk.%d.ffn_gate_inp.weight", l);
+        const int64_t ge[3] = {d, M->F, M->E}, de[3] = {M->F, d, M->E};
+        pl[l].mat[MR_PAGER_GATE] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_gate_exps.weight", l);
+        pl[l].mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_up_exps.weight", l);
+        pl[l].mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, de, "blk.%d.ffn_down_exps.weight", l);
+        ly->sh_gate = ds4_mat(m, 1, d, M->Fs, "blk.%d.ffn_gate_shexp.weight", l);
+        ly->sh_up = ds4_mat(m, 1, d, M->Fs, "blk.%d.ffn_up_shexp.weight", l);
+        ly->sh_down = ds4_mat(m, 1, M->Fs, d, "blk.%d.ffn_down_shexp.weight", l);
+        const int64_t th[2] = {M->K, M->V};
+        const mr_gguf_tensor *t2e = mr_model_tensor(m, l < M->Lh, 2, th, "blk.%d.ffn_gate_tid2eid.weight", l);
+        if (l < M->Lh && t2e) {
+            if (t2e->type != MR_TYPE_I32) BAD("%s: blk.%d.ffn_gate_tid2eid.weight must be I32, not %s", m->path, l, mr_type_name(t2e->type));
+            ly->tid2eid = t2e->data;
+            for (int64_t i = 0; i < (int64_t)M->K * M->V; i++)
+                if (ly->tid2eid[i] < 0 || ly->tid2eid[i] >= M->E)
+                    BAD("%s: blk.%d.ffn_gate_tid2eid.weight maps token %lld to expert %d (of %d)", m->path, l,
+                        (long long)(i / M->K), ly->tid2eid[i], M->E);
+        }
+        ly->exp_bias = ds4_vec(m, l >= M->Lh, M->E, "blk.%d.exp_probs_b.bias", l);
+        if (r > 0) {
+            const int64_t ash[2] = {(int64_t)c * M->D, r};
+            ly->c_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ash, "blk.%d.attn_compressor_ape.weight", l));
+            ly->c_kv = ds4_mat(m, 1, d, (int64_t)c * M->D, "blk.%d.attn_compressor_kv.weight", l);
+            ly->c_gate = ds4_mat(m, 1, d, (int64_t)c * M->D, "blk.%d.attn_compressor_gate.weight", l);
+            ly->c_norm = ds4_vec(m, 1, M->D, "blk.%d.attn_compressor_norm.weight", l);
+        }
+        if (r == 4) {
+            const int64_t ish[2] = {2 * (int64_t)M->Di, 4};
+            ly->i_qb = ds4_mat(m, 1, M->rq, (int64_t)M->Hi * M->Di, "blk.%d.indexer.attn_q_b.weight", l);
+            ly->i_proj = ds4_mat(m, 1, d, M->Hi, "blk.%d.indexer.proj.weight", l);
+            ly->ic_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ish, "blk.%d.indexer_compressor_ape.weight", l));
+            ly->ic_kv = ds4_mat(m, 1, d, 2 * (int64_t)M->Di, "blk.%d.indexer_compressor_kv.weight", l);
+            ly->ic_gate = ds4_mat(m, 1, d, 2 * (int64_t)M->Di, "blk.%d.indexer_compressor_gate.weight", l);
+            ly->ic_norm = ds4_vec(m, 1, M->Di, "blk.%d.indexer_compressor_norm.weight", l);
+        }
+        if (m->load_err) goto fail;
+    }
+    if (m->load_err) goto fail;
+    m->n_vocab = M->V;
+    m->n_embd = M->d;
+    m->n_layer = M->L;
+    m->n_ctx_train = M->n_ctx_train;
+    if (mr_model_init_pager(m, pl)) goto fail;
+    free(pl);
+    return 0;
+fail:
+    free(pl);
+    ds4_free(m);
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* per-sequence state (§4.2) */
+
+/* rows of `width` values: F16 (uint16_t) or F32 */
+typedef struct {
+    void *data;
+    int f16;
+    int64_t width, cap;
+} ds4_rows;
+
+static int ds4_rows_init(ds4_rows *r, int64_t width, int64_t cap, int f16) {
+    r->width = width; r->cap = cap; r->f16 = f16;
+    r->data = calloc((size_t)(width * cap), f16 ? 2 : 4);
+    return r->data ? 0 : -1;
+}
+static void ds4_rows_put(ds4_rows *r, int64_t i, const float *x) {
+    if (r->f16) { uint16_t *p = (uint16_t *)r->data + i * r->width; for (int64_t k = 0; k < r->width; k++) p[k] = mr_fp32_to_fp16(x[k]); }
+    else memcpy((float *)r->data + i * r->width, x, sizeof(float) * (size_t)r->width);
+}
+/* a key pointer pair for row i */
+static void ds4_rows_ptr(const ds4_rows *r, int64_t i, const float **f, const uint16_t **h) {
+    if (r->f16) { *f = NULL; *h = (const uint16_t *)r->data + i * r->width; }
+    else { *f = (const float *)r->data + i * r->width; *h = NULL; }
+}
+
+typedef struct {
+    ds4_rows raw;       /* ring of W rows of D (position p at row p % W) */
+    ds4_rows comp;      /* ratio > 0: compressed attention rows */
+    ds4_rows icomp;     /* ratio 4: compressed indexer rows */
+    float *kvs, *scs;   /* attention compressor state [c*r][c*D] */
+    float *ikvs, *iscs; /* indexer compressor state [8][2*Di] */
+} ds4_lstate;
+
+typedef struct {
+    int n_ctx;
+    ds4_lstate *l;
+    int n_layers;
+} ds4_state;
+
+static void ds4_state_free(mr_model *m, void *p) {
+    (void)m;
+    ds4_state *s = p;
+    if (!s) return;
+    for (int l = 0; l < s->n_layers; l++) {
+        ds4_lstate *ls = &s->l[l];
+        free(ls->raw.data); free(ls->comp.data); free(ls->icomp.data);
+        free(ls->kvs); free(ls->scs); free(ls->ikvs); free(ls->iscs);
+    }
+    free(s->l);
+    free(s);
+}
+
+static void ds4_state_reset(mr_model *m, void *p) {
+    ds4_model *M = m->priv;
+    ds4_state *s = p;
+    for (int l = 0; l < s->n_layers; l++) {
+        ds4_lstate *ls = &s->l[l];
+        const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
+        memset(ls->raw.data, 0, (size_t)(ls->raw.width * ls->raw.cap) * (ls->raw.f16 ? 2 : 4));
+        if (r > 0) {
+            const int64_t n = (int64_t)c * r * c * M->D;
+            for (int64_t i = 0; i < n; i++) { ls->kvs[i] = 0.0f; ls->scs[i] = -INFINITY; }
+        }
+        if (r == 4) {
+            const int64_t n = 8 * 2 * (int64_t)M->Di;
+            for (int64_t i = 0; i < n; i++) { ls->ikvs[i] = 0.0f; ls->iscs[i] = -INFINITY; }
+        }
+    }
+}
+
+static void *ds4_state_new(mr_model *m, int n_ctx) {
+    ds4_model *M = m->priv;
+    ds4_state *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    s->n_ctx = n_ctx;
+    s->l = calloc((size_t)M->L, sizeof(ds4_lstate));
+    if (!s->l) goto oom;
+    s->n_layers = M->L;
+    for (int l = 0; l < M->L; l++) {
+        ds4_lstate *ls = &s->l[l];
+        const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
+        if (ds4_rows_init(&ls->raw, M->D, M->W, M->kv_f16)) goto oom;
+        if (r > 0) {
+            const int64_t cap = n_ctx / r + 1;
+            if (ds4_rows_init(&ls->comp, M->D, cap, M->kv_f16)) goto oom;
+            ls->kvs = malloc(sizeof(float) * (size_t)c * r * c * M->D);
+            ls->scs = malloc(sizeof(float) * (size_t)c * r * c * M->D);
+            if (!ls->kvs || !ls->scs) goto oom;
+        }
+        if (r == 4) {
+            if (ds4_rows_init(&ls->icomp, M->Di, n_ctx / 4 + 1, M->kv_f16)) goto oom;
+            ls->ikvs = malloc(sizeof(float) * 16 * (size_t)M->Di);
+            ls->iscs = malloc(sizeof(float) * 16 * (size_t)M->Di);
+            if (!ls->ikvs || !ls->iscs) goto oom;
+        }
+    }
+    ds4_state_reset(m, s);
+    return s;
+oom:
+    mr_set_error("deepseek4: out of memory for a session of %d positions", n_ctx);
+    ds4_state_free(m, s);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* forward pass */
+
+#define DUMP(name, il, x, ne0, ne1) do { if (dump) mr_model_dump(m, name, il, x, ne0, ne1); } while (0)
+
+/* HC_pre for n tokens (§3.1): X [n][Nh*d] -> y [n][d], post [n][Nh], comb [n][Nh*Nh]. zn/mixes/pre scratch. */
+static int ds4_hc_pre(mr_model *m, const ds4_model *M, const mr_weight *fn, const float *scale, const float *base,
+                      const float *X, int n, float *zn, float *mixes, float *pre, float *post, float *comb, float *y) {
+    const int64_t hd = (int64_t)M->Nh * M->d;
+    const int mix = (2 + M->Nh) * M->Nh;
+    for (int t = 0; t < n; t++) ds4_rmsnorm(zn + t * hd, X + t * hd, hd, M->eps, NULL);
+    if (mr_model_matmul(m, fn, zn, n, mixes)) return -1;
+    for (int t = 0; t < n; t++) {
+        ds4_hc_split(mixes + t * mix, scale, base, M->Nh, M->Ti, M->eps_hc, pre + t * M->Nh, post + t * M->Nh,
+                     comb + t * M->Nh * M->Nh);
+        ds4_hc_combine(y + (int64_t)t * M->d, X + t * hd, pre + t * M->Nh, M->Nh, M->d);
+    }
+    return 0;
+}
+
+/* Batched compressor (prefill, §3.6.2): rows for the n/r complete blocks of the batch from kv/sc
+ * [n][Wd] (ape already added); out [n/r][Dh] after norm and RoPE (FP8 when fp8). Also the streaming
+ * state left by the batch tail (§3.6.3). */
+static int ds4_compress_batch(const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv, const float *sc,
+                               int n, const float *norm, int fp8, float *out, float *kvs, float *scs) {
+    const int c = r == 4 ? 2 : 1, Wd = c * Dh, n_comp = n / r;
+    const float *kp[256], *sp[256];
+    float *cs = malloc(sizeof(float) * (size_t)M->R);
+    float *pad_kv = calloc((size_t)Dh, sizeof(float)), *pad_sc = malloc(sizeof(float) * (size_t)Dh);
+    if (!cs || !pad_kv || !pad_sc) { free(cs); free(pad_kv); free(pad_sc); return -1; }
+    for (int i = 0; i < Dh; i++) pad_sc[i] = -INFINITY;
+    for (int b = 0; b < n_comp; b++) {
+        int ne = 0;
+        if (r == 4) {
+            for (int j = 0; j < 4; j++) {
+                if (b == 0) { kp[ne] = pad_kv; sp[ne] = pad_sc; }
+                else { kp[ne] = kv + (int64_t)((b - 1) * 4 + j) * Wd; sp[ne] = sc + (int64_t)((b - 1) * 4 + j) * Wd; }
+                ne++;
+            }
+            for (int j = 0; j < 4; j++, ne++) {
+                kp[ne] = kv + (int64_t)(b * 4 + j) * Wd + Dh;
+                sp[ne] = sc + (int64_t)(b * 4 + j) * Wd + Dh;
+            }
+        } else {
+            for (int j = 0; j < r; j++, ne++) { kp[ne] = kv + (int64_t)(b * r + j) * Wd; sp[ne] = sc + (int64_t)(b * r + j) * Wd; }
+        }
+        float *row = out + (int64_t)b * Dh;
+        ds4_pool(row, kp, sp, ne, Dh);
+        ds4_rmsnorm(row, row, Dh, M->eps, norm);
+        ds4_rope_cache(&ly->rope, (int64_t)b * r, 0, cs);
+        ds4_rope_tail(row, Dh, M->R, cs);
+        if (fp8) ds4_fp8_sim(row, Dh, M->R);
+    }
+    /* state from the tail (§3.6.3) */
+    const int cut = n_comp * r, rem = n - cut, rows = c * r;
+    for (int64_t i = 0; i < (int64_t)rows * Wd; i++) { kvs[i] = 0.0f; scs[i] = -INFINITY; }
+    if (r == 4) {
+        if (cut >= 4)
+            for (int j = 0; j < 4; j++) {
+                memcpy(kvs + (int64_t)j * Wd, kv + (int64_t)(cut - 4 + j) * Wd, sizeof(float) * (size_t)Wd);
+                memcpy(scs + (int64_t)j * Wd, sc + (int64_t)(cut - 4 + j) * Wd, sizeof(float) * (size_t)Wd);
+            }
+        for (int j = 0; j < rem; j++) {
+            memcpy(kvs + (int64_t)(4 + j) * Wd, kv + (int64_t)(cut + j) * Wd, sizeof(float) * (size_t)Wd);
+            memcpy(scs + (int64_t)(4 + j) * Wd, sc + (int64_t)(cut + j) * Wd, sizeof(float) * (size_t)Wd);
+        }
+    } else {
+        for (int j = 0; j < rem; j++) {
+            memcpy(kvs + (int64_t)j * Wd, kv + (int64_t)(cut + j) * Wd, sizeof(float) * (size_t)Wd);
+            memcpy(scs + (int64_t)j * Wd, sc + (int64_t)(cut + j) * Wd, sizeof(float) * (size_t)Wd);
+        }
+    }
+    free(cs); free(pad_kv); free(pad_sc);
+    return 0;
+}
+
+/* Streaming compressor step for position p (§3.6.3): store (kv, sc) in the state; if p closes a
+ * block, pool it into out (norm, RoPE at the block start, FP8 when fp8) and return 1. */
+static int ds4_compress_step(const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv, const float *sc,
+                             int64_t p, const float *norm, int fp8, float *kvs, float *scs, float *out, float *cs) {
+    const int c = r == 4 ? 2 : 1, Wd = c * Dh;
+    const int row = r == 4 ? 4 + (int)(p % 4) : (int)(p % r);
+    memcpy(kvs + (int64_t)row * Wd, kv, sizeof(float) * (size_t)Wd);
+    memcpy(scs + (int64_t)row * Wd, sc, sizeof(float) * (size_t)Wd);
+    if ((p + 1) % r) return 0;
+    const float *kp[256] = {0}, *sp[256] = {0};
+    int ne = 0;
+    if (r == 4) {
+        for (int j = 0; j < 4; j++, ne++) { kp[ne] = kvs + (int64_t)j * Wd; sp[ne] = scs + (int64_t)j * Wd; }
+        for (int j = 4; j < 8; j++, ne++) { kp[ne] = kvs + (int64_t)j * Wd + Dh; sp[ne] = scs + (int64_t)j * Wd + Dh; }
+    } else {
+        for (int j = 0; j < r; j++, ne++) { kp[ne] = kvs + (int64_t)j * Wd; sp[ne] = scs + (int64_t)j * Wd; }
+    }
+    ds4_pool(out, kp, sp, ne, Dh);
+    if (r == 4) {
+        memcpy(kvs, kvs + 4 * (int64_t)Wd, sizeof(float) * 4 * (size_t)Wd);
+        memcpy(scs, scs + 4 * (int64_t)Wd, sizeof(float) * 4 * (size_t)Wd);
+    }
+    ds4_rmsnorm(out, out, Dh, M->eps, norm);
+    ds4_rope_cache(&ly->rope, p + 1 - r, 0, cs);
+    ds4_rope_tail(out, Dh, M->R, cs);
+    if (fp8) ds4_fp8_sim(out, Dh, M->R);
+    return 1;
+}
+
+/* ---- attention job: token t of the batch, all heads ---- */
+typedef struct {
+    mr_model *m;
+    const ds4_model *M;
+    const ds4_layer *ly;
+    ds4_lstate *ls;
+    int il, n, pos0, prefill, dump;
+    const float *q;       /* [n][H*D] after RoPE */
+    const float *kvb;     /* [n][D] batch keys as the attention sees them */
+    int kvb_f16;          /* those keys are F16 values */
+    const float *comp32;  /* prefill: F32 compressed rows [n/r][D], else NULL (read the cache) */
+    const float *icomp32; /* prefill, ratio 4: F32 indexer rows */
+    const float *qI;      /* [n][Hi*Di] indexer queries after RoPE (and QAT) */
+    const float *wI;      /* [n][Hi] indexer head weights */
+    float *o;             /* [n][H*D] */
+    int *topk_out;        /* [n][topk] selected rows (-1 = none), debug */
+    int err;
+} ds4_attn_job;
+
+static void ds4_attn_worker(void *arg, int ith, int nth) {
+    ds4_attn_job *j = arg;
+    const ds4_model *M = j->M;
+    const ds4_layer *ly = j->ly;
+    const int r = ly->ratio, D = M->D;
+    const int64_t last = j->pos0 + j->n;
+    const int max_comp = r ? (int)(r == 4 && last / 4 > M->topk ? M->topk : last / r) : 0;
+    const int max_keys = M->W + max_comp;
+    const int nvis_max = r ? (int)(last / r) : 0;
+    const float **kf = malloc(sizeof(float *) * (size_t)max_keys);
+    const uint16_t **kh = malloc(sizeof(uint16_t *) * (size_t)max_keys);
+    float *scratch = malloc(sizeof(float) * (size_t)(max_keys > nvis_max ? max_keys : nvis_max) + 4);
+    int *sel = malloc(sizeof(int) * (size_t)(M->topk + 1));
+    char *mark = calloc((size_t)nvis_max + 1, 1);
+    float *qr = malloc(sizeof(float) * (size_t)(M->Hi * M->Di + 1));
+    if (!kf || !kh || !scratch || !sel || !mark || !qr) { j->err = 1; goto done; }
+    long lo, hi;
+    mr_split(j->n, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        const int64_t p = j->pos0 + t;
+        int nk = 0;
+        /* raw window: positions max(0, p-W+1) .. p (§3.7) */
+        for (int64_t s = p - M->W + 1 < 0 ? 0 : p - M->W + 1; s <= p; s++, nk++) {
+            if (s >= j->pos0) { kf[nk] = j->kvb + (s - j->pos0) * D; kh[nk] = NULL; }
+            else ds4_rows_ptr(&j->ls->raw, s % M->W, &kf[nk], &kh[nk]);
+        }
+        if (r > 0) {
+            const int nvis = (int)((p + 1) / r);
+            if (r == 4 && nvis > M->topk) {
+                /* indexer (§3.7): S[b] = sum_h w[h] * relu(qI_h . IK_b); top-k */
+                const int Di = M->Di, Hi = M->Hi;
+                const float *qt = j->qI + t * (int64_t)Hi * Di;
+                const float *wt = j->wI + t * (int64_t)Hi;
+                const int f16 = !j->prefill && M->kv_f16;
+                if (f16) { for (int i = 0; i < Hi * Di; i++) qr[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(qt[i])); qt = qr; }
+                for (int b = 0; b < nvis; b++) {
+                    double sum = 0.0;
+                    const float *kf1 = NULL; const uint16_t *kh1 = NULL;
+                    if (j->icomp32) kf1 = j->icomp32 + (int64_t)b * Di;
+                    else ds4_rows_ptr(&j->ls->icomp, b, &kf1, &kh1);
+                    for (int h = 0; h < Hi; h++) {
+                        float dot = kf1 ? ds4_dot_f32(qt + h * Di, kf1, Di) : ds4_dot_f16(qt + h * Di, kh1, Di);
+                        if (dot < 0.0f) dot = 0.0f;
+                        sum += (double)(dot * wt[h]);
+                    }
+                    scratch[b] = (float)sum;
+                }
+                ds4_topk(scratch, nvis, M->topk, sel);
+                memset(mark, 0, (size_t)nvis_max + 1);
+                for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
+                if (j->topk_out) for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = sel[k];
+                for (int b = 0; b < nvis; b++) {
+                    if (!mark[b]) continue;
+                    if (j->comp32) { kf[nk] = j->comp32 + (int64_t)b * D; kh[nk] = NULL; }
+                    else ds4_rows_ptr(&j->ls->comp, b, &kf[nk], &kh[nk]);
+                    nk++;
+                }
+            } else {
+                if (j->topk_out && r == 4)
+                    for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = k < nvis ? k : -1;
+                for (int b = 0; b < nvis; b++, nk++) {
+                    if (j->comp32) { kf[nk] = j->comp32 + (int64_t)b * D; kh[nk] = NULL; }
+                    else ds4_rows_ptr(&j->ls->comp, b, &kf[nk], &kh[nk]);
+                }
+            }
+        }
+        /* keys are F16 values when they come from an F16 cache (ratio 0 always, compressed layers
+         * outside the prefill); the prefill of a compressed layer uses its F32 rows */
+        const int f16 = M->kv_f16 && (r == 0 || !j->prefill);
+        const float kq_scale = 1.0f / sqrtf((float)D);
+        for (int h = 0; h < M->H; h++)
+            ds4_attn_head(j->o + (t * M->H + h) * (int64_t)D, j->q + (t * M->H + h) * (int64_t)D, kf, kh, nk, D,
+                          kq_scale, ly->sinks[h], f16, scratch);
+    }
+done:
+    free(kf); free(kh); free(scratch); free(sel); free(mark); free(qr);
+}
+
+/* the attention half of layer il for the batch: X [n][Nh*d] updated in place (via Xt scratch) */
+typedef struct {
+    float *zn, *mixes, *pre, *post, *comb, *y, *a, *qa, *q, *kv, *kvb, *o, *og, *z, *att, *Xt;
+    float *ckv, *csc, *ikv, *isc, *comp32, *icomp32, *qI, *wI;
+    float *logits, *w, *moe, *sg, *su, *sh;
+    int32_t *sel;
+    int *topk;
+} ds4_buf;
+
+static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok, int n, int pos0, float *X, ds4_buf *B) {
+    (void)tok;
+    ds4_model *M = m->priv;
+    ds4_layer *ly = &M->layers[il];
+    ds4_lstate *ls = &st->l[il];
+    const int d = M->d, D = M->D, H = M->H, R = M->R, r = ly->ratio, Nh = M->Nh;
+    const int64_t hd = (int64_t)Nh * d;
+    const int prefill = pos0 == 0, dump = mr_model_dumping(m);
+    float *cs = malloc(sizeof(float) * (size_t)R);
+    if (!cs) { mr_set_error("deepseek4: out of memory"); return -1; }
+
+    if (ds4_hc_pre(m, M, &ly->hc_attn_fn, ly->hc_attn_scale, ly->hc_attn_base, X, n, B->zn, B->mixes, B->pre, B->post,
+                   B->comb, B->y)) goto fail;
+    DUMP("hc_attn_pre", il, B->y, d, n);
+    DUMP("hc_attn_pre_mixes", il, B->mixes, (2 + Nh) * Nh, n);
+    DUMP("hc_attn_pre_weights", il, B->pre, Nh, n);
+    DUMP("hc_attn_pre_post_weights", il, B->post, Nh, n);
+    DUMP("hc_attn_pre_comb", il, B->comb, Nh * Nh, n);
+    for (int t = 0; t < n; t++) ds4_rmsnorm(B->a + (int64_t)t * d, B->y + (int64_t)t * d, d, M->eps, ly->attn_norm);
+    DUMP("attn_norm", il, B->a, d, n);
+
+    /* projections (§3.3) */
+    if (mr_model_matmul(m, &ly->q_a, B->a, n, B->qa)) goto fail;
+    DUMP("q_lora", il, B->qa, M->rq, n);
+    for (int t = 0; t < n; t++) ds4_rmsnorm(B->qa + (int64_t)t * M->rq, B->qa + (int64_t)t * M->rq, M->rq, M->eps, ly->q_a_norm);
+    DUMP("q_lora_norm", il, B->qa, M->rq, n);
+    if (mr_model_matmul(m, &ly->q_b, B->qa, n, B->q)) goto fail;
+    for (int64_t i = 0; i < (int64_t)n * H; i++) ds4_rmsnorm(B->q + i * D, B->q + i * D, D, M->eps, NULL);
+    DUMP("Qnorm", il, B->q, (int64_t)H * D, n);
+    if (mr_model_matmul(m, &ly->kv, B->a, n, B->kv)) goto fail;
+    for (int t = 0; t < n; t++) ds4_rmsnorm(B->kv + (int64_t)t * D, B->kv + (int64_t)t * D, D, M->eps, ly->kv_norm);
+    DUMP("KVnorm", il, B->kv, D, n);
+    for (int t = 0; t < n; t++) {
+        ds4_rope_cache(&ly->rope, pos0 + t, 0, cs);
+        for (int h = 0; h < H; h++) ds4_rope_tail(B->q + ((int64_t)t * H + h) * D, D, R, cs);
+        ds4_rope_tail(B->kv + (int64_t)t * D, D, R, cs);
+    }
+    DUMP("Qcur", il, B->q, (int64_t)H * D, n);
+    DUMP("KVrope", il, B->kv, D, n);
+    for (int t = 0; t < n; t++) ds4_fp8_sim(B->kv + (int64_t)t * D, D, R);
+    DUMP("KVcur", il, B->kv, D, n);
+
+    /* the batch keys as attention reads them: F16-rounded when they go through an F16 cache */
+    const int kvb_f16 = M->kv_f16 && (r == 0 || !prefill);
+    if (kvb_f16) for (int64_t i = 0; i < (int64_t)n * D; i++) B->kvb[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->kv[i]));
+    else memcpy(B->kvb, B->kv, sizeof(float) * (size_t)n * D);
+
+    ds4_attn_job job = {.m = m, .M = M, .ly = ly, .ls = ls, .il = il, .n = n, .pos0 = pos0, .prefill = prefill,
+                        .dump = dump, .q = B->q, .kvb = B->kvb, .kvb_f16 = kvb_f16, .o = B->o};
+    if (r > 0) {
+        /* compressor inputs (§3.6.1) */
+        const int c = r == 4 ? 2 : 1, Wd = c * D;
+        if (mr_model_matmul(m, &ly->c_kv, B->a, n, B->ckv) || mr_model_matmul(m, &ly->c_gate, B->a, n, B->csc)) goto fail;
+        for (int t = 0; t < n; t++) {
+            const float *ape = ly->c_ape + (int64_t)((pos0 + t) % r) * Wd;
+            for (int i = 0; i < Wd; i++) B->csc[(int64_t)t * Wd + i] += ape[i];
+        }
+        const int Di = M->Di, IWd = 2 * Di;
+        if (r == 4) {
+            if (mr_model_matmul(m, &ly->ic_kv, B->a, n, B->ikv) || mr_model_matmul(m, &ly->ic_gate, B->a, n, B->isc)) goto fail;
+            for (int t = 0; t < n; t++) {
+                const float *ape = ly->ic_ape + (int64_t)((pos0 + t) % 4) * IWd;
+                for (int i = 0; i < IWd; i++) B->isc[(int64_t)t * IWd + i] += ape[i];
+            }
+            /* indexer queries and weights (§3.7) */
+            if (mr_model_matmul(m, &ly->i_qb, B->qa, n, B->qI) || mr_model_matmul(m, &ly->i_proj, B->a, n, B->wI)) goto fail;
+            const float wscale = 1.0f / sqrtf((float)Di * (float)M->Hi);
+            for (int t = 0; t < n; t++) {
+                ds4_rope_cache(&ly->rope, pos0 + t, 0, cs);
+                for (int h = 0; h < M->Hi; h++) {
+                    float *qh = B->qI + ((int64_t)t * M->Hi + h) * Di;
+                    ds4_rope_tail(qh, Di, R, cs);
+                    if (M->official) { ds4_hadamard(qh, Di); ds4_fp4_sim(qh, Di); }
+                }
+                for (int h = 0; h < M->Hi; h++) B->wI[(int64_t)t * M->Hi + h] *= wscale;
+            }
+            job.qI = B->qI;
+            job.wI = B->wI;
+        }
+        if (prefill) {
+            const int n_comp = n / r;
+            if (ds4_compress_batch(M, ly, r, D, B->ckv, B->csc, n, ly->c_norm, 1, B->comp32, ls->kvs, ls->scs)) goto oom;
+            for (int b = 0; b < n_comp; b++) ds4_rows_put(&ls->comp, b, B->comp32 + (int64_t)b * D);
+            if (n_comp) DUMP("KVcompress", il, B->comp32, D, n_comp);
+            job.comp32 = B->comp32;
+            if (r == 4) {
+                if (ds4_compress_batch(M, ly, 4, Di, B->ikv, B->isc, n, ly->ic_norm, 0, B->icomp32, ls->ikvs, ls->iscs)) goto oom;
+                for (int b = 0; b < n_comp; b++) {
+                    if (M->official) { ds4_hadamard(B->icomp32 + (int64_t)b * Di, Di); ds4_fp4_sim(B->icomp32 + (int64_t)b * Di, Di); }
+                    ds4_rows_put(&ls->icomp, b, B->icomp32 + (int64_t)b * Di);
+                }
+                if (n_comp) DUMP("indexer_KVcompress", il, B->icomp32, Di, n_comp);
+                job.icomp32 = B->icomp32;
+            }
+        } else {
+            float *row = B->comp32, *irow = B->icomp32;
+            int emitted = 0;
+            for (int t = 0; t < n; t++) {
+                const int64_t p = pos0 + t;
+                if (ds4_compress_step(M, ly, r, D, B->ckv + (int64_t)t * Wd, B->csc + (int64_t)t * Wd, p, ly->c_norm, 1,
+                                      ls->kvs, ls->scs, row, cs)) {
+                    ds4_rows_put(&ls->comp, (p + 1) / r - 1, row);
+                    emitted++;
+                    DUMP("KVcompress", il, row, D, 1);
+                }
+                if (r == 4 && ds4_compress_step(M, ly, 4, Di, B->ikv + (int64_t)t * IWd, B->isc + (int64_t)t * IWd, p,
+                                                ly->ic_norm, 0, ls->ikvs, ls->iscs, irow, cs)) {
+                    if (M->official) { ds4_hadamard(irow, Di); ds4_fp4_sim(irow, Di); }
+                    ds4_rows_put(&ls->icomp, (p + 1) / 4 - 1, irow);
+                    DUMP("indexer_KVcompress", il, irow, Di, 1);
+                }
+            }
+            (void)emitted;
+        }
+        if (r == 4 && dump) job.topk_out = B->topk;
+    }
+    mr_pool_run(m->pool, ds4_attn_worker, &job);
+    if (job.err) { mr_set_error("deepseek4: out of memory in attention"); goto fail; }
+    if (job.topk_out) {
+        float *tf = malloc(sizeof(float) * (size_t)n * M->topk);
+        if (tf) {
+            for (int64_t i = 0; i < (int64_t)n * M->topk; i++) tf[i] = (float)B->topk[i];
+            mr_model_dump(m, "indexer_topk", il, tf, M->topk, n);
+            free(tf);
+        }
+    }
+    /* raw window cache: the batch's last W positions */
+    for (int t = n > M->W ? n - M->W : 0; t < n; t++) ds4_rows_put(&ls->raw, (pos0 + t) % M->W, B->kv + (int64_t)t * D);
+    DUMP("kqv_out", il, B->o, (int64_t)H * D, n);
+
+    /* output: inverse RoPE at the query position, grouped low-rank projection (§3.8) */
+    for (int t = 0; t < n; t++) {
+        ds4_rope_cache(&ly->rope, pos0 + t, 1, cs);
+        for (int h = 0; h < H; h++) ds4_rope_tail(B->o + ((int64_t)t * H + h) * D, D, R, cs);
+    }
+    const int64_t Dg = (int64_t)(H / M->G) * D;
+    const size_t grow = mr_row_size(ly->out_a.type, Dg);
+    for (int g = 0; g < M->G; g++) {
+        for (int t = 0; t < n; t++) memcpy(B->og + t * Dg, B->o + (int64_t)t * H * D + g * Dg, sizeof(float) * (size_t)Dg);
+        mr_weight wa = ly->out_a;
+        wa.data = (const uint8_t *)ly->out_a.data + grow * (size_t)g * M->ro;
+        wa.rows = M->ro;
+        if (mr_model_matmul(m, &wa, B->og, n, B->att)) goto fail;  /* att as scratch [n][ro] */
+        for (int t = 0; t < n; t++)
+            memcpy(B->z + (int64_t)t * M->G * M->ro + g * M->ro, B->att + (int64_t)t * M->ro, sizeof(float) * (size_t)M->ro);
+    }
+    if (mr_model_matmul(m, &ly->out_b, B->z, n, B->att)) goto fail;
+    DUMP("attn_out", il, B->att, d, n);
+    for (int t = 0; t < n; t++)
+        ds4_hc_expand(B->Xt + t * hd, X + t * hd, B->att + (int64_t)t * d, B->post + t * Nh, B->comb + t * Nh * Nh, Nh, d);
+    memcpy(X, B->Xt, sizeof(float) * (size_t)(n * hd));
+    DUMP("hc_attn_post", il, X, hd, n);
+    free(cs);
+    return 0;
+oom:
+    mr_set_error("deepseek4: out of memory");
+fail:
+    free(cs);
+    return -1;
+}
+
+/* the FFN half of layer il (§3.9) */
+static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4_buf *B) {
+    ds4_model *M = m->priv;
+    ds4_layer *ly = &M->layers[il];
+    const int d = M->d, Nh = M->Nh, K = M->K;
+    const int64_t hd = (int64_t)Nh * d;
+    const int dump = mr_model_dumping(m);
+    if (ds4_hc_pre(m, M, &ly->hc_ffn_fn, ly->hc_ffn_scale, ly->hc_ffn_base, X, n, B->zn, B->mixes, B->pre, B->post,
+                   B->comb, B->y)) return -1;
+    DUMP("hc_ffn_pre", il, B->y, d, n);
+    DUMP("hc_ffn_pre_mixes", il, B->mixes, (2 + Nh) * Nh, n);
+    DUMP("hc_ffn_pre_weights", il, B->pre, Nh, n);
+    DUMP("hc_ffn_pre_post_weights", il, B->post, Nh, n);
+    DUMP("hc_ffn_pre_comb", il, B->comb, Nh * Nh, n);
+    for (int t = 0; t < n; t++) ds4_rmsnorm(B->a + (int64_t)t * d, B->y + (int64_t)t * d, d, M->eps, ly->ffn_norm);
+    DUMP("ffn_norm", il, B->a, d, n);
+
+    if (mr_model_matmul(m, &ly->gate_inp, B->a, n, B->logits)) return -1;
+    DUMP("ffn_moe_logits", il, B->logits, M->E, n);
+    int sel[64];
+    for (int t = 0; t < n; t++) {
+        const int32_t *hash = ly->tid2eid ? ly->tid2eid + (int64_t)tok[t] * K : NULL;
+        if (ds4_route(B->logits + (int64_t)t * M->E, M->E, K, hash ? NULL : ly->exp_bias, hash, M->norm_w, M->ws, sel,
+                      B->w + (int64_t)t * K, NULL)) {
+            mr_set_error("deepseek4: layer %d: routing failed for token %d", il, tok[t]);
+            return -1;
+        }
+        for (int k = 0; k < K; k++) B->sel[(int64_t)t * K + k] = sel[k];
+    }
+    if (dump) {
+        float *tf = malloc(sizeof(float) * (size_t)n * K);
+        if (tf) {
+            for (int64_t i = 0; i < (int64_t)n * K; i++) tf[i] = (float)B->sel[i];
+            mr_model_dump(m, ly->tid2eid ? "ffn_moe_hash_topk" : "ffn_moe_topk", il, tf, K, n);
+            free(tf);
+        }
+        DUMP("ffn_moe_weights_scaled", il, B->w, K, n);
+    }
+    const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
+                            .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim};
+    if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, B->moe)) return -1;
+    DUMP("ffn_moe_out", il, B->moe, d, n);
+    /* shared expert: no clamp in the reference, the routed clamp in the official graph (§8) */
+    if (mr_model_matmul(m, &ly->sh_gate, B->a, n, B->sg) || mr_model_matmul(m, &ly->sh_up, B->a, n, B->su)) return -1;
+    ds4_swiglu(B->sg, B->sg, B->su, (int64_t)n * M->Fs, M->official ? ly->lim : 0.0f);
+    if (mr_model_matmul(m, &ly->sh_down, B->sg, n, B->sh)) return -1;
+    DUMP("ffn_shexp", il, B->sh, d, n);
+    for (int64_t i = 0; i < (int64_t)n * d; i++) B->moe[i] += B->sh[i];
+    DUMP("ffn_out", il, B->moe, d, n);
+    for (int t = 0; t < n; t++)
+        ds4_hc_expand(B->Xt + t * hd, X + t * hd, B->moe + (int64_t)t * d, B->post + t * Nh, B->comb + t * Nh * Nh, Nh, d);
+    memcpy(X, B->Xt, sizeof(float) * (size_t)(n * hd));
+    DUMP("hc_ffn_post", il, X, hd, n);
+    return 0;
+}
+
+static void ds4_buf_free(ds4_buf *B) {
+    float **f[] = {&B->zn, &B->mixes, &B->pre, &B->post, &B->comb, &B->y, &B->a, &B->qa, &B->q, &B->kv, &B->kvb, &B->o,
+                   &B->og, &B->z, &B->att, &B->Xt, &B->ckv, &B->csc, &B->ikv, &B->isc, &B->comp32, &B->icomp32, &B->qI,
+                   &B->wI, &B->logits, &B->w, &B->moe, &B->sg, &B->su, &B->sh};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { free(*f[i]); *f[i] = NULL; }
+    free(B->sel); free(B->topk);
+}
+
+static int ds4_buf_alloc(const ds4_model *M, int n, ds4_buf *B) {
+    memset(B, 0, sizeof *B);
+    const int64_t hd = (int64_t)M->Nh * M->d, mix = (2 + M->Nh) * M->Nh, N = n;
+    const int64_t ncomp = n / 4 + 1, Dg = (int64_t)(M->H / M->G) * M->D;
+    int64_t att = M->d > M->ro ? M->d : M->ro;
+#define A(p, cnt) do { if (!((p) = malloc(sizeof(*(p)) * (size_t)(cnt) + 16))) goto oom; } while (0)
+    A(B->zn, N * hd); A(B->mixes, N * mix); A(B->pre, N * M->Nh); A(B->post, N * M->Nh); A(B->comb, N * M->Nh * M->Nh);
+    A(B->y, N * M->d); A(B->a, N * M->d); A(B->qa, N * M->rq); A(B->q, N * M->H * M->D); A(B->kv, N * M->D);
+    A(B->kvb, N * M->D); A(B->o, N * M->H * M->D); A(B->og, N * Dg); A(B->z, N * M->G * M->ro); A(B->att, N * att);
+    A(B->Xt, N * hd); A(B->ckv, N * 2 * M->D); A(B->csc, N * 2 * M->D); A(B->ikv, N * 2 * M->Di + 1);
+    A(B->isc, N * 2 * M->Di + 1); A(B->comp32, ncomp * M->D); A(B->icomp32, ncomp * M->Di + 1);
+    A(B->qI, N * M->Hi * M->Di + 1); A(B->wI, N * M->Hi + 1); A(B->logits, N * M->E); A(B->w, N * M->K);
+    A(B->moe, N * M->d); A(B->sg, N * M->Fs); A(B->su, N * M->Fs); A(B->sh, N * M->d); A(B->sel, N * M->K);
+    A(B->topk, N * M->topk + 1);
+#undef A
+    return 0;
+oom:
+    ds4_buf_free(B);
+    mr_set_error("deepseek4: out of memory for a batch of %d tokens", n);
+    return -1;
+}
+
+static int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+    ds4_model *M = m->priv;
+    ds4_state *st = stp;
+    const int d = M->d, Nh = M->Nh;
+    const int64_t hd = (int64_t)Nh * d;
+    const int dump = mr_model_dumping(m);
+    ds4_buf B;
+    float *X = NULL, *e = NULL;
+    int rc = -1;
+    if (pos0 + n > st->n_ctx) { mr_set_error("deepseek4: %d + %d tokens exceed the session context %d", pos0, n, st->n_ctx); return -1; }
+    if (ds4_buf_alloc(M, n, &B)) return -1;
+    X = malloc(sizeof(float) * (size_t)(n * hd));
+    e = malloc(sizeof(float) * (size_t)d);
+    if (!X || !e) { mr_set_error("deepseek4: out of memory"); goto done; }
+    /* embedding copied into every stream (§3.0) */
+    for (int t = 0; t < n; t++) {
+        if (mr_tensor_get_row(M->tok_embd, tok[t], e)) goto done;
+        for (int h = 0; h < Nh; h++) memcpy(X + t * hd + (int64_t)h * d, e, sizeof(float) * (size_t)d);
+    }
+    for (int il = 0; il < M->L; il++) {
+        if (ds4_attention(m, st, il, tok, n, pos0, X, &B)) goto done;
+        if (ds4_ffn(m, il, tok, n, X, &B)) goto done;
+    }
+    if (logits) {
+        /* HC head, norm and LM head for the output rows (§3.2, §3.10) */
+        const int t0 = all_logits ? 0 : n - 1, no = n - t0;
+        float *Xo = X + t0 * hd;
+        for (int t = 0; t < no; t++) ds4_rmsnorm(B.zn + t * hd, Xo + t * hd, hd, M->eps, NULL);
+        if (mr_model_matmul(m, &M->out_hc_fn, B.zn, no, B.mixes)) goto done;
+        for (int t = 0; t < no; t++) {
+            float w[DS4_MAX_HC];
+            ds4_hc_head_weights(w, B.mixes + t * Nh, M->out_hc_scale[0], M->out_hc_base, Nh, M->eps_hc);
+            ds4_hc_combine(B.y + (int64_t)t * d, Xo + t * hd, w, Nh, d);
+        }
+        DUMP("result_hc", -1, B.y, d, no);
+        for (int t = 0; t < no; t++) ds4_rmsnorm(B.y + (int64_t)t * d, B.y + (int64_t)t * d, d, M->eps, M->out_norm);
+        DUMP("result_norm", -1, B.y, d, no);
+        if (mr_model_matmul(m, &M->output, B.y, no, logits)) goto done;
+        DUMP("result_output", -1, logits, M->V, no);
+    }
+    rc = 0;
+done:
+    free(X); free(e);
+    ds4_buf_free(&B);
+    return rc;
+}
+
+const struct mr_arch mr_arch_deepseek4 = {
+    .name = "deepseek4",
+    .load = ds4_load,
+    .free = ds4_free,
+    .state_new = ds4_state_new,
+    .state_free = ds4_state_free,
+    .state_reset = ds4_state_reset,
+    .eval = ds4_eval,
+};
