@@ -40,7 +40,9 @@ static int run_model(const char *model, const char *tokens, int reference, run_t
     CHECK(m != NULL, "load %s: %s", model, mr_last_error());
     if (!m) return -1;
     r->n_vocab = mr_model_n_vocab(m);
-    mr_session *s = mr_session_new(m, 512);
+    /* a session sized to the sequence: the indexer breaks exact score ties over n_ctx/4 rows,
+     * which then is what the reference's single-batch prefill sorted (docs/DEEPSEEK4.md) */
+    mr_session *s = mr_session_new(m, r->n_tok);
     CHECK(s != NULL, "session: %s", mr_last_error());
     if (!s) { mr_model_free(m); return -1; }
     const size_t nv = (size_t)r->n_vocab;
@@ -77,7 +79,7 @@ static int compare(const char *name, const char *path_rel, const float *eng, int
     if (ok) {
         mr_logits_cmp c;
         mr_logits_compare(ref, sel, n_rows, nv, &c);
-        printf("# %-34s %-8s rows %3d  KL max %.3g (pos %d) median %.3g p95 %.3g  top1 %.1f%%\n", name, cls, n_rows,
+        printf("# %-34s %-8s rows %3d  KL max %.3g (pos %d) median %.3g p95 %.3g  top1 %.1f%%\n", name, cls ? cls : "-", n_rows,
                c.kl_max, pos[c.kl_max_row], c.kl_median, c.kl_p95, 100.0 * c.top1_frac);
         if (cls) {
             char why[256] = "";

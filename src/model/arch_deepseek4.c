@@ -1,11 +1,14 @@
 /* DeepSeek-V4-Flash (`deepseek4`): loader, per-sequence state and forward pass.
  * Follows ../shared/specs/deepseek4.md (§ numbers below); the building blocks are in ds4_ops.c.
  *
- * Paths. Like the reference, a batch that starts at position 0 is a "prefill": compressed layers
- * (ratio 4 / 128) attend over the batch's own F32 kv rows and F32 compressed rows, built by a batched
- * compressor. Any other batch (a single decode token or a later chunk) runs the streaming compressor
- * token by token and reads raw and compressed keys back from the F16 caches. Ratio-0 layers always
- * read F16 keys (§4.1, §5 items 21-22). params.kv_f32 keeps every cache in F32 instead.
+ * Paths. Like the reference, a batch that starts at position 0 is a "prefill": compressed rows come
+ * from a batched compressor over the batch and its attention uses the batch's own rows. Any other
+ * batch (a single decode token or a later chunk) runs the streaming compressor token by token and
+ * reads raw and compressed keys back from the caches (§4.1). Caches hold F16 (params.kv_f32: F32).
+ * Unlike the reference, whose prefill attends over F32 keys in compressed layers (§5 items 21-22),
+ * every path here sees the keys as the cache stores them (F16-rounded), so a prefill and the same
+ * tokens decoded one by one compute the same numbers bit for bit; MOERUN_DS4_PREFILL_F32=1 restores
+ * the reference's asymmetric precision (see docs/DEEPSEEK4.md for the measurements).
  *
  * Reference vs official (§8): params.reference (default 1) reproduces the llama.cpp fork; 0 adds the
  * official graph's indexer QAT (Hadamard + FP4 on indexer q and keys) and the shared-expert clamp. */
@@ -42,6 +45,9 @@ typedef struct {
     int norm_w;
     int official;               /* !params.reference */
     int kv_f16;                 /* caches hold F16 (default) */
+    int prefill_f32;            /* MOERUN_DS4_PREFILL_F32=1: the reference's asymmetric precision (a
+                                   prefill's compressed layers attend over F32 keys); default: the
+                                   prefill reads F16-rounded keys like the decode, so both agree */
     const mr_gguf_tensor *tok_embd;
     mr_weight output, out_hc_fn;
     const float *out_hc_base, *out_hc_scale, *out_norm;
@@ -210,6 +216,10 @@ static int ds4_load(mr_model *m) {
     M->Fs = M->F * n_shared;
     M->official = !m->params.reference;
     M->kv_f16 = !m->params.kv_f32;
+    {
+        const char *e = getenv("MOERUN_DS4_PREFILL_F32");
+        M->prefill_f32 = e && atoi(e) != 0;
+    }
 
     M->layers = calloc((size_t)M->L, sizeof(ds4_layer));
     if (!M->layers) BAD("deepseek4: out of memory");
@@ -536,6 +546,7 @@ typedef struct {
     const ds4_layer *ly;
     ds4_lstate *ls;
     int il, n, pos0, prefill, dump;
+    int n_ctx;            /* session context: the indexer's tie-break array has n_ctx/4 rows */
     const float *q;       /* [n][H*D] after RoPE */
     const float *kvb;     /* [n][D] batch keys as the attention sees them */
     int kvb_f16;          /* those keys are F16 values */
@@ -545,6 +556,7 @@ typedef struct {
     const float *wI;      /* [n][Hi] indexer head weights */
     float *o;             /* [n][H*D] */
     int *topk_out;        /* [n][topk] selected rows (-1 = none), debug */
+    float *scores_out;    /* [n][nvis of the last token] indexer scores (-inf = not visible), debug */
     int err;
 } ds4_attn_job;
 
@@ -581,7 +593,10 @@ static void ds4_attn_worker(void *arg, int ith, int nth) {
                 const int Di = M->Di, Hi = M->Hi;
                 const float *qt = j->qI + t * (int64_t)Hi * Di;
                 const float *wt = j->wI + t * (int64_t)Hi;
-                const int f16 = !j->prefill && M->kv_f16;
+                /* the same numbers in prefill and decode: with F16 caches the decode reads F16 index
+                 * rows, so the prefill scores with F16-rounded rows and q as well (icomp32 is rounded
+                 * when it is stored); selections then agree on both paths even on near-ties */
+                const int f16 = M->kv_f16 && (!j->prefill || !M->prefill_f32);
                 if (f16) { for (int i = 0; i < Hi * Di; i++) qr[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(qt[i])); qt = qr; }
                 for (int b = 0; b < nvis; b++) {
                     double sum = 0.0;
@@ -595,7 +610,34 @@ static void ds4_attn_worker(void *arg, int ith, int nth) {
                     }
                     scratch[b] = (float)sum;
                 }
+                if (j->scores_out) {
+                    float *so = j->scores_out + t * (int64_t)nvis_max;
+                    for (int b = 0; b < nvis_max; b++) so[b] = b < nvis ? scratch[b] : -INFINITY;
+                }
                 ds4_topk(scratch, nvis, M->topk, sel);
+                /* Exact ties at the k-th place (in practice rows whose relu'd head scores are all 0)
+                 * are broken like the reference: std::sort (libstdc++ introsort) of the row indices
+                 * over an array of n_ctx/4 rows, not-yet-visible rows at -inf. The reference's prefill
+                 * sorts its batch's rows that way, so a batch filling the session reproduces it, and
+                 * prefill and decode agree. Without a tie any top-k gives the same set. */
+                {
+                    const float kth = scratch[sel[M->topk - 1]];
+                    memset(mark, 0, (size_t)nvis_max + 1);
+                    for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
+                    int tie = 0;
+                    for (int b = 0; b < nvis && !tie; b++) tie = !mark[b] && scratch[b] == kth;
+                    if (tie) {
+                        int len = j->n_ctx / 4 > nvis ? j->n_ctx / 4 : nvis;
+                        float *arr = malloc(sizeof(float) * (size_t)len);
+                        int *ord = malloc(sizeof(int) * (size_t)len);
+                        if (!arr || !ord) { free(arr); free(ord); j->err = 1; goto done; }
+                        memcpy(arr, scratch, sizeof(float) * (size_t)nvis);
+                        for (int b = nvis; b < len; b++) arr[b] = -INFINITY;
+                        ds4_argsort_desc(arr, len, ord);
+                        memcpy(sel, ord, sizeof(int) * (size_t)M->topk);
+                        free(arr); free(ord);
+                    }
+                }
                 memset(mark, 0, (size_t)nvis_max + 1);
                 for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
                 if (j->topk_out) for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = sel[k];
@@ -616,7 +658,7 @@ static void ds4_attn_worker(void *arg, int ith, int nth) {
         }
         /* keys are F16 values when they come from an F16 cache (ratio 0 always, compressed layers
          * outside the prefill); the prefill of a compressed layer uses its F32 rows */
-        const int f16 = M->kv_f16 && (r == 0 || !j->prefill);
+        const int f16 = M->kv_f16 && (r == 0 || !j->prefill || !M->prefill_f32);
         const float kq_scale = 1.0f / sqrtf((float)D);
         for (int h = 0; h < M->H; h++)
             ds4_attn_head(j->o + (t * M->H + h) * (int64_t)D, j->q + (t * M->H + h) * (int64_t)D, kf, kh, nk, D,
@@ -678,12 +720,12 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
     DUMP("KVcur", il, B->kv, D, n);
 
     /* the batch keys as attention reads them: F16-rounded when they go through an F16 cache */
-    const int kvb_f16 = M->kv_f16 && (r == 0 || !prefill);
+    const int kvb_f16 = M->kv_f16 && (r == 0 || !prefill || !M->prefill_f32);
     if (kvb_f16) for (int64_t i = 0; i < (int64_t)n * D; i++) B->kvb[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->kv[i]));
     else memcpy(B->kvb, B->kv, sizeof(float) * (size_t)n * D);
 
     ds4_attn_job job = {.m = m, .M = M, .ly = ly, .ls = ls, .il = il, .n = n, .pos0 = pos0, .prefill = prefill,
-                        .dump = dump, .q = B->q, .kvb = B->kvb, .kvb_f16 = kvb_f16, .o = B->o};
+                        .dump = dump, .n_ctx = st->n_ctx, .q = B->q, .kvb = B->kvb, .kvb_f16 = kvb_f16, .o = B->o};
     if (r > 0) {
         /* compressor inputs (§3.6.1) */
         const int c = r == 4 ? 2 : 1, Wd = c * D;
@@ -718,6 +760,8 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
             const int n_comp = n / r;
             if (ds4_compress_batch(M, ly, r, D, B->ckv, B->csc, n, ly->c_norm, 1, B->comp32, ls->kvs, ls->scs)) goto oom;
             for (int b = 0; b < n_comp; b++) ds4_rows_put(&ls->comp, b, B->comp32 + (int64_t)b * D);
+            if (M->kv_f16 && !M->prefill_f32)
+                for (int64_t i = 0; i < (int64_t)n_comp * D; i++) B->comp32[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->comp32[i]));
             if (n_comp) DUMP("KVcompress", il, B->comp32, D, n_comp);
             job.comp32 = B->comp32;
             if (r == 4) {
@@ -725,6 +769,9 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
                 for (int b = 0; b < n_comp; b++) {
                     if (M->official) { ds4_hadamard(B->icomp32 + (int64_t)b * Di, Di); ds4_fp4_sim(B->icomp32 + (int64_t)b * Di, Di); }
                     ds4_rows_put(&ls->icomp, b, B->icomp32 + (int64_t)b * Di);
+                    if (M->kv_f16 && !M->prefill_f32)
+                        for (int i = 0; i < Di; i++)
+                            B->icomp32[(int64_t)b * Di + i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->icomp32[(int64_t)b * Di + i]));
                 }
                 if (n_comp) DUMP("indexer_KVcompress", il, B->icomp32, Di, n_comp);
                 job.icomp32 = B->icomp32;
@@ -749,9 +796,16 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
             }
             (void)emitted;
         }
-        if (r == 4 && dump) job.topk_out = B->topk;
+        if (r == 4 && dump) {
+            job.topk_out = B->topk;
+            job.scores_out = calloc((size_t)n * (size_t)((pos0 + n) / 4) + 1, sizeof(float));
+        }
     }
     mr_pool_run(m->pool, ds4_attn_worker, &job);
+    if (job.scores_out) {
+        if ((pos0 + n) / 4 > M->topk) mr_model_dump(m, "indexer_scores", il, job.scores_out, (pos0 + n) / 4, n);
+        free(job.scores_out);
+    }
     if (job.err) { mr_set_error("deepseek4: out of memory in attention"); goto fail; }
     if (job.topk_out) {
         float *tf = malloc(sizeof(float) * (size_t)n * M->topk);

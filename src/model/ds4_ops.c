@@ -291,6 +291,94 @@ void ds4_topk(const float *v, int n, int k, int *idx) {
     }
 }
 
+/* ---- std::sort emulation (libstdc++ introsort) on int indices, comparator v[a] > v[b] ---- */
+#define GT(a, b) (v[a] > v[b])
+static void ss_insertion(const float *v, int *f, int *l) {
+    if (f == l) return;
+    for (int *i = f + 1; i < l; i++) {
+        const int x = *i;
+        if (GT(x, *f)) { memmove(f + 1, f, sizeof(int) * (size_t)(i - f)); *f = x; }
+        else { int *j = i; while (GT(x, j[-1])) { *j = j[-1]; j--; } *j = x; }
+    }
+}
+static void ss_push_heap(const float *v, int *f, long hole, long top, int x) {
+    long parent = (hole - 1) / 2;
+    while (hole > top && GT(f[parent], x)) { f[hole] = f[parent]; hole = parent; parent = (hole - 1) / 2; }
+    f[hole] = x;
+}
+static void ss_adjust_heap(const float *v, int *f, long hole, long len, int x) {
+    const long top = hole;
+    long child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (GT(f[child], f[child - 1])) child--;
+        f[hole] = f[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        f[hole] = f[child - 1];
+        hole = child - 1;
+    }
+    ss_push_heap(v, f, hole, top, x);
+}
+static void ss_heapsort(const float *v, int *f, int *l) {
+    const long len = l - f;
+    if (len >= 2)
+        for (long parent = (len - 2) / 2;; parent--) {
+            ss_adjust_heap(v, f, parent, len, f[parent]);
+            if (parent == 0) break;
+        }
+    while (l - f > 1) {
+        l--;
+        const int x = *l;
+        *l = *f;
+        ss_adjust_heap(v, f, 0, l - f, x);
+    }
+}
+static void ss_swap(int *a, int *b) { int t = *a; *a = *b; *b = t; }
+static void ss_introsort(const float *v, int *f, int *l, int depth) {
+    while (l - f > 16) {
+        if (depth == 0) { ss_heapsort(v, f, l); return; }
+        depth--;
+        int *a = f + 1, *b = f + (l - f) / 2, *c = l - 1;
+        /* median of a, b, c moved to *f */
+        if (GT(*a, *b)) {
+            if (GT(*b, *c)) ss_swap(f, b);
+            else if (GT(*a, *c)) ss_swap(f, c);
+            else ss_swap(f, a);
+        } else if (GT(*a, *c)) ss_swap(f, a);
+        else if (GT(*b, *c)) ss_swap(f, c);
+        else ss_swap(f, b);
+        /* unguarded partition of [f+1, l) around *f */
+        int *lo = f + 1, *hi = l;
+        for (;;) {
+            while (GT(*lo, *f)) lo++;
+            hi--;
+            while (GT(*f, *hi)) hi--;
+            if (!(lo < hi)) break;
+            ss_swap(lo, hi);
+            lo++;
+        }
+        ss_introsort(v, lo, l, depth);
+        l = lo;
+    }
+}
+void ds4_argsort_desc(const float *v, int n, int *idx) {
+    for (int i = 0; i < n; i++) idx[i] = i;
+    if (n < 2) return;
+    int lg = 0;
+    while ((2L << lg) <= n) lg++;               /* floor(log2(n)) */
+    ss_introsort(v, idx, idx + n, 2 * lg);
+    if (n > 16) {
+        ss_insertion(v, idx, idx + 16);
+        for (int *i = idx + 16; i < idx + n; i++) { const int x = *i; int *j = i; while (GT(x, j[-1])) { *j = j[-1]; j--; } *j = x; }
+    } else {
+        ss_insertion(v, idx, idx + n);
+    }
+}
+#undef GT
+
 int ds4_route(const float *logits, int E, int k, const float *bias, const int32_t *hash_ids, int norm,
               float scale, int *sel, float *w, float *probs) {
     float sbuf[1024], bbuf[1024];

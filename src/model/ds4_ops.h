@@ -86,6 +86,11 @@ void ds4_swiglu(float *h, const float *g, const float *u, int64_t n, float lim);
 int ds4_route(const float *logits, int E, int k, const float *bias, const int32_t *hash_ids, int norm,
               float scale, int *sel, float *w, float *probs);
 
+/* idx[0..n) = argsort of v by descending value, with the same tie order as the reference's ggml
+ * argsort: std::sort of the indices 0..n-1 as implemented by GCC's libstdc++ (introsort: median-of-3
+ * quicksort down to runs of 16, heapsort past the depth limit, final insertion sort). Ties are
+ * therefore not kept in index order when n > 16. */
+void ds4_argsort_desc(const float *v, int n, int *idx);
 /* top-k indices of v[n] by descending value (ties: lower index first); k <= n */
 void ds4_topk(const float *v, int n, int k, int *idx);
 
