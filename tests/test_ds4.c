@@ -34,7 +34,7 @@ static int run_model(const char *model, const char *tokens, int reference, run_t
     if (r->n_tok <= 0) { CHECK(0, "cannot read %s", tokens); return -1; }
     mr_model_params p;
     mr_model_params_default(&p);
-    p.n_threads = 2;
+    p.n_threads = 1;
     p.reference = reference;
     mr_model *m = mr_model_load(t_shared(model), &p);
     CHECK(m != NULL, "load %s: %s", model, mr_last_error());
