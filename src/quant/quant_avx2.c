@@ -50,6 +50,9 @@ const mr_vec_dot_fn mr_vec_dot_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_IQ4_NL] = mr_vec_dot_iq4_nl_avx2,
     [MR_TYPE_IQ4_XS] = mr_vec_dot_iq4_xs_avx2,
     [MR_TYPE_MXFP4] = mr_vec_dot_mxfp4_avx2,
+    [MR_TYPE_IQ3_XXS] = mr_vec_dot_iq3_xxs_avx2,
+    [MR_TYPE_IQ2_XS] = mr_vec_dot_iq2_xs_avx2,
+    [MR_TYPE_IQ2_S] = mr_vec_dot_iq2_s_avx2,
 };
 
 const mr_vec_dot_x4_fn mr_vec_dot_x4_avx2[MR_TYPE_COUNT] = {
@@ -67,4 +70,14 @@ const mr_vec_dot_x4_fn mr_vec_dot_x4_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_Q5_K] = mr_vd4_q5_k_avx2,
     [MR_TYPE_Q6_K] = mr_vd4_q6_k_avx2,
     [MR_TYPE_NVFP4] = mr_vd4_nvfp4_avx2,
+    [MR_TYPE_IQ2_XXS] = mr_vec_dot_x4_iq2_xxs_avx2,
+    [MR_TYPE_IQ3_S] = mr_vec_dot_x4_iq3_s_avx2,
+    [MR_TYPE_IQ1_S] = mr_vec_dot_x4_iq1_s_avx2,
+    [MR_TYPE_IQ1_M] = mr_vec_dot_x4_iq1_m_avx2,
+    [MR_TYPE_IQ4_NL] = mr_vec_dot_x4_iq4_nl_avx2,
+    [MR_TYPE_IQ4_XS] = mr_vec_dot_x4_iq4_xs_avx2,
+    [MR_TYPE_MXFP4] = mr_vec_dot_x4_mxfp4_avx2,
+    [MR_TYPE_IQ3_XXS] = mr_vec_dot_x4_iq3_xxs_avx2,
+    [MR_TYPE_IQ2_XS] = mr_vec_dot_x4_iq2_xs_avx2,
+    [MR_TYPE_IQ2_S] = mr_vec_dot_x4_iq2_s_avx2,
 };

@@ -13,6 +13,20 @@ void mr_vec_dot_iq1_m_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq4_nl_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq4_xs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_mxfp4_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq3_xxs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq2_xs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vec_dot_iq2_s_avx2(int n, float *s, const void *w, const void *y);
+/* 4-column kernels (mr_vec_dot_x4_fn, quant_simd.h): bit-identical to 4 calls of the above */
+void mr_vec_dot_x4_iq2_xxs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq3_s_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq1_s_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq1_m_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq4_nl_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq4_xs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_mxfp4_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq3_xxs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq2_xs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vec_dot_x4_iq2_s_avx2(int n, float *s, const void *w, const void *y, size_t by);
 
 /* quant_iq_avx512.c */
 void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y);
