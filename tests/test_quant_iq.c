@@ -6,6 +6,7 @@
 #include "quant/quant_impl.h"
 #include "quant/quant_blocks_iq.h"
 #include "quant/iq_grids.h"
+#include "quant/quant_simd.h"
 #include "base/base.h"
 
 #include <math.h>
@@ -328,6 +329,16 @@ static void check_simd(int isa) {
     mr_set_isa(mr_cpu_best_isa());
 }
 
+/* every i-quant and MXFP4 has a vec_dot and a 4-column kernel in both SIMD tables */
+static void test_simd_tables(void) {
+    for (int ti = 0; ti < N_IQ; ti++) {
+        const int t = iq_types[ti].type;
+        if (t == MR_TYPE_NVFP4) continue;   /* quant_kern_x86.h (quant_avx2.c / quant_avx512.c) */
+        CHECK(mr_vec_dot_avx2[t] && mr_vec_dot_avx512[t], "%s: missing vec_dot", iq_types[ti].name);
+        CHECK(mr_vec_dot_x4_avx2[t] && mr_vec_dot_x4_avx512[t], "%s: missing 4-column kernel", iq_types[ti].name);
+    }
+}
+
 static void test_simd_avx2(void) { check_simd(MR_ISA_AVX2); }
 static void test_simd_avx512(void) { check_simd(MR_ISA_AVX512); }
 
@@ -348,6 +359,7 @@ int main(void) {
     RUN(test_quantize_mxfp4);
     RUN(test_quantize_nvfp4);
     RUN(test_quantize_iq4_nl);
+    RUN(test_simd_tables);
     RUN(test_simd_avx2);
     RUN(test_simd_avx512);
     return t_finish();
