@@ -207,6 +207,25 @@ static void test_faults(void) {
     mr_pager_free(p);
 }
 
+static void test_prefetch_twice(void) {
+    mr_pager *p = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL));
+    if (!p) { CHECK(0, "%s", mr_get_error()); return; }
+    int ids[3] = {1, 4, 6};
+    mr_pager_counters c0, c1;
+    CHECK(mr_pager_prefetch(p, 1, ids, 3) == 0, "%s", mr_get_error());
+    mr_pager_counters_get(p, &c0);
+    CHECK(mr_pager_prefetch(p, 1, ids, 3) == 0, "%s", mr_get_error()); /* early prefetch, then moe.c's */
+    mr_pager_counters_get(p, &c1);
+    CHECK(c1.hits == c0.hits && c1.misses == c0.misses && c0.misses == 3 && c1.rounds == 1, "same batch twice: counted again");
+    for (int i = 0; i < 3; i++) {
+        const void *ptrs[MR_PAGER_MATS];
+        int e;
+        CHECK(mr_pager_next(p, 1, &e, ptrs) == 0 && check_ptrs(1, e, ptrs) == 0, "%s", mr_get_error());
+    }
+    mr_pager_release(p, 1);
+    mr_pager_free(p);
+}
+
 static void test_pins(void) {
     /* 2 slots: two experts in use are never evicted by a third prefetched layer's reads */
     mr_pager *p = mr_pager_create(g, layers, NL, mr_pager_min_budget(g, layers, NL));
@@ -235,6 +254,7 @@ int main(void) {
     RUN(test_floor);
     RUN(test_faults);
     RUN(test_pins);
+    RUN(test_prefetch_twice);
     mr_gguf_close(g);
     remove(path);
     return t_finish();

@@ -57,6 +57,24 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
     return 0;
 }
 
+int mr_moe_prefetch(mr_model *m, int layer, const mr_moe_cfg *c, const int32_t *sel, int n) {
+    if (!m->pager) { mr_set_error("moe: layer %d has no routed experts (pager not initialised)", layer); return -1; }
+    const int E = c->n_expert;
+    unsigned char *used = calloc((size_t)E + 1, 1);
+    int *ids = malloc(sizeof(int) * ((size_t)E + 1));
+    int n_ids = 0, rc = -1;
+    if (!used || !ids) { mr_set_error("moe: out of memory"); goto out; }
+    for (int i = 0; i < n * c->n_used; i++) {
+        if (sel[i] < 0 || sel[i] >= E) { mr_set_error("moe: expert id %d out of range", sel[i]); goto out; }
+        used[sel[i]] = 1;
+    }
+    for (int e = 0; e < E; e++) if (used[e]) ids[n_ids++] = e; /* ascending, as mr_moe_experts lists them */
+    rc = mr_pager_prefetch(m->pager, layer, ids, n_ids);
+out:
+    free(used); free(ids);
+    return rc;
+}
+
 int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
                    const int32_t *sel, const float *w, float *out) {
     if (mr_moe_approx_on(m)) return mr_moe_experts_approx(m, layer, c, x, n, sel, w, out); /* moe_approx.h */

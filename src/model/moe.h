@@ -33,6 +33,11 @@ typedef struct {
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w);
 
+/* Optional: start the pager's reads for the experts sel[n][n_used] selects (their union) now, so they
+ * overlap whatever the caller computes before mr_moe_experts (e.g. the shared expert);
+ * mr_moe_experts then finds the batch already prefetched. */
+int mr_moe_prefetch(mr_model *m, int layer, const mr_moe_cfg *c, const int32_t *sel, int n);
+
 /* out[n][d] = routed experts of layer `layer` applied to x[n][d] (see above). The expert tensors
  * are the ones given to mr_model_init_pager for that layer. */
 int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,

@@ -511,6 +511,12 @@ int mr_pager_prefetch(mr_pager *p, int layer, const int *ids, int n) {
     if (check_layer(p, layer)) return -1;
     int E = n_experts_of(&p->layers[layer]);
     batch *b = &p->b[layer];
+    if (b->active && b->n == n) {
+        /* the same batch again, nothing served yet (an early prefetch, then the one in moe.c): no-op */
+        int same = 1;
+        for (int i = 0; i < n && same; i++) same = b->ids[i] == ids[i] && (b->st[i] == B_QUEUED || b->st[i] == B_PINNED);
+        if (same) return 0;
+    }
     if (b->active) mr_pager_release(p, layer);
     if (n < 0 || batch_reserve(b, n)) return -1;
     for (int i = 0; i < n; i++) {

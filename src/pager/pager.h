@@ -6,7 +6,9 @@
  *   mr_pager_prefetch(p, layer, ids, n)   the batch's experts (distinct ids, union over its tokens):
  *                                         pins the resident ones and starts reads of missing ones
  *                                         (as many as there are evictable slots; the rest are read as
- *                                         slots free up)
+ *                                         slots free up). The same ids again before any is served
+ *                                         is a no-op: a caller may prefetch early (e.g. before the
+ *                                         shared expert) and moe.c's prefetch then changes nothing
  *   mr_pager_next(p, layer, &id, ptrs)    the next expert of the batch that is resident (waits only
  *                                         if none is): compute on resident experts overlaps the reads
  *   mr_pager_get(p, layer, id, ptrs)      waits until expert `id` is resident; ptrs[m] = slice of
