@@ -890,12 +890,14 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     }
     const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
                             .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim};
-    if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, B->moe)) return -1;
-    DUMP("ffn_moe_out", il, B->moe, d, n);
+    /* start the routed experts' reads (expert pager), then compute the shared expert while they run */
+    if (mr_moe_prefetch(m, il, &cfg, B->sel, n)) return -1;
     /* shared expert: no clamp in the reference, the routed clamp in the official graph (§8) */
     if (mr_model_matmul(m, &ly->sh_gate, B->a, n, B->sg) || mr_model_matmul(m, &ly->sh_up, B->a, n, B->su)) return -1;
     ds4_swiglu(B->sg, B->sg, B->su, (int64_t)n * M->Fs, M->official ? ly->lim : 0.0f);
     if (mr_model_matmul(m, &ly->sh_down, B->sg, n, B->sh)) return -1;
+    if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, B->moe)) return -1;
+    DUMP("ffn_moe_out", il, B->moe, d, n);
     DUMP("ffn_shexp", il, B->sh, d, n);
     for (int64_t i = 0; i < (int64_t)n * d; i++) B->moe[i] += B->sh[i];
     DUMP("ffn_out", il, B->moe, d, n);
