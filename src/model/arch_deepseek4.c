@@ -118,7 +118,9 @@ static int ds4_read_ratios(mr_model *m, ds4_model *M) {
 #define F32(suffix, req, def, dst) do { if (mr_model_hp_f32(m, suffix, req, def, &dst)) goto fail; } while (0)
 #define BAD(...) do { mr_set_error(__VA_ARGS__); goto fail; } while (0)
 
+/* the loaders below stop looking after the first error, so the message names the first problem */
 static const float *ds4_vec(mr_model *m, int req, int64_t n, const char *fmt, int il) {
+    if (m->load_err) return NULL;
     char name[160];
     snprintf(name, sizeof name, fmt, il);
     const int64_t shape[1] = {n};
@@ -126,6 +128,7 @@ static const float *ds4_vec(mr_model *m, int req, int64_t n, const char *fmt, in
 }
 
 static mr_weight ds4_mat(mr_model *m, int req, int64_t cols, int64_t rows, const char *fmt, int il) {
+    if (m->load_err) { mr_weight none = {0}; return none; }
     char name[160];
     snprintf(name, sizeof name, fmt, il);
     const int64_t shape[2] = {cols, rows};
@@ -281,13 +284,15 @@ static int ds4_load(mr_model *m) {
         ly->out_b = ds4_mat(m, 1, (int64_t)M->G * M->ro, d, "blk.%d.attn_output_b.weight", l);
         ly->gate_inp = ds4_mat(m, 1, d, M->E, "blk.%d.ffn_gate_inp.weight", l);
         const int64_t ge[3] = {d, M->F, M->E}, de[3] = {M->F, d, M->E};
+        if (m->load_err) goto fail;
         pl[l].mat[MR_PAGER_GATE] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_gate_exps.weight", l);
-        pl[l].mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_up_exps.weight", l);
-        pl[l].mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, de, "blk.%d.ffn_down_exps.weight", l);
+        if (!m->load_err) pl[l].mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_up_exps.weight", l);
+        if (!m->load_err) pl[l].mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, de, "blk.%d.ffn_down_exps.weight", l);
         ly->sh_gate = ds4_mat(m, 1, d, M->Fs, "blk.%d.ffn_gate_shexp.weight", l);
         ly->sh_up = ds4_mat(m, 1, d, M->Fs, "blk.%d.ffn_up_shexp.weight", l);
         ly->sh_down = ds4_mat(m, 1, M->Fs, d, "blk.%d.ffn_down_shexp.weight", l);
         const int64_t th[2] = {M->K, M->V};
+        if (m->load_err) goto fail;
         const mr_gguf_tensor *t2e = mr_model_tensor(m, l < M->Lh, 2, th, "blk.%d.ffn_gate_tid2eid.weight", l);
         if (l < M->Lh && t2e) {
             if (t2e->type != MR_TYPE_I32) BAD("%s: blk.%d.ffn_gate_tid2eid.weight must be I32, not %s", m->path, l, mr_type_name(t2e->type));
@@ -298,18 +303,20 @@ static int ds4_load(mr_model *m) {
                         (long long)(i / M->K), ly->tid2eid[i], M->E);
         }
         ly->exp_bias = ds4_vec(m, l >= M->Lh, M->E, "blk.%d.exp_probs_b.bias", l);
+        if (m->load_err) goto fail;
         if (r > 0) {
             const int64_t ash[2] = {(int64_t)c * M->D, r};
             ly->c_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ash, "blk.%d.attn_compressor_ape.weight", l));
+            if (m->load_err) goto fail;
             ly->c_kv = ds4_mat(m, 1, d, (int64_t)c * M->D, "blk.%d.attn_compressor_kv.weight", l);
             ly->c_gate = ds4_mat(m, 1, d, (int64_t)c * M->D, "blk.%d.attn_compressor_gate.weight", l);
             ly->c_norm = ds4_vec(m, 1, M->D, "blk.%d.attn_compressor_norm.weight", l);
         }
-        if (r == 4) {
+        if (r == 4 && !m->load_err) {
             const int64_t ish[2] = {2 * (int64_t)M->Di, 4};
             ly->i_qb = ds4_mat(m, 1, M->rq, (int64_t)M->Hi * M->Di, "blk.%d.indexer.attn_q_b.weight", l);
             ly->i_proj = ds4_mat(m, 1, d, M->Hi, "blk.%d.indexer.proj.weight", l);
-            ly->ic_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ish, "blk.%d.indexer_compressor_ape.weight", l));
+            if (!m->load_err) ly->ic_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ish, "blk.%d.indexer_compressor_ape.weight", l));
             ly->ic_kv = ds4_mat(m, 1, d, 2 * (int64_t)M->Di, "blk.%d.indexer_compressor_kv.weight", l);
             ly->ic_gate = ds4_mat(m, 1, d, 2 * (int64_t)M->Di, "blk.%d.indexer_compressor_gate.weight", l);
             ly->ic_norm = ds4_vec(m, 1, M->Di, "blk.%d.indexer_compressor_norm.weight", l);

@@ -53,6 +53,10 @@ int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs,
     sbuf b = {out, size, 0};
     if (size > 0) out[0] = 0;
     const char *pending_sys = NULL; /* formats without a system role fold it into the first user turn */
+    int ds4 = !strcmp(tmpl, "deepseek4"), ds4_pending = 0;
+    if (ds4) /* DeepSeek V4 (its jinja template): every system message first, joined by blank lines */
+        for (int i = 0, first = 1; i < n; i++)
+            if (!strcmp(msgs[i].role, "system")) { put(&b, "%s%s", first ? "" : "\n\n", msgs[i].content); first = 0; }
     for (int i = 0; i < n; i++) {
         const char *role = msgs[i].role, *c = msgs[i].content;
         int sys = !strcmp(role, "system"), user = !strcmp(role, "user"), ass = !strcmp(role, "assistant");
@@ -75,11 +79,14 @@ int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs,
                 if (pending_sys) { put(&b, "<<SYS>>\n%s\n<</SYS>>\n\n", pending_sys); pending_sys = NULL; }
                 put(&b, "%s [/INST]", c);
             } else put(&b, " %s</s>", c);
-        } else { /* deepseek3 / deepseek4 */
-            int v4 = !strcmp(tmpl, "deepseek4");
+        } else if (ds4) {
+            /* the assistant prefix (non-thinking: "</think>") only opens a turn that follows a user turn */
+            if (user) { put(&b, DS_USER "%s", c); ds4_pending = 1; }
+            else if (ass) { put(&b, "%s%s" DS_EOS, ds4_pending ? DS_ASSISTANT "</think>" : "", c); ds4_pending = 0; }
+        } else { /* deepseek3 */
             if (sys) put(&b, "%s\n\n", c);
             else if (user) put(&b, DS_USER "%s", c);
-            else put(&b, DS_ASSISTANT "%s%s" DS_EOS, v4 ? "</think>" : "", c);
+            else put(&b, DS_ASSISTANT "%s" DS_EOS, c);
         }
     }
     if (add_assistant) {
@@ -88,7 +95,7 @@ int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs,
         else if (!strcmp(tmpl, "phi3")) put(&b, "<|assistant|>\n");
         else if (!strcmp(tmpl, "gemma")) put(&b, "<start_of_turn>model\n");
         else if (!strcmp(tmpl, "deepseek3")) put(&b, DS_ASSISTANT);
-        else if (!strcmp(tmpl, "deepseek4")) put(&b, DS_ASSISTANT "</think>"); /* non-thinking generation prompt */
+        else if (ds4 && ds4_pending) put(&b, DS_ASSISTANT "</think>"); /* non-thinking generation prompt */
         /* llama2: the model answers right after [/INST] */
     }
     return b.len;
