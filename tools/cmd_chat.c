@@ -25,6 +25,8 @@ static void chat_usage(FILE *f) {
                "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling\n"
                "  -t THREADS  -c CTX  --ram-budget SIZE|auto\n"
                "  --show-prompt        print the formatted text sent to the model (stderr)\n"
+               "  --official           deepseek4: the official model's graph (indexer QAT, shared-expert clamp)\n"
+               "                       instead of the reference llama.cpp fork (docs/DEEPSEEK4.md)\n"
                MR_CLI_APPROX_HELP
                "  Type a message and Enter. Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the prompt quit.\n"
                "  /approx [SPEC]       show or change the MoE approximations while chatting, e.g.\n"
@@ -89,6 +91,7 @@ static int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && has) sp.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "--official")) mp.reference = 0;
         else if (!strcmp(a, "--ram-budget") && has) ram_budget = argv[++i];
         else if (!strcmp(a, "--show-prompt")) show_prompt = 1;
         else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); chat_usage(stderr); return 1; }

@@ -24,6 +24,8 @@ static void run_usage(FILE *f) {
                "                     prints the pager summary at exit\n"
                "  --stats-file FILE  pager counters as JSON lines: one for the prompt, one per generated token\n"
                "  --no-bos           do not add the model's BOS token\n"
+               "  --official         deepseek4: the official model's graph (indexer QAT, shared-expert clamp)\n"
+               "                     instead of the reference llama.cpp fork (docs/DEEPSEEK4.md)\n"
                "  --show-ids         also print the generated token ids (a line \"ids: a,b,...\" on stdout)\n"
                MR_CLI_APPROX_HELP
                "  Ctrl-C stops the generation (statistics are still printed).\n");
@@ -73,6 +75,7 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && has) sp.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "--official")) mp.reference = 0;
         else if (!strcmp(a, "--ram-budget") && has) budget = argv[++i];
         else if (!strcmp(a, "--stats-file") && has) stats_path = argv[++i];
         else if (!strcmp(a, "--no-bos")) no_bos = 1;
