@@ -231,13 +231,14 @@ static const synth_shape synth_shapes[] = {
      1024, 12, 16, 4, 64, 64, 4, 512, 8000, 2048, 1000000.0f},
 };
 
+/* ftype: LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19} (llama.h) */
 static const synth_mix synth_mixes[] = {
-    {"q4_0", MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0},
-    {"q8_0", MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0},
-    {"q4_k_m", MR_TYPE_Q4_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K},
-    {"iq4_xs", MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_Q4_K, MR_TYPE_Q6_K},
-    {"iq3s-mxfp4", MR_TYPE_Q8_0, MR_TYPE_IQ3_S, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0},
-    {"iq2xxs-q2k", MR_TYPE_Q8_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0},
+    {"q4_0", MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, 2},
+    {"q8_0", MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 7},
+    {"q4_k_m", MR_TYPE_Q4_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 15},
+    {"iq4_xs", MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 30},
+    {"iq3s-mxfp4", MR_TYPE_Q8_0, MR_TYPE_IQ3_S, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 26},
+    {"iq2xxs-q2k", MR_TYPE_Q8_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 19},
 };
 
 void mr_synth_list(FILE *out) {
@@ -401,7 +402,9 @@ int mr_synth(const char *path, const mr_synth_params *p) {
     }
     char name[160];
     snprintf(name, sizeof name, "synthetic %s %s, %d layers, zipf %.2f", p->shape, mx->name, n_layer, p->zipf);
-    if (mr_gguf_writer_set_str(w, "general.name", name)) goto done;
+    if (mr_gguf_writer_set_str(w, "general.name", name) || mr_gguf_writer_set_u32(w, "general.file_type", (uint32_t)mx->ftype) ||
+        mr_gguf_writer_set_u32(w, "general.quantization_version", 2))
+        goto done;
     for (int i = 0; i < c.n; i++) {
         synth_tensor *t = &c.t[i];
         if (t->kind == SYNTH_POOL && !(t->pool = synth_get_pool(&c, t->type, t->std))) goto done;

@@ -69,8 +69,9 @@ synth_tensor *synth_add(synth_ctx *c, int kind, int type, const char *fmt, int l
                         int64_t ne1, int64_t ne2);
 
 /* Quant mix: types for attention/dense matrices (and deepseek4 shared experts), routed expert
- * gate/up, routed expert down, token embedding, output head. */
-typedef struct { const char *name; int attn, gate_up, down, embd, head; } synth_mix;
+ * gate/up, routed expert down, token embedding, output head; ftype is llama.cpp's
+ * general.file_type label for the mix (llama.h enum llama_ftype). */
+typedef struct { const char *name; int attn, gate_up, down, embd, head, ftype; } synth_mix;
 
 /* SPM vocabulary of n tokens (<unk> <s> </s>, byte tokens, letter pieces). */
 int synth_vocab(mr_gguf_writer *w, int64_t n);

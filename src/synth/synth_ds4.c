@@ -179,7 +179,8 @@ int synth_ds4_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const sy
         if (n != L) { mr_set_error("synth: --ratios has %d values for %d layers", n, L); return -1; }
     }
     if (L == 0) L = s->L;
-    if (L < 1 || L > s->L) { mr_set_error("synth: shape %s has 1..%d layers, not %d", s->name, s->L, L); return -1; }
+    /* deeper than the shape is allowed: the ratio pattern continues (e.g. the mini at 43 layers) */
+    if (L < 1 || L > DS4_MAX_LAYERS) { mr_set_error("synth: --layers %d: deepseek4 shapes take 1..%d layers", L, DS4_MAX_LAYERS); return -1; }
     if (!p->ratios)
         for (int l = 0; l < L; l++) ratios[l] = ds4_default_ratio(l);
     const int Lh = s->Lh < L ? s->Lh : L;
