@@ -92,3 +92,12 @@ fuzz: $(LIB)
 	$(FUZZ_BUILD)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -malloc_limit_mb=256 \
 	    -dict=tests/fuzz/gguf.dict -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
 	    $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/seeds
+
+# The main job on any machine, no download: synthesize a 343 MiB random-weight MoE model (qwen3moe
+# layout, 6 layers x 64 experts) and generate with a 64 MiB expert budget (a fifth of its experts),
+# printing the pager summary. The text is noise (random weights); the point is the paging.
+DEMO_MODEL ?= $(BUILD)/demo-qwen3moe.gguf
+demo: $(BUILD)/moerun
+	@test -f $(DEMO_MODEL) || $(BUILD)/moerun synth -o $(DEMO_MODEL) --shape qwen3-small --layers 6 --mix q4_0
+	$(BUILD)/moerun inspect $(DEMO_MODEL) | tail -n 2
+	$(BUILD)/moerun run -m $(DEMO_MODEL) -p "Once upon a time" -n 64 --seed 1 --ram-budget 64M
