@@ -4,7 +4,12 @@
  * Y: ncols output columns of `rows` floats (column j at Y + j*rows): Y[j][r] = dot(W[r], X[j]).
  * The activations are converted to the weight type's partner type once; every (r, j) result is
  * computed the same way whatever ncols and the thread count, so a batch equals one column at a time
- * bit for bit. */
+ * bit for bit.
+ * Kernels: those of the ISA in use (mr_isa(); MOERUN_ISA=scalar|avx2|avx512), see quant_simd.h.
+ * One column (decode) streams the rows once (GEMV); several columns go four at a time through the
+ * type's 4-column kernel where it has one (GEMM). Work is split in row chunks over `pool` (may be
+ * NULL: calling thread only). Returns 0, or -1 with mr_set_error (unknown type, cols not a multiple
+ * of the block size, no dot product for the type, out of memory). */
 #ifndef MR_MATMUL_H
 #define MR_MATMUL_H
 #include <stdint.h>
