@@ -76,8 +76,16 @@ static void test_vec_dot_vs_scalar(void) {
                     sd_weights(type, w, n, extreme);
                     for (int c = 0; c < 4; c++) sd_acts(t->vec_dot_type, x + c * xb, n, extreme, xf + (size_t)c * n);
                     t->to_float(w, wf, n);
-                    float s4[4] = {0};
+                    float s4[4] = {0}, s4p[4] = {0};
                     if (f4) f4(n, s4, w, x, xb);
+                    mr_vec_dot_x4_fn f4p = isa == MR_ISA_AVX512 && t->vec_dot_type == MR_TYPE_Q8_0 ? mr_vec_dot_x4p_avx512[type] : NULL;
+                    if (f4p) {
+                        size_t pb = (size_t)(n / 32) * MR_PREP_Q8_0_BLOCK;
+                        uint8_t *xp = malloc(4 * pb);
+                        for (int c = 0; c < 4; c++) mr_prep_q8_0_avx512(x + c * xb, xp + c * pb, n);
+                        f4p(n, s4p, w, xp, pb);
+                        free(xp);
+                    }
                     for (int c = 0; c < 4; c++) {
                         double bound = 0;
                         for (int i = 0; i < n; i++) bound += fabs((double)wf[i] * xf[(size_t)c * n + i]);
@@ -91,11 +99,15 @@ static void test_vec_dot_vs_scalar(void) {
                         if (f4)
                             CHECK(memcmp(&s4[c], &got, sizeof got) == 0, "%s %s n=%d col %d: 4-column %.9g != vec_dot %.9g",
                                   t->name, mr_isa_name(isa), n, c, s4[c], got);
+                        if (f4p)
+                            CHECK(memcmp(&s4p[c], &got, sizeof got) == 0, "%s %s n=%d col %d: prepared 4-column %.9g != vec_dot %.9g",
+                                  t->name, mr_isa_name(isa), n, c, s4p[c], got);
                     }
                 }
                 free(w); free(x); free(wf); free(xf);
             }
-            printf("# %-8s %-6s max rel err %.2e%s\n", t->name, mr_isa_name(isa), worst, f4 ? " (4-col bit-exact)" : "");
+            printf("# %-8s %-6s max rel err %.2e%s%s\n", t->name, mr_isa_name(isa), worst, f4 ? " (4-col bit-exact)" : "",
+                   isa == MR_ISA_AVX512 && t->vec_dot_type == MR_TYPE_Q8_0 && mr_vec_dot_x4p_avx512[type] ? " (prepared 4-col bit-exact)" : "");
             n_tested++;
         }
     }

@@ -51,6 +51,8 @@ typedef struct {
     float *Y;
     mr_vec_dot_fn dot;
     mr_vec_dot_x4_fn dot4;
+    uint8_t *Xp;           /* prepared activations for dot4 (quant_simd.h), or NULL */
+    size_t xp_row;
     long chunk_rows;
 } mr_matmul_job;
 
@@ -68,12 +70,14 @@ static void mr_matmul_rows(mr_matmul_job *j, long r0, long r1) {
     }
     int64_t c = 0;
     if (j->dot4) {
+        const uint8_t *x4 = j->Xp ? j->Xp : xs;
+        const size_t x4_row = j->Xp ? j->xp_row : j->x_row;
         for (; c + 4 <= j->ncols; c += 4) {
-            const uint8_t *x = xs + (size_t)c * j->x_row;
+            const uint8_t *x = x4 + (size_t)c * x4_row;
             float *y = j->Y + c * j->rows;
             for (long r = r0; r < r1; r++) {
                 float s[4];
-                j->dot4(n, s, j->W + (size_t)r * j->w_row, x, j->x_row);
+                j->dot4(n, s, j->W + (size_t)r * j->w_row, x, x4_row);
                 y[r] = s[0];
                 y[j->rows + r] = s[1];
                 y[2 * j->rows + r] = s[2];
@@ -92,7 +96,10 @@ static void mr_matmul_convert_chunk(void *arg, long ch) {
     mr_matmul_job *j = arg;
     int64_t c0 = (int64_t)ch * MR_CONVERT_COLS, c1 = c0 + MR_CONVERT_COLS;
     if (c1 > j->ncols) c1 = j->ncols;
-    for (int64_t c = c0; c < c1; c++) j->convert(j->X + c * j->cols, j->Xq + (size_t)c * j->x_row, j->cols);
+    for (int64_t c = c0; c < c1; c++) {
+        j->convert(j->X + c * j->cols, j->Xq + (size_t)c * j->x_row, j->cols);
+        if (j->Xp) mr_prep_q8_0_avx512(j->Xq + (size_t)c * j->x_row, j->Xp + (size_t)c * j->xp_row, (int)j->cols);
+    }
 }
 
 static void mr_matmul_chunk(void *arg, long ch) {
@@ -119,7 +126,7 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
     if (rows <= 0 || ncols <= 0) return 0;
     if (cols > 0x7fffffff) { mr_set_error("matmul: rows of %lld values are too long", (long long)cols); return -1; }
     mr_matmul_job job = {0};
-    mr_type_kernels(wtype, mr_isa(), &job.dot, &job.dot4);
+    const int kisa = mr_type_kernels(wtype, mr_isa(), &job.dot, &job.dot4);
     if (!job.dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); return -1; }
     job.W = W;
     job.w_row = w_row;
@@ -133,6 +140,12 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
         job.convert = mr_type_from_float(wt->vec_dot_type);
         job.Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
         if (!job.Xq) { mr_set_error("matmul: out of memory"); return -1; }
+        if (ncols >= 4 && kisa == MR_ISA_AVX512 && wt->vec_dot_type == MR_TYPE_Q8_0 && mr_vec_dot_x4p_avx512[wtype]) {
+            job.xp_row = (size_t)(cols / 32) * MR_PREP_Q8_0_BLOCK;
+            job.Xp = mr_aligned_alloc(64, job.xp_row * (size_t)ncols);
+            if (!job.Xp) { mr_aligned_free(job.Xq); mr_set_error("matmul: out of memory"); return -1; }
+            job.dot4 = mr_vec_dot_x4p_avx512[wtype];
+        }
         if (ncols == 1) job.convert(X, job.Xq, cols);
         else mr_pool_run_chunks(pool, mr_matmul_convert_chunk, &job, (long)((ncols + MR_CONVERT_COLS - 1) / MR_CONVERT_COLS));
     }
@@ -148,6 +161,7 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
         job.chunk_rows = c < 1 ? 1 : c;
     }
     mr_pool_run_chunks(pool, mr_matmul_chunk, &job, (long)((rows + job.chunk_rows - 1) / job.chunk_rows));
+    mr_aligned_free(job.Xp);
     mr_aligned_free(job.Xq);
     return 0;
 }

@@ -95,6 +95,10 @@ KX_ENTRY(q4_k, _avx512)
 KX_ENTRY(q5_k, _avx512)
 KX_ENTRY(q6_k, _avx512)
 KX_ENTRY(nvfp4, _avx512)
+KX_ENTRY_P(q8_0, _avx512)
+KX_ENTRY_P(q4_0, _avx512)
+KX_ENTRY_P(q5_0, _avx512)
+KX_ENTRY_P(nvfp4, _avx512)
 
 const mr_vec_dot_fn mr_vec_dot_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_F32] = mr_vd_f32_avx512,
@@ -149,3 +153,13 @@ const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_IQ2_S] = mr_vec_dot_x4_iq2_s_avx512,
     [MR_TYPE_NVFP4] = mr_vd4_nvfp4_avx512,
 };
+
+/* 4-column kernels on prepared Q8_0 activations (quant_simd.h), equal to the vec_dot above */
+const mr_vec_dot_x4_fn mr_vec_dot_x4p_avx512[MR_TYPE_COUNT] = {
+    [MR_TYPE_Q8_0] = mr_vd4p_q8_0_avx512,
+    [MR_TYPE_Q4_0] = mr_vd4p_q4_0_avx512,
+    [MR_TYPE_Q5_0] = mr_vd4p_q5_0_avx512,
+    [MR_TYPE_NVFP4] = mr_vd4p_nvfp4_avx512,
+};
+
+void mr_prep_q8_0_avx512(const void *y, void *yp, int n) { mr_prep_q8_0_vnni(y, yp, n); }

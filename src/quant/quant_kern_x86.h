@@ -497,6 +497,96 @@ KX_INLINE void kx_nvfp4(int n, float *s, const void *w, const void *vy, size_t b
     KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
 }
 
+#if KX_VNNI
+/* ---- GEMM with prepared activations (VNNI): Q8_0 rows converted once per matmul to blocks of a
+ * float scale and the quants + 128 as unsigned bytes. Per block and column one vpdpbusd, started
+ * from -128 * sum(w) (the same for every column), gives sum(y * w) exactly; the float operations
+ * (d = dw * dy, cvt, fma into the even/odd accumulators) are vec_dot's, so results are bit-equal. */
+typedef struct { float d; uint8_t qs[32]; } kb_q8p;
+_Static_assert(sizeof(kb_q8p) == 36, "prepared q8_0 block");
+
+static void mr_prep_q8_0_vnni(const void *src, void *dst, int n) {
+    const kb_q8_0 *x = src;
+    kb_q8p *y = dst;
+    for (int i = 0; i < n / 32; i++) {
+        y[i].d = kx_h2f(x[i].d);
+        _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_xor_si256(kx_load(x[i].qs), _mm256_set1_epi8((char)0x80)));
+    }
+}
+
+/* -128 * (sum of each 4 signed weight bytes) */
+KX_INLINE __m256i kx_negc(__m256i q) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), q));
+}
+
+KX_INLINE void kx_blk_prep(__m256i q, __m256 dw, const kb_q8p *const *y, int ib, __m256 *acc, int nc) {
+    const __m256i negc = kx_negc(q);
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        const __m256i p = _mm256_dpbusd_epi32(negc, kx_load(y[c][ib].qs), q);
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(y[c][ib].d));
+        acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+    }
+}
+
+#define KX_SIGNED32P(T)                                                                            \
+    KX_INLINE void kxp_##T(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { \
+        const int nb = n / 32;                                                                     \
+        const kb_q8p *y[4];                                                                        \
+        __m256 a0[4], a1[4];                                                                       \
+        KX_UNROLL for (int c = 0; c < nc; c++) {                                                   \
+            y[c] = KX_Y(kb_q8p, c);                                                                \
+            a0[c] = a1[c] = _mm256_setzero_ps();                                                   \
+        }                                                                                          \
+        int ib = 0;                                                                                \
+        for (; ib + 1 < nb; ib += 2) {                                                             \
+            kx_blk_prep(kx_w_##T(w, ib), kx_d_##T(w, ib), y, ib, a0, nc);                          \
+            kx_blk_prep(kx_w_##T(w, ib + 1), kx_d_##T(w, ib + 1), y, ib + 1, a1, nc);              \
+        }                                                                                          \
+        if (ib < nb) kx_blk_prep(kx_w_##T(w, ib), kx_d_##T(w, ib), y, ib, a0, nc);                 \
+        KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(_mm256_add_ps(a0[c], a1[c]));      \
+    }
+KX_SIGNED32P(q8_0)
+KX_SIGNED32P(q4_0)
+KX_SIGNED32P(q5_0)
+
+KX_INLINE void kxp_nvfp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const int nb = n / 64;
+    const kb_q8p *y[4];
+    __m256 acc[4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        y[c] = KX_Y(kb_q8p, c);
+        acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mr_kvalues_mxfp4));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int i = 0; i < nb; i++) {
+        const mr_block_nvfp4 *b = (const mr_block_nvfp4 *)w + i;
+        const __m256i q = kx_load(b->qs);
+        const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(q, m4));
+        const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+        const __m256i A = _mm256_unpacklo_epi64(lo, hi), B = _mm256_unpackhi_epi64(lo, hi);
+        const __m256i w0 = _mm256_permute2x128_si256(A, B, 0x20), w1 = _mm256_permute2x128_si256(A, B, 0x31);
+        const __m256i n0 = kx_negc(w0), n1 = kx_negc(w1);
+        const __m256 d4 = _mm256_castps128_ps256(kx_ue4m3_half4(b->d));
+        const __m256 d01 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+        const __m256 d23 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+        KX_UNROLL for (int c = 0; c < nc; c++) {
+            const kb_q8p *y0 = &y[c][2 * i], *y1 = &y[c][2 * i + 1];
+            const __m256i p0 = _mm256_dpbusd_epi32(n0, kx_load(y0->qs), w0);
+            const __m256i p1 = _mm256_dpbusd_epi32(n1, kx_load(y1->qs), w1);
+            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d01, _mm256_set1_ps(y0->d)), _mm256_cvtepi32_ps(p0), acc[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d23, _mm256_set1_ps(y1->d)), _mm256_cvtepi32_ps(p1), acc[c]);
+        }
+    }
+    KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
+}
+
+#define KX_ENTRY_P(T, S)                                                                           \
+    static void mr_vd4p_##T##S(int n, float *s, const void *w, const void *y, size_t by) {         \
+        kxp_##T(n, s, w, y, by, 4);                                                                \
+    }
+#endif /* KX_VNNI */
+
 /* ---- float weights: 16 values per step into two accumulators per column; the tail (n % 16)
  * is zero-padded to a full step so every column runs the same float operations ---- */
 
