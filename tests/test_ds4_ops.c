@@ -249,42 +249,68 @@ static void test_pool(void) {
     }
 }
 
+/* several heads over one key set (MQA), against a double-precision implementation of §3.7 */
 static void test_attn(void) {
-    enum { D = 128, NK = 20 };
-    float q[D], keys[NK * D], out[D], scratch[NK];
+    enum { D = 128, NK = 20, H = 3 };
+    float q[H * D], keys[NK * D], out[H * D], scratch[H * NK + (H + 1) * D + 16];
     uint16_t kh16[NK * D];
     const float *kf[NK]; const uint16_t *kh[NK];
-    for (int i = 0; i < D; i++) q[i] = frand() * 4;
+    const float sinks[H] = {0.7f, -2.0f, 3.0f};
+    for (int i = 0; i < H * D; i++) q[i] = frand() * 4;
     for (int i = 0; i < NK * D; i++) { keys[i] = frand(); kh16[i] = mr_fp32_to_fp16(keys[i]); }
     for (int j = 0; j < NK; j++) { kf[j] = keys + j * D; kh[j] = kh16 + j * D; }
-    const float scale = 1.0f / sqrtf((float)D), sink = 0.7f;
-    ds4_attn_head(out, q, kf, kh, NK, D, scale, sink, 0, scratch);
-    double l[NK], mx = sink, den = 0;
-    for (int j = 0; j < NK; j++) {
-        double s = 0; for (int i = 0; i < D; i++) s += (double)q[i] * keys[j * D + i];
-        l[j] = s * scale; if (l[j] > mx) mx = l[j];
-    }
-    for (int j = 0; j < NK; j++) den += exp(l[j] - mx);
-    den += exp(sink - mx); /* the sink adds to the denominator only */
-    for (int i = 0; i < D; i++) {
-        double o = 0; for (int j = 0; j < NK; j++) o += exp(l[j] - mx) / den * keys[j * D + i];
-        CHECK(fabs(out[i] - o) < 1e-5, "attn %d: %g vs %g", i, out[i], o);
+    const float scale = 1.0f / sqrtf((float)D);
+    CHECK(ds4_attn_scratch(H, NK, D) <= (int64_t)(sizeof scratch / sizeof scratch[0]), "scratch size");
+    ds4_attn_mqa(out, q, H, kf, kh, NK, D, scale, sinks, 0, scratch);
+    for (int h = 0; h < H; h++) {
+        double l[NK], mx = sinks[h], den = 0;
+        for (int j = 0; j < NK; j++) {
+            double s = 0; for (int i = 0; i < D; i++) s += (double)q[h * D + i] * keys[j * D + i];
+            l[j] = s * scale; if (l[j] > mx) mx = l[j];
+        }
+        for (int j = 0; j < NK; j++) den += exp(l[j] - mx);
+        den += exp(sinks[h] - mx); /* the sink adds to the denominator only */
+        for (int i = 0; i < D; i++) {
+            double o = 0; for (int j = 0; j < NK; j++) o += exp(l[j] - mx) / den * keys[j * D + i];
+            CHECK(fabs(out[h * D + i] - o) < 1e-5, "attn head %d [%d]: %g vs %g", h, i, out[h * D + i], o);
+            if (t_case_failed) return;
+        }
     }
     /* F16 keys (kf NULL): q and p rounded to F16; close to the float result, not equal */
     const float *none[NK] = {0};
-    float out16[D];
-    ds4_attn_head(out16, q, none, kh, NK, D, scale, sink, 1, scratch);
-    double md = 0; for (int i = 0; i < D; i++) md = fmax(md, fabs(out16[i] - out[i]));
+    float out16[H * D];
+    ds4_attn_mqa(out16, q, H, none, kh, NK, D, scale, sinks, 1, scratch);
+    double md = 0; for (int i = 0; i < H * D; i++) md = fmax(md, fabs(out16[i] - out[i]));
     CHECK(md > 0 && md < 2e-3, "f16 path differs by %g", md);
     /* the same F16 values given as floats give the same result */
-    float keys16[NK * D], out16b[D];
+    float keys16[NK * D], out16b[H * D];
     const float *kf16[NK];
     for (int i = 0; i < NK * D; i++) keys16[i] = mr_fp16_to_fp32(kh16[i]);
     for (int j = 0; j < NK; j++) kf16[j] = keys16 + j * D;
-    ds4_attn_head(out16b, q, kf16, kh, NK, D, scale, sink, 1, scratch);
+    ds4_attn_mqa(out16b, q, H, kf16, kh, NK, D, scale, sinks, 1, scratch);
     CHECK(memcmp(out16, out16b, sizeof out16) == 0, "float and F16 key rows disagree");
-    ds4_attn_head(out, q, kf, kh, 0, D, scale, sink, 0, scratch);
-    for (int i = 0; i < D; i++) CHECK(out[i] == 0.0f, "no keys -> zero");
+    /* one head at a time gives the same as all heads together */
+    float one[D];
+    ds4_attn_mqa(one, q + D, 1, kf, kh, NK, D, scale, sinks + 1, 0, scratch);
+    CHECK(memcmp(one, out + D, sizeof one) == 0, "head 1 alone differs");
+    ds4_attn_mqa(out, q, H, kf, kh, 0, D, scale, sinks, 0, scratch);
+    for (int i = 0; i < H * D; i++) CHECK(out[i] == 0.0f, "no keys -> zero");
+}
+
+/* vector kernels: the dispatched (AVX2) versions agree with plain loops */
+static void test_vec_kernels(void) {
+    float x[133], y[133], z[133];
+    uint16_t h[133];
+    for (int i = 0; i < 133; i++) { x[i] = frand(); y[i] = frand(); z[i] = y[i]; h[i] = mr_fp32_to_fp16(x[i]); }
+    for (int n = 0; n <= 133; n += 7) {
+        double d = 0; for (int i = 0; i < n; i++) d += (double)x[i] * y[i];
+        CHECK(fabs(ds4_dot_f32(x, y, n) - d) < 1e-5, "dot n=%d", n);
+    }
+    ds4_axpy_f32(z, 0.5f, x, 133);
+    for (int i = 0; i < 133; i++) CHECK(fabsf(z[i] - (y[i] + 0.5f * x[i])) < 1e-6f, "axpy %d", i);
+    float c[133];
+    ds4_f16_to_f32(c, h, 133);
+    for (int i = 0; i < 133; i++) CHECK(c[i] == mr_fp16_to_fp32(h[i]), "f16 %d", i);
 }
 
 static void test_route(void) {
@@ -325,6 +351,27 @@ static void test_swiglu_topk(void) {
     CHECK(idx[0] == 1, "topk with -inf");
 }
 
+/* the std::sort emulation: a valid descending order; stable for n <= 16 (insertion sort); for larger
+ * n ties come out in libstdc++'s order (checked against g++ 12 on 200k arrays when written; here a
+ * fixed case recorded from it) */
+static void test_argsort(void) {
+    float v[40];
+    int idx[40];
+    for (int n = 1; n <= 40; n++) {
+        for (int i = 0; i < n; i++) v[i] = (float)((i * 7) % 3);
+        ds4_argsort_desc(v, n, idx);
+        char seen[40] = {0};
+        for (int i = 0; i < n; i++) { CHECK(idx[i] >= 0 && idx[i] < n && !seen[idx[i]], "permutation"); seen[idx[i]] = 1; }
+        for (int i = 1; i < n; i++) CHECK(v[idx[i - 1]] >= v[idx[i]], "order n=%d", n);
+        if (n <= 16) for (int i = 1; i < n; i++) if (v[idx[i - 1]] == v[idx[i]]) CHECK(idx[i - 1] < idx[i], "stable n=%d", n);
+    }
+    /* 20 values 0/1 with ties: std::sort(idx, idx+20, v[a] > v[b]) with libstdc++ gives this order */
+    const float w[20] = {1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 1, 0, 1};
+    const int want[20] = {19, 2, 3, 17, 6, 8, 9, 0, 11, 15, 14, 10, 18, 16, 13, 12, 7, 5, 4, 1};
+    ds4_argsort_desc(w, 20, idx);
+    for (int i = 0; i < 20; i++) CHECK(idx[i] == want[i], "libstdc++ order at %d: %d vs %d", i, idx[i], want[i]);
+}
+
 int main(void) {
     RUN(test_e4m3);
     RUN(test_e2m1);
@@ -336,7 +383,9 @@ int main(void) {
     RUN(test_rope);
     RUN(test_pool);
     RUN(test_attn);
+    RUN(test_vec_kernels);
     RUN(test_route);
     RUN(test_swiglu_topk);
+    RUN(test_argsort);
     return t_finish();
 }

@@ -546,7 +546,8 @@ static int ds4_compress_step(const ds4_model *M, const ds4_layer *ly, int r, int
     return 1;
 }
 
-/* ---- attention job: token t of the batch, all heads ---- */
+/* ---- attention: phase 1 picks each token's keys (window, visible compressed rows, indexer),
+ * phase 2 runs the heads (split across threads by token, or by head groups for a short batch) ---- */
 typedef struct {
     mr_model *m;
     const ds4_model *M;
@@ -556,123 +557,144 @@ typedef struct {
     int n_ctx;            /* session context: the indexer's tie-break array has n_ctx/4 rows */
     const float *q;       /* [n][H*D] after RoPE */
     const float *kvb;     /* [n][D] batch keys as the attention sees them */
-    int kvb_f16;          /* those keys are F16 values */
-    const float *comp32;  /* prefill: F32 compressed rows [n/r][D], else NULL (read the cache) */
-    const float *icomp32; /* prefill, ratio 4: F32 indexer rows */
+    const float *comp32;  /* prefill: compressed rows [n/r][D] of the batch, else NULL (read the cache) */
+    const float *icomp32; /* prefill, ratio 4: indexer rows */
     const float *qI;      /* [n][Hi*Di] indexer queries after RoPE (and QAT) */
     const float *wI;      /* [n][Hi] indexer head weights */
     float *o;             /* [n][H*D] */
+    int max_keys;         /* per token */
+    const float **kf;     /* [n][max_keys] key rows (floats) ... */
+    const uint16_t **kh;  /* ... or F16 rows */
+    int *nk;              /* [n] keys per token */
+    int f16;              /* keys are F16 values */
+    int n_chunk;          /* head groups per token in phase 2 */
     int *topk_out;        /* [n][topk] selected rows (-1 = none), debug */
     float *scores_out;    /* [n][nvis of the last token] indexer scores (-inf = not visible), debug */
     int err;
 } ds4_attn_job;
 
-static void ds4_attn_worker(void *arg, int ith, int nth) {
+/* indexer for token t at position p with nvis visible rows (§3.7): sel[0..topk) */
+static int ds4_indexer(ds4_attn_job *j, long t, int nvis, int nvis_max, float *sc, float *row, float *qr,
+                       char *mark, int *sel) {
+    const ds4_model *M = j->M;
+    const int Di = M->Di, Hi = M->Hi;
+    const float *qt = j->qI + t * (int64_t)Hi * Di;
+    const float *wt = j->wI + t * (int64_t)Hi;
+    /* the same numbers in prefill and decode: with F16 caches the decode reads F16 index rows, so
+     * the prefill scores with F16-rounded rows (rounded when stored) and q as well; selections then
+     * agree on both paths even on near-ties */
+    const int f16 = M->kv_f16 && (!j->prefill || !M->prefill_f32);
+    if (f16) { for (int i = 0; i < Hi * Di; i++) qr[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(qt[i])); qt = qr; }
+    for (int b = 0; b < nvis; b++) {
+        const float *k = NULL; const uint16_t *kh = NULL;
+        if (j->icomp32) k = j->icomp32 + (int64_t)b * Di;
+        else ds4_rows_ptr(&j->ls->icomp, b, &k, &kh);
+        if (!k) { ds4_f16_to_f32(row, kh, Di); k = row; }
+        /* S[b] = sum_h w[h] * relu(qI_h . IK_b), summed in double like ggml's sum_rows */
+        double sum = 0.0;
+        for (int h = 0; h < Hi; h++) {
+            float dot = ds4_dot_f32(qt + (int64_t)h * Di, k, Di);
+            if (dot < 0.0f) dot = 0.0f;
+            sum += (double)(dot * wt[h]);
+        }
+        sc[b] = (float)sum;
+    }
+    if (j->scores_out) {
+        float *so = j->scores_out + t * (int64_t)nvis_max;
+        for (int b = 0; b < nvis_max; b++) so[b] = b < nvis ? sc[b] : -INFINITY;
+    }
+    ds4_topk(sc, nvis, M->topk, sel);
+    /* Exact ties at the k-th place (in practice rows whose relu'd head scores are all 0) are broken
+     * like the reference: std::sort (libstdc++ introsort) of the row indices over an array of
+     * n_ctx/4 rows, not-yet-visible rows at -inf. The reference's prefill sorts its batch's rows that
+     * way, so a batch filling the session reproduces it, and prefill and decode agree. Without a tie
+     * any top-k gives the same set. */
+    const float kth = sc[sel[M->topk - 1]];
+    memset(mark, 0, (size_t)nvis_max + 1);
+    for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
+    int tie = 0;
+    for (int b = 0; b < nvis && !tie; b++) tie = !mark[b] && sc[b] == kth;
+    if (tie) {
+        const int len = j->n_ctx / 4 > nvis ? j->n_ctx / 4 : nvis;
+        float *arr = malloc(sizeof(float) * (size_t)len);
+        int *ord = malloc(sizeof(int) * (size_t)len);
+        if (!arr || !ord) { free(arr); free(ord); return -1; }
+        memcpy(arr, sc, sizeof(float) * (size_t)nvis);
+        for (int b = nvis; b < len; b++) arr[b] = -INFINITY;
+        ds4_argsort_desc(arr, len, ord);
+        memcpy(sel, ord, sizeof(int) * (size_t)M->topk);
+        free(arr); free(ord);
+    }
+    return 0;
+}
+
+static void ds4_keys_worker(void *arg, int ith, int nth) {
     ds4_attn_job *j = arg;
     const ds4_model *M = j->M;
-    const ds4_layer *ly = j->ly;
-    const int r = ly->ratio, D = M->D;
+    const int r = j->ly->ratio, D = M->D;
     const int64_t last = j->pos0 + j->n;
-    const int max_comp = r ? (int)(r == 4 && last / 4 > M->topk ? M->topk : last / r) : 0;
-    const int max_keys = M->W + max_comp;
     const int nvis_max = r ? (int)(last / r) : 0;
-    const float **kf = malloc(sizeof(float *) * (size_t)max_keys);
-    const uint16_t **kh = malloc(sizeof(uint16_t *) * (size_t)max_keys);
-    float *scratch = malloc(sizeof(float) * (size_t)(max_keys > nvis_max ? max_keys : nvis_max) + 4);
-    int *sel = malloc(sizeof(int) * (size_t)(M->topk + 1));
+    float *sc = malloc(sizeof(float) * (size_t)nvis_max + 16);
+    float *row = malloc(sizeof(float) * (size_t)M->Di + 16), *qr = malloc(sizeof(float) * (size_t)M->Hi * M->Di + 16);
+    int *sel = malloc(sizeof(int) * (size_t)M->topk + 16);
     char *mark = calloc((size_t)nvis_max + 1, 1);
-    float *qr = malloc(sizeof(float) * (size_t)(M->Hi * M->Di + 1));
-    if (!kf || !kh || !scratch || !sel || !mark || !qr) { j->err = 1; goto done; }
+    if (!sc || !row || !qr || !sel || !mark) { j->err = 1; goto done; }
     long lo, hi;
     mr_split(j->n, ith, nth, &lo, &hi);
     for (long t = lo; t < hi; t++) {
         const int64_t p = j->pos0 + t;
+        const float **kf = j->kf + t * (int64_t)j->max_keys;
+        const uint16_t **kh = j->kh + t * (int64_t)j->max_keys;
         int nk = 0;
-        /* raw window: positions max(0, p-W+1) .. p (§3.7) */
+        /* raw window: positions max(0, p-W+1) .. p (§3.7); the batch's own rows, older ones from the ring */
         for (int64_t s = p - M->W + 1 < 0 ? 0 : p - M->W + 1; s <= p; s++, nk++) {
             if (s >= j->pos0) { kf[nk] = j->kvb + (s - j->pos0) * D; kh[nk] = NULL; }
             else ds4_rows_ptr(&j->ls->raw, s % M->W, &kf[nk], &kh[nk]);
         }
         if (r > 0) {
             const int nvis = (int)((p + 1) / r);
+            int all = 1;
             if (r == 4 && nvis > M->topk) {
-                /* indexer (§3.7): S[b] = sum_h w[h] * relu(qI_h . IK_b); top-k */
-                const int Di = M->Di, Hi = M->Hi;
-                const float *qt = j->qI + t * (int64_t)Hi * Di;
-                const float *wt = j->wI + t * (int64_t)Hi;
-                /* the same numbers in prefill and decode: with F16 caches the decode reads F16 index
-                 * rows, so the prefill scores with F16-rounded rows and q as well (icomp32 is rounded
-                 * when it is stored); selections then agree on both paths even on near-ties */
-                const int f16 = M->kv_f16 && (!j->prefill || !M->prefill_f32);
-                if (f16) { for (int i = 0; i < Hi * Di; i++) qr[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(qt[i])); qt = qr; }
-                for (int b = 0; b < nvis; b++) {
-                    double sum = 0.0;
-                    const float *kf1 = NULL; const uint16_t *kh1 = NULL;
-                    if (j->icomp32) kf1 = j->icomp32 + (int64_t)b * Di;
-                    else ds4_rows_ptr(&j->ls->icomp, b, &kf1, &kh1);
-                    for (int h = 0; h < Hi; h++) {
-                        float dot = kf1 ? ds4_dot_f32(qt + h * Di, kf1, Di) : ds4_dot_f16(qt + h * Di, kh1, Di);
-                        if (dot < 0.0f) dot = 0.0f;
-                        sum += (double)(dot * wt[h]);
-                    }
-                    scratch[b] = (float)sum;
-                }
-                if (j->scores_out) {
-                    float *so = j->scores_out + t * (int64_t)nvis_max;
-                    for (int b = 0; b < nvis_max; b++) so[b] = b < nvis ? scratch[b] : -INFINITY;
-                }
-                ds4_topk(scratch, nvis, M->topk, sel);
-                /* Exact ties at the k-th place (in practice rows whose relu'd head scores are all 0)
-                 * are broken like the reference: std::sort (libstdc++ introsort) of the row indices
-                 * over an array of n_ctx/4 rows, not-yet-visible rows at -inf. The reference's prefill
-                 * sorts its batch's rows that way, so a batch filling the session reproduces it, and
-                 * prefill and decode agree. Without a tie any top-k gives the same set. */
-                {
-                    const float kth = scratch[sel[M->topk - 1]];
-                    memset(mark, 0, (size_t)nvis_max + 1);
-                    for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
-                    int tie = 0;
-                    for (int b = 0; b < nvis && !tie; b++) tie = !mark[b] && scratch[b] == kth;
-                    if (tie) {
-                        int len = j->n_ctx / 4 > nvis ? j->n_ctx / 4 : nvis;
-                        float *arr = malloc(sizeof(float) * (size_t)len);
-                        int *ord = malloc(sizeof(int) * (size_t)len);
-                        if (!arr || !ord) { free(arr); free(ord); j->err = 1; goto done; }
-                        memcpy(arr, scratch, sizeof(float) * (size_t)nvis);
-                        for (int b = nvis; b < len; b++) arr[b] = -INFINITY;
-                        ds4_argsort_desc(arr, len, ord);
-                        memcpy(sel, ord, sizeof(int) * (size_t)M->topk);
-                        free(arr); free(ord);
-                    }
-                }
+                if (ds4_indexer(j, t, nvis, nvis_max, sc, row, qr, mark, sel)) { j->err = 1; goto done; }
                 memset(mark, 0, (size_t)nvis_max + 1);
                 for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
                 if (j->topk_out) for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = sel[k];
-                for (int b = 0; b < nvis; b++) {
-                    if (!mark[b]) continue;
-                    if (j->comp32) { kf[nk] = j->comp32 + (int64_t)b * D; kh[nk] = NULL; }
-                    else ds4_rows_ptr(&j->ls->comp, b, &kf[nk], &kh[nk]);
-                    nk++;
-                }
-            } else {
-                if (j->topk_out && r == 4)
-                    for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = k < nvis ? k : -1;
-                for (int b = 0; b < nvis; b++, nk++) {
-                    if (j->comp32) { kf[nk] = j->comp32 + (int64_t)b * D; kh[nk] = NULL; }
-                    else ds4_rows_ptr(&j->ls->comp, b, &kf[nk], &kh[nk]);
-                }
+                all = 0;
+            } else if (j->topk_out && r == 4) {
+                for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = k < nvis ? k : -1;
+            }
+            /* compressed rows in row order (unselected ones are masked out in the reference) */
+            for (int b = 0; b < nvis; b++) {
+                if (!all && !mark[b]) continue;
+                if (j->comp32) { kf[nk] = j->comp32 + (int64_t)b * D; kh[nk] = NULL; }
+                else ds4_rows_ptr(&j->ls->comp, b, &kf[nk], &kh[nk]);
+                nk++;
             }
         }
-        /* keys are F16 values when they come from an F16 cache (ratio 0 always, compressed layers
-         * outside the prefill); the prefill of a compressed layer uses its F32 rows */
-        const int f16 = M->kv_f16 && (r == 0 || !j->prefill || !M->prefill_f32);
-        const float kq_scale = 1.0f / sqrtf((float)D);
-        for (int h = 0; h < M->H; h++)
-            ds4_attn_head(j->o + (t * M->H + h) * (int64_t)D, j->q + (t * M->H + h) * (int64_t)D, kf, kh, nk, D,
-                          kq_scale, ly->sinks[h], f16, scratch);
+        j->nk[t] = nk;
     }
 done:
-    free(kf); free(kh); free(scratch); free(sel); free(mark); free(qr);
+    free(sc); free(row); free(qr); free(sel); free(mark);
+}
+
+static void ds4_heads_worker(void *arg, int ith, int nth) {
+    ds4_attn_job *j = arg;
+    const ds4_model *M = j->M;
+    const int D = M->D, H = M->H, nc = j->n_chunk;
+    const int hmax = (H + nc - 1) / nc;
+    float *scratch = malloc(sizeof(float) * (size_t)ds4_attn_scratch(hmax, j->max_keys, D));
+    if (!scratch) { j->err = 1; return; }
+    const float kq_scale = 1.0f / sqrtf((float)D);
+    long lo, hi;
+    mr_split((long)j->n * nc, ith, nth, &lo, &hi);
+    for (long it = lo; it < hi; it++) {
+        const long t = it / nc;
+        const int c = (int)(it % nc), h0 = c * H / nc, h1 = (c + 1) * H / nc;
+        ds4_attn_mqa(j->o + (t * H + h0) * (int64_t)D, j->q + (t * H + h0) * (int64_t)D, h1 - h0,
+                     j->kf + t * (int64_t)j->max_keys, j->kh + t * (int64_t)j->max_keys, j->nk[t], D, kq_scale,
+                     j->ly->sinks + h0, j->f16, scratch);
+    }
+    free(scratch);
 }
 
 /* the attention half of layer il for the batch: X [n][Nh*d] updated in place (via Xt scratch) */
@@ -732,7 +754,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
     else memcpy(B->kvb, B->kv, sizeof(float) * (size_t)n * D);
 
     ds4_attn_job job = {.m = m, .M = M, .ly = ly, .ls = ls, .il = il, .n = n, .pos0 = pos0, .prefill = prefill,
-                        .dump = dump, .n_ctx = st->n_ctx, .q = B->q, .kvb = B->kvb, .kvb_f16 = kvb_f16, .o = B->o};
+                        .dump = dump, .n_ctx = st->n_ctx, .q = B->q, .kvb = B->kvb, .o = B->o};
     if (r > 0) {
         /* compressor inputs (§3.6.1) */
         const int c = r == 4 ? 2 : 1, Wd = c * D;
@@ -808,7 +830,23 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
             job.scores_out = calloc((size_t)n * (size_t)((pos0 + n) / 4) + 1, sizeof(float));
         }
     }
-    mr_pool_run(m->pool, ds4_attn_worker, &job);
+    {
+        const int64_t last = pos0 + n;
+        const int max_comp = r ? (int)(r == 4 && last / 4 > M->topk ? M->topk : last / r) : 0;
+        job.max_keys = M->W + max_comp;
+        /* keys are F16 values when they come from an F16 cache: always, unless MOERUN_DS4_PREFILL_F32
+         * asks for the reference's F32 keys in a prefill's compressed layers */
+        job.f16 = M->kv_f16 && (r == 0 || !prefill || !M->prefill_f32);
+        const int nth = mr_pool_size(m->pool);
+        job.n_chunk = n >= nth ? 1 : (nth < H ? nth : H);
+        job.kf = malloc(sizeof(float *) * (size_t)n * (size_t)job.max_keys);
+        job.kh = malloc(sizeof(uint16_t *) * (size_t)n * (size_t)job.max_keys);
+        job.nk = malloc(sizeof(int) * (size_t)n);
+        if (!job.kf || !job.kh || !job.nk) job.err = 1;
+        if (!job.err) mr_pool_run(m->pool, ds4_keys_worker, &job);
+        if (!job.err) mr_pool_run(m->pool, ds4_heads_worker, &job);
+        free(job.kf); free(job.kh); free(job.nk);
+    }
     if (job.scores_out) {
         if ((pos0 + n) / 4 > M->topk) mr_model_dump(m, "indexer_scores", il, job.scores_out, (pos0 + n) / 4, n);
         free(job.scores_out);

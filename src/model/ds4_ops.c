@@ -224,43 +224,59 @@ void ds4_pool(float *out, const float *const *kv, const float *const *sc, int n,
 
 static inline float ds4_round_f16(float x) { return mr_fp16_to_fp32(mr_fp32_to_fp16(x)); }
 
-float ds4_dot_f32(const float *x, const float *y, int n) {
+static float ds4_dot_f32_ref(const float *x, const float *y, int n) {
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += x[i] * y[i];
     return s;
 }
+static void ds4_axpy_f32_ref(float *y, float a, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += a * x[i]; }
+static void ds4_f16_to_f32_ref(float *y, const uint16_t *x, int n) { for (int i = 0; i < n; i++) y[i] = mr_fp16_to_fp32(x[i]); }
 
-float ds4_dot_f16(const float *x, const uint16_t *y, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += x[i] * mr_fp16_to_fp32(y[i]);
-    return s;
+float ds4_dot_f32(const float *x, const float *y, int n) {
+    return mr_isa() >= MR_ISA_AVX2 ? ds4_dot_f32_avx2(x, y, n) : ds4_dot_f32_ref(x, y, n);
+}
+void ds4_axpy_f32(float *y, float a, const float *x, int n) {
+    if (mr_isa() >= MR_ISA_AVX2) ds4_axpy_f32_avx2(y, a, x, n); else ds4_axpy_f32_ref(y, a, x, n);
+}
+void ds4_f16_to_f32(float *y, const uint16_t *x, int n) {
+    if (mr_isa() >= MR_ISA_AVX2) ds4_f16_to_f32_avx2(y, x, n); else ds4_f16_to_f32_ref(y, x, n);
 }
 
-void ds4_attn_head(float *out, const float *q, const float *const *kf, const uint16_t *const *kh, int nk, int D,
-                   float kq_scale, float sink, int f16, float *scratch) {
-    float qr[4096];
+void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
+                  float kq_scale, const float *sinks, int f16, float *scratch) {
+    const int avx2 = mr_isa() >= MR_ISA_AVX2;
+    float (*dot)(const float *, const float *, int) = avx2 ? ds4_dot_f32_avx2 : ds4_dot_f32_ref;
+    void (*axpy)(float *, float, const float *, int) = avx2 ? ds4_axpy_f32_avx2 : ds4_axpy_f32_ref;
+    void (*cvt)(float *, const uint16_t *, int) = avx2 ? ds4_f16_to_f32_avx2 : ds4_f16_to_f32_ref;
+    float *s = scratch, *row = scratch + (int64_t)H * nk, *qr = row + D;
     const float *qq = q;
-    if (f16) { for (int i = 0; i < D && i < 4096; i++) qr[i] = ds4_round_f16(q[i]); qq = qr; }
-    float mx = sink;
+    if (f16) { for (int64_t i = 0; i < (int64_t)H * D; i++) qr[i] = ds4_round_f16(q[i]); qq = qr; }
+    /* scores s[h*nk + j], each key row loaded (and converted) once for all heads */
     for (int j = 0; j < nk; j++) {
-        const float s = kf[j] ? ds4_dot_f32(qq, kf[j], D) : ds4_dot_f16(qq, kh[j], D);
-        scratch[j] = s * kq_scale;
-        if (scratch[j] > mx) mx = scratch[j];
+        const float *k = kf[j];
+        if (!k) { cvt(row, kh[j], D); k = row; }
+        for (int h = 0; h < H; h++) s[(int64_t)h * nk + j] = dot(qq + (int64_t)h * D, k, D) * kq_scale;
     }
-    double sum = 0.0;
-    for (int j = 0; j < nk; j++) { scratch[j] = expf(scratch[j] - mx); sum += (double)scratch[j]; }
-    sum += (double)expf(sink - mx);
-    const float inv = (float)(1.0 / sum);
-    for (int j = 0; j < nk; j++) {
-        scratch[j] *= inv;
-        if (f16) scratch[j] = ds4_round_f16(scratch[j]);
+    for (int h = 0; h < H; h++) {
+        float *sh = s + (int64_t)h * nk, mx = sinks[h];
+        for (int j = 0; j < nk; j++) if (sh[j] > mx) mx = sh[j];
+        double sum = 0.0;
+        for (int j = 0; j < nk; j++) { sh[j] = expf(sh[j] - mx); sum += (double)sh[j]; }
+        sum += (double)expf(sinks[h] - mx);
+        const float inv = (float)(1.0 / sum);
+        for (int j = 0; j < nk; j++) {
+            sh[j] *= inv;
+            if (f16) sh[j] = ds4_round_f16(sh[j]);
+        }
     }
-    memset(out, 0, (size_t)D * sizeof(float));
+    memset(out, 0, sizeof(float) * (size_t)H * (size_t)D);
     for (int j = 0; j < nk; j++) {
-        const float p = scratch[j];
-        if (p == 0.0f) continue;
-        if (kf[j]) { const float *k = kf[j]; for (int i = 0; i < D; i++) out[i] += p * k[i]; }
-        else { const uint16_t *k = kh[j]; for (int i = 0; i < D; i++) out[i] += p * mr_fp16_to_fp32(k[i]); }
+        const float *k = kf[j];
+        if (!k) { cvt(row, kh[j], D); k = row; }
+        for (int h = 0; h < H; h++) {
+            const float p = s[(int64_t)h * nk + j];
+            if (p != 0.0f) axpy(out + (int64_t)h * D, p, k, D);
+        }
     }
 }
 

@@ -63,16 +63,24 @@ int ds4_hadamard(float *x, int n);
  * Entries with sc = -inf contribute nothing. */
 void ds4_pool(float *out, const float *const *kv, const float *const *sc, int n, int64_t width);
 
-/* ---- attention with a sink, one head (§3.7) ----
+/* ---- attention with sinks, several query heads over one shared key/value set (§3.7) ----
  * Key/value row j (D values, used as key and as value) is kf[j] (floats) if kf[j] != NULL, else kh[j]
- * (F16). f16: the keys are F16 values (an F16 cache), so q is rounded to F16 for the dot products and
- * the probabilities are rounded to F16 before the value sum, like ggml's mul_mat with F16 K and V.
- * Dots accumulate in float. scratch: nk floats. D <= 4096. */
-void ds4_attn_head(float *out, const float *q, const float *const *kf, const uint16_t *const *kh, int nk, int D,
-                   float kq_scale, float sink, int f16, float *scratch);
-/* dot of a float vector with an F16 row, accumulated in float */
-float ds4_dot_f16(const float *x, const uint16_t *y, int n);
+ * (F16). For head h < H: out[h*D..] = sum_j softmax_with_sink(q[h*D..] . key_j * kq_scale, sinks[h]) key_j.
+ * f16: the keys are F16 values (an F16 cache), so q is rounded to F16 for the dot products and the
+ * probabilities are rounded to F16 before the value sum, like ggml's mul_mat with F16 K and V.
+ * scratch: ds4_attn_scratch(H, nk, D) floats. Each key row is read once for all heads (MQA). */
+static inline int64_t ds4_attn_scratch(int H, int nk, int D) { return (int64_t)H * nk + (int64_t)(H + 1) * D + 16; }
+void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
+                  float kq_scale, const float *sinks, int f16, float *scratch);
+
+/* vector kernels (AVX2 when available, else scalar): dot products accumulate in float */
 float ds4_dot_f32(const float *x, const float *y, int n);
+void ds4_axpy_f32(float *y, float a, const float *x, int n);       /* y += a x */
+void ds4_f16_to_f32(float *y, const uint16_t *x, int n);
+/* the AVX2 versions (ds4_ops_avx2.c) */
+float ds4_dot_f32_avx2(const float *x, const float *y, int n);
+void ds4_axpy_f32_avx2(float *y, float a, const float *x, int n);
+void ds4_f16_to_f32_avx2(float *y, const uint16_t *x, int n);
 
 /* ---- MoE (§3.9) ---- */
 /* softplus with ggml's threshold: x > 20 ? x : log(1 + e^x) */
