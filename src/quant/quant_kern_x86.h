@@ -450,22 +450,58 @@ KX_INLINE void kx_q3_k(int n, float *s, const void *w, const void *vy, size_t by
  * (halved, as the reference); sub-block s = qs[8s..8s+7], low nibbles its values 0..7, high 8..15.
  * Its 64 values pair with two Q8_0 blocks. Per sub-block (4 int32 lanes): d_s*dy*(w . y). */
 
-/* four UE4M3 scale bytes -> halved floats: e>0: 2^(e-8) * (1 + m/8) (float bits (x & 0x7f) << 20
- * plus exponent 119), e=0: m * 2^-10; the byte 0x7f (NaN) -> 0 */
-KX_INLINE __m128 kx_ue4m3_half4(const uint8_t *d4) {
-    uint32_t u;
-    memcpy(&u, d4, 4);
-    const __m128i x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)u));
-    const __m128i v = _mm_and_si128(x, _mm_set1_epi32(0x7f));
-    const __m128 normal = _mm_castsi128_ps(_mm_add_epi32(_mm_slli_epi32(v, 20), _mm_set1_epi32(119 << 23)));
-    const __m128 sub = _mm_mul_ps(_mm_cvtepi32_ps(_mm_and_si128(v, _mm_set1_epi32(7))), _mm_set1_ps(1.0f / 1024.0f));
-    const __m128i e0 = _mm_cmpeq_epi32(_mm_and_si128(v, _mm_set1_epi32(0x78)), _mm_setzero_si128());
-    const __m128 r = _mm_blendv_ps(normal, sub, _mm_castsi128_ps(e0));
-    return _mm_andnot_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(x, _mm_set1_epi32(0x7f))), r);
+/* eight UE4M3 scale bytes (4 of block i, 4 of block i+1; the second pointer may equal the first)
+ * -> halved floats: e>0: 2^(e-8) * (1 + m/8) (float bits (x & 0x7f) << 20 plus exponent 119),
+ * e=0: m * 2^-10; the byte 0x7f (NaN) -> 0 */
+KX_INLINE __m256 kx_ue4m3_half8(const uint8_t *d0, const uint8_t *d1) {
+    uint32_t u0, u1;
+    memcpy(&u0, d0, 4);
+    memcpy(&u1, d1, 4);
+    const __m256i x = _mm256_cvtepu8_epi32(_mm_insert_epi32(_mm_cvtsi32_si128((int)u0), (int)u1, 1));
+    const __m256i v = _mm256_and_si256(x, _mm256_set1_epi32(0x7f));
+    const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(v, 20), _mm256_set1_epi32(119 << 23)));
+    const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(7))), _mm256_set1_ps(1.0f / 1024.0f));
+    const __m256i e0 = _mm256_cmpeq_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x78)), _mm256_setzero_si256());
+    const __m256 r = _mm256_blendv_ps(normal, sub, _mm256_castsi256_ps(e0));
+    return _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(x, _mm256_set1_epi32(0x7f))), r);
+}
+
+/* weights of one NVFP4 block in value order: w0 = values 0..31, w1 = values 32..63 */
+KX_INLINE void kx_nvfp4_w(const mr_block_nvfp4 *b, __m256i kv, __m256i *w0, __m256i *w1) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i q = kx_load(b->qs);
+    const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(q, m4));
+    const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    /* A = [v0..15 | v32..47], B = [v16..31 | v48..63] */
+    const __m256i A = _mm256_unpacklo_epi64(lo, hi), B = _mm256_unpackhi_epi64(lo, hi);
+    *w0 = _mm256_permute2x128_si256(A, B, 0x20);
+    *w1 = _mm256_permute2x128_si256(A, B, 0x31);
+}
+
+/* per-lane scales of block h (0/1) of a pair: [d0 x4 | d1 x4] and [d2 x4 | d3 x4] */
+KX_INLINE __m256 kx_nvfp4_dlane(__m256 d8, int h, int half) {
+    const int a = 4 * h + 2 * half;
+    return _mm256_permutevar8x32_ps(d8, _mm256_setr_epi32(a, a, a, a, a + 1, a + 1, a + 1, a + 1));
+}
+
+KX_INLINE void kx_nvfp4_blk(const mr_block_nvfp4 *b, __m256 d8, int h, __m256i kv, const kb_q8_0 *const *y, int i,
+                             __m256 *acc, int nc) {
+    __m256i w0, w1;
+    kx_nvfp4_w(b, kv, &w0, &w1);
+    const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+    const __m256 d01 = kx_nvfp4_dlane(d8, h, 0), d23 = kx_nvfp4_dlane(d8, h, 1);
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        const kb_q8_0 *y0 = &y[c][2 * i], *y1 = &y[c][2 * i + 1];
+        const __m256i p0 = kx_dot(_mm256_setzero_si256(), a0, _mm256_sign_epi8(kx_load(y0->qs), w0));
+        const __m256i p1 = kx_dot(_mm256_setzero_si256(), a1, _mm256_sign_epi8(kx_load(y1->qs), w1));
+        acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d01, kx_h2f8(&y0->d)), _mm256_cvtepi32_ps(p0), acc[c]);
+        acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d23, kx_h2f8(&y1->d)), _mm256_cvtepi32_ps(p1), acc[c]);
+    }
 }
 
 KX_INLINE void kx_nvfp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const int nb = n / 64;
+    const mr_block_nvfp4 *x = w;
     const kb_q8_0 *y[4];
     __m256 acc[4];
     KX_UNROLL for (int c = 0; c < nc; c++) {
@@ -473,27 +509,13 @@ KX_INLINE void kx_nvfp4(int n, float *s, const void *w, const void *vy, size_t b
         acc[c] = _mm256_setzero_ps();
     }
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mr_kvalues_mxfp4));
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    for (int i = 0; i < nb; i++) {
-        const mr_block_nvfp4 *b = (const mr_block_nvfp4 *)w + i;
-        const __m256i q = kx_load(b->qs);
-        const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(q, m4));
-        const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-        /* value order: A = [v0..15 | v32..47], B = [v16..31 | v48..63] */
-        const __m256i A = _mm256_unpacklo_epi64(lo, hi), B = _mm256_unpackhi_epi64(lo, hi);
-        const __m256i w0 = _mm256_permute2x128_si256(A, B, 0x20), w1 = _mm256_permute2x128_si256(A, B, 0x31);
-        const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
-        const __m256 d4 = _mm256_castps128_ps256(kx_ue4m3_half4(b->d));
-        const __m256 d01 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-        const __m256 d23 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
-        KX_UNROLL for (int c = 0; c < nc; c++) {
-            const kb_q8_0 *y0 = &y[c][2 * i], *y1 = &y[c][2 * i + 1];
-            const __m256i p0 = kx_dot(_mm256_setzero_si256(), a0, _mm256_sign_epi8(kx_load(y0->qs), w0));
-            const __m256i p1 = kx_dot(_mm256_setzero_si256(), a1, _mm256_sign_epi8(kx_load(y1->qs), w1));
-            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d01, _mm256_set1_ps(kx_h2f(y0->d))), _mm256_cvtepi32_ps(p0), acc[c]);
-            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d23, _mm256_set1_ps(kx_h2f(y1->d))), _mm256_cvtepi32_ps(p1), acc[c]);
-        }
+    int i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256 d8 = kx_ue4m3_half8(x[i].d, x[i + 1].d);
+        kx_nvfp4_blk(&x[i], d8, 0, kv, y, i, acc, nc);
+        kx_nvfp4_blk(&x[i + 1], d8, 1, kv, y, i + 1, acc, nc);
     }
+    if (i < nb) kx_nvfp4_blk(&x[i], kx_ue4m3_half8(x[i].d, x[i].d), 0, kv, y, i, acc, nc);
     KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
 }
 
@@ -549,8 +571,24 @@ KX_SIGNED32P(q8_0)
 KX_SIGNED32P(q4_0)
 KX_SIGNED32P(q5_0)
 
+KX_INLINE void kxp_nvfp4_blk(const mr_block_nvfp4 *b, __m256 d8, int h, __m256i kv, const kb_q8p *const *y, int i,
+                              __m256 *acc, int nc) {
+    __m256i w0, w1;
+    kx_nvfp4_w(b, kv, &w0, &w1);
+    const __m256i n0 = kx_negc(w0), n1 = kx_negc(w1);
+    const __m256 d01 = kx_nvfp4_dlane(d8, h, 0), d23 = kx_nvfp4_dlane(d8, h, 1);
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        const kb_q8p *y0 = &y[c][2 * i], *y1 = &y[c][2 * i + 1];
+        const __m256i p0 = _mm256_dpbusd_epi32(n0, kx_load(y0->qs), w0);
+        const __m256i p1 = _mm256_dpbusd_epi32(n1, kx_load(y1->qs), w1);
+        acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d01, _mm256_set1_ps(y0->d)), _mm256_cvtepi32_ps(p0), acc[c]);
+        acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d23, _mm256_set1_ps(y1->d)), _mm256_cvtepi32_ps(p1), acc[c]);
+    }
+}
+
 KX_INLINE void kxp_nvfp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const int nb = n / 64;
+    const mr_block_nvfp4 *x = w;
     const kb_q8p *y[4];
     __m256 acc[4];
     KX_UNROLL for (int c = 0; c < nc; c++) {
@@ -558,26 +596,13 @@ KX_INLINE void kxp_nvfp4(int n, float *s, const void *w, const void *vy, size_t 
         acc[c] = _mm256_setzero_ps();
     }
     const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mr_kvalues_mxfp4));
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    for (int i = 0; i < nb; i++) {
-        const mr_block_nvfp4 *b = (const mr_block_nvfp4 *)w + i;
-        const __m256i q = kx_load(b->qs);
-        const __m256i lo = _mm256_shuffle_epi8(kv, _mm256_and_si256(q, m4));
-        const __m256i hi = _mm256_shuffle_epi8(kv, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-        const __m256i A = _mm256_unpacklo_epi64(lo, hi), B = _mm256_unpackhi_epi64(lo, hi);
-        const __m256i w0 = _mm256_permute2x128_si256(A, B, 0x20), w1 = _mm256_permute2x128_si256(A, B, 0x31);
-        const __m256i n0 = kx_negc(w0), n1 = kx_negc(w1);
-        const __m256 d4 = _mm256_castps128_ps256(kx_ue4m3_half4(b->d));
-        const __m256 d01 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-        const __m256 d23 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
-        KX_UNROLL for (int c = 0; c < nc; c++) {
-            const kb_q8p *y0 = &y[c][2 * i], *y1 = &y[c][2 * i + 1];
-            const __m256i p0 = _mm256_dpbusd_epi32(n0, kx_load(y0->qs), w0);
-            const __m256i p1 = _mm256_dpbusd_epi32(n1, kx_load(y1->qs), w1);
-            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d01, _mm256_set1_ps(y0->d)), _mm256_cvtepi32_ps(p0), acc[c]);
-            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(d23, _mm256_set1_ps(y1->d)), _mm256_cvtepi32_ps(p1), acc[c]);
-        }
+    int i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256 d8 = kx_ue4m3_half8(x[i].d, x[i + 1].d);
+        kxp_nvfp4_blk(&x[i], d8, 0, kv, y, i, acc, nc);
+        kxp_nvfp4_blk(&x[i + 1], d8, 1, kv, y, i + 1, acc, nc);
     }
+    if (i < nb) kxp_nvfp4_blk(&x[i], kx_ue4m3_half8(x[i].d, x[i].d), 0, kv, y, i, acc, nc);
     KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
 }
 
