@@ -78,11 +78,11 @@ static void test_vec_dot_vs_scalar(void) {
                     t->to_float(w, wf, n);
                     float s4[4] = {0}, s4p[4] = {0};
                     if (f4) f4(n, s4, w, x, xb);
-                    mr_vec_dot_x4_fn f4p = isa == MR_ISA_AVX512 && t->vec_dot_type == MR_TYPE_Q8_0 ? mr_vec_dot_x4p_avx512[type] : NULL;
+                    mr_vec_dot_x4_fn f4p = isa == MR_ISA_AVX512 ? mr_vec_dot_x4p_avx512[type] : NULL;
                     if (f4p) {
-                        size_t pb = (size_t)(n / 32) * MR_PREP_Q8_0_BLOCK;
+                        size_t pb = mr_prep_row_size(t->vec_dot_type, n);
                         uint8_t *xp = malloc(4 * pb);
-                        for (int c = 0; c < 4; c++) mr_prep_q8_0_avx512(x + c * xb, xp + c * pb, n);
+                        for (int c = 0; c < 4; c++) mr_prep_avx512(t->vec_dot_type)(x + c * xb, xp + c * pb, n);
                         f4p(n, s4p, w, xp, pb);
                         free(xp);
                     }
@@ -107,7 +107,7 @@ static void test_vec_dot_vs_scalar(void) {
                 free(w); free(x); free(wf); free(xf);
             }
             printf("# %-8s %-6s max rel err %.2e%s%s\n", t->name, mr_isa_name(isa), worst, f4 ? " (4-col bit-exact)" : "",
-                   isa == MR_ISA_AVX512 && t->vec_dot_type == MR_TYPE_Q8_0 && mr_vec_dot_x4p_avx512[type] ? " (prepared 4-col bit-exact)" : "");
+                   isa == MR_ISA_AVX512 && mr_vec_dot_x4p_avx512[type] ? " (prepared 4-col bit-exact)" : "");
             n_tested++;
         }
     }

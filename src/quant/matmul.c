@@ -53,6 +53,7 @@ typedef struct {
     mr_vec_dot_x4_fn dot4;
     uint8_t *Xp;           /* prepared activations for dot4 (quant_simd.h), or NULL */
     size_t xp_row;
+    mr_prep_fn prep;
     long chunk_rows;
 } mr_matmul_job;
 
@@ -98,7 +99,7 @@ static void mr_matmul_convert_chunk(void *arg, long ch) {
     if (c1 > j->ncols) c1 = j->ncols;
     for (int64_t c = c0; c < c1; c++) {
         j->convert(j->X + c * j->cols, j->Xq + (size_t)c * j->x_row, j->cols);
-        if (j->Xp) mr_prep_q8_0_avx512(j->Xq + (size_t)c * j->x_row, j->Xp + (size_t)c * j->xp_row, (int)j->cols);
+        if (j->Xp) j->prep(j->Xq + (size_t)c * j->x_row, j->Xp + (size_t)c * j->xp_row, (int)j->cols);
     }
 }
 
@@ -140,8 +141,9 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
         job.convert = mr_type_from_float(wt->vec_dot_type);
         job.Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
         if (!job.Xq) { mr_set_error("matmul: out of memory"); return -1; }
-        if (ncols >= 4 && kisa == MR_ISA_AVX512 && wt->vec_dot_type == MR_TYPE_Q8_0 && mr_vec_dot_x4p_avx512[wtype]) {
-            job.xp_row = (size_t)(cols / 32) * MR_PREP_Q8_0_BLOCK;
+        if (ncols >= 4 && kisa == MR_ISA_AVX512 && mr_vec_dot_x4p_avx512[wtype] && mr_prep_avx512(wt->vec_dot_type)) {
+            job.prep = mr_prep_avx512(wt->vec_dot_type);
+            job.xp_row = mr_prep_row_size(wt->vec_dot_type, cols);
             job.Xp = mr_aligned_alloc(64, job.xp_row * (size_t)ncols);
             if (!job.Xp) { mr_aligned_free(job.Xq); mr_set_error("matmul: out of memory"); return -1; }
             job.dot4 = mr_vec_dot_x4p_avx512[wtype];

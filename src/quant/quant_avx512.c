@@ -99,6 +99,8 @@ KX_ENTRY_P(q8_0, _avx512)
 KX_ENTRY_P(q4_0, _avx512)
 KX_ENTRY_P(q5_0, _avx512)
 KX_ENTRY_P(nvfp4, _avx512)
+KX_ENTRY_P(q4_1, _avx512)
+KX_ENTRY_P(q5_1, _avx512)
 
 const mr_vec_dot_fn mr_vec_dot_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_F32] = mr_vd_f32_avx512,
@@ -160,6 +162,18 @@ const mr_vec_dot_x4_fn mr_vec_dot_x4p_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_Q4_0] = mr_vd4p_q4_0_avx512,
     [MR_TYPE_Q5_0] = mr_vd4p_q5_0_avx512,
     [MR_TYPE_NVFP4] = mr_vd4p_nvfp4_avx512,
+    [MR_TYPE_Q4_1] = mr_vd4p_q4_1_avx512,
+    [MR_TYPE_Q5_1] = mr_vd4p_q5_1_avx512,
 };
 
 void mr_prep_q8_0_avx512(const void *y, void *yp, int n) { mr_prep_q8_0_vnni(y, yp, n); }
+void mr_prep_q8_1_avx512(const void *y, void *yp, int n) { mr_prep_q8_1_vnni(y, yp, n); }
+
+size_t mr_prep_row_size(int partner, int64_t n) {
+    if (n % 32) return 0;
+    return partner == MR_TYPE_Q8_0 ? (size_t)(n / 32) * 36 : partner == MR_TYPE_Q8_1 ? (size_t)(n / 32) * 40 : 0;
+}
+
+mr_prep_fn mr_prep_avx512(int partner) {
+    return partner == MR_TYPE_Q8_0 ? mr_prep_q8_0_avx512 : partner == MR_TYPE_Q8_1 ? mr_prep_q8_1_avx512 : NULL;
+}

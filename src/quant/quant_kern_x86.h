@@ -606,6 +606,52 @@ KX_INLINE void kxp_nvfp4(int n, float *s, const void *w, const void *vy, size_t 
     KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(acc[c]);
 }
 
+/* Q8_1 prepared for Q4_1 / Q5_1 (unsigned weights: the quants stay signed): float d and s */
+typedef struct { float d, s; int8_t qs[32]; } kb_q8p1;
+_Static_assert(sizeof(kb_q8p1) == 40, "prepared q8_1 block");
+
+static void mr_prep_q8_1_vnni(const void *src, void *dst, int n) {
+    const kb_q8_1 *x = src;
+    kb_q8p1 *y = dst;
+    for (int i = 0; i < n / 32; i++) {
+        y[i].d = kx_h2f(x[i].d);
+        y[i].s = kx_h2f(x[i].s);
+        memcpy(y[i].qs, x[i].qs, 32);
+    }
+}
+
+KX_INLINE void kx_blk_min_prep(__m256i q, __m256 dw, float mw, const kb_q8p1 *const *y, int ib, __m256 *acc, float *sm,
+                               int nc) {
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, kx_load(y[c][ib].qs));
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(y[c][ib].d));
+        acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+        sm[c] += mw * y[c][ib].s;
+    }
+}
+
+#define KX_MIN32P(T)                                                                               \
+    KX_INLINE void kxp_##T(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { \
+        const int nb = n / 32;                                                                     \
+        const kb_q8p1 *y[4];                                                                       \
+        __m256 a0[4], a1[4];                                                                       \
+        float sm[4];                                                                               \
+        KX_UNROLL for (int c = 0; c < nc; c++) {                                                   \
+            y[c] = KX_Y(kb_q8p1, c);                                                               \
+            a0[c] = a1[c] = _mm256_setzero_ps();                                                   \
+            sm[c] = 0.0f;                                                                          \
+        }                                                                                          \
+        int ib = 0;                                                                                \
+        for (; ib + 1 < nb; ib += 2) {                                                             \
+            kx_blk_min_prep(kx_w_##T(w, ib), kx_d_##T(w, ib), kx_m_##T(w, ib), y, ib, a0, sm, nc); \
+            kx_blk_min_prep(kx_w_##T(w, ib + 1), kx_d_##T(w, ib + 1), kx_m_##T(w, ib + 1), y, ib + 1, a1, sm, nc); \
+        }                                                                                          \
+        if (ib < nb) kx_blk_min_prep(kx_w_##T(w, ib), kx_d_##T(w, ib), kx_m_##T(w, ib), y, ib, a0, sm, nc); \
+        KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kx_hsum(_mm256_add_ps(a0[c], a1[c])) + sm[c]; \
+    }
+KX_MIN32P(q4_1)
+KX_MIN32P(q5_1)
+
 #define KX_ENTRY_P(T, S)                                                                           \
     static void mr_vd4p_##T##S(int n, float *s, const void *w, const void *y, size_t by) {         \
         kxp_##T(n, s, w, y, by, 4);                                                                \

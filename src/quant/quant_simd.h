@@ -17,13 +17,15 @@ typedef void (*mr_vec_dot_x4_fn)(int n, float *s, const void *w, const void *y, 
 extern const mr_vec_dot_x4_fn mr_vec_dot_x4_avx2[MR_TYPE_COUNT];
 extern const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT];
 
-/* GEMM on prepared activations (AVX-512 VNNI): for weight types whose partner is Q8_0, the matrix
- * kernels may convert each Q8_0 activation row once with mr_prep_q8_0_avx512 (n values ->
- * n/32 * 36 bytes: float scale, quants + 128) and use these 4-column kernels, which equal the
- * AVX-512 vec_dot bit for bit but save two operations per block and column. NULL: no such kernel. */
+/* GEMM on prepared activations (AVX-512 VNNI): for weight types whose partner is Q8_0 or Q8_1, the
+ * matrix kernels may convert each activation row once with mr_prep_avx512(partner) (n values ->
+ * mr_prep_row_size(partner, n) bytes: float scales, and for Q8_0 the quants + 128 as unsigned bytes)
+ * and use these 4-column kernels, which equal the AVX-512 vec_dot bit for bit but do less work per
+ * block and column. NULL: no such kernel. */
+typedef void (*mr_prep_fn)(const void *y, void *yp, int n);
 extern const mr_vec_dot_x4_fn mr_vec_dot_x4p_avx512[MR_TYPE_COUNT];
-void mr_prep_q8_0_avx512(const void *y, void *yp, int n);
-#define MR_PREP_Q8_0_BLOCK 36
+mr_prep_fn mr_prep_avx512(int partner);               /* NULL if none */
+size_t mr_prep_row_size(int partner, int64_t n);      /* 0 if none */
 
 /* SIMD activation quantizers (to Q8_0, Q8_1, Q8_K, F16, BF16), bit for bit the scalar references'
  * from_float; indexed by the partner type, NULL where there is none. AVX2 (also used under AVX-512). */
