@@ -983,7 +983,7 @@ oom:
     return -1;
 }
 
-static int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
     ds4_model *M = m->priv;
     ds4_state *st = stp;
     const int d = M->d, Nh = M->Nh;
@@ -1028,6 +1028,20 @@ done:
     free(X); free(e);
     ds4_buf_free(&B);
     return rc;
+}
+
+/* Long batches are evaluated in pieces of DS4_MAX_BATCH tokens (the scratch grows with the batch:
+ * for V4-Flash q and the attention output alone are 256 KiB per token). Every path computes the same
+ * numbers (see the top of this file), so the split does not change the logits. */
+#define DS4_MAX_BATCH 256
+static int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+    const int nv = ((ds4_model *)m->priv)->V;
+    for (int i = 0; i < n; i += DS4_MAX_BATCH) {
+        const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH, last = i + len == n;
+        float *lg = !logits ? NULL : all_logits ? logits + (size_t)i * (size_t)nv : last ? logits : NULL;
+        if (ds4_eval_batch(m, stp, tok + i, len, pos0 + i, lg, all_logits)) return -1;
+    }
+    return 0;
 }
 
 const struct mr_arch mr_arch_deepseek4 = {
