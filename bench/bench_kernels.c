@@ -6,9 +6,12 @@
  *   weights come from DRAM, not cache; 1 thread and all threads; % of the DRAM bandwidth;
  *   GEMM GFLOP/s for a 512-column batch on one 4096x4096 matrix (all threads).
  *
- * Usage: bench_kernels [--types q4_K,q8_0,...] [--threads N] [--gib G] [--reps R] [--no-gemm]
+ * Usage: bench_kernels [--types q4_K,q8_0,...] [--threads N] [--gib G] [--reps R] [--no-gemm] [--cpu-time]
  * The ISA is the one in use (MOERUN_ISA=scalar|avx2|avx512 to force one). Run it nice'd on a quiet
- * machine; each measurement is the best of --reps passes. */
+ * machine; each measurement is the best of --reps passes. --cpu-time divides by the process CPU time
+ * per thread instead of the wall time: on a shared machine this estimates compute-bound rates (GEMM)
+ * with dedicated cores (waiting threads spin, so it errs low). It says nothing about bandwidth-bound
+ * ones (DRAM, GEMV): those need wall time on a quiet machine. */
 #include "base/base.h"
 #include "base/pool.h"
 #include "quant/matmul.h"
@@ -20,6 +23,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
+
+static int bk_cpu_time; /* --cpu-time */
+static int bk_nth = 1;  /* threads of the measurement in progress */
+
+/* seconds of the measurement: wall time, or process CPU time / threads */
+static double bk_clock(void) {
+    if (!bk_cpu_time) return mr_now();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9) / bk_nth;
+}
 
 static const int default_types[] = {
     MR_TYPE_F16, MR_TYPE_BF16, MR_TYPE_Q8_0, MR_TYPE_Q4_0, MR_TYPE_Q4_1, MR_TYPE_Q5_0, MR_TYPE_Q2_K,
@@ -48,10 +63,11 @@ static void bk_read_worker(void *arg, int ith, int nth) {
 static double bk_dram(mr_pool *pool, const uint8_t *buf, size_t bytes, int reps) {
     bk_read_job j = {(const bk_v2 *)buf, bytes / 16, {0}};
     double best = 0;
+    bk_nth = mr_pool_size(pool);
     for (int r = 0; r < reps; r++) {
-        double t = mr_now();
+        double t = bk_clock();
         mr_pool_run(pool, bk_read_worker, &j);
-        t = mr_now() - t;
+        t = bk_clock() - t;
         if (bytes / t > best) best = bytes / t;
     }
     return best / 1e9;
@@ -61,11 +77,12 @@ static double bk_dram(mr_pool *pool, const uint8_t *buf, size_t bytes, int reps)
 static double bk_gemv(mr_pool *pool, int type, const uint8_t *arena, size_t mat_bytes, int ncopies, int64_t rows,
                       int64_t cols, const float *x, float *y, int reps) {
     double best = 0;
+    bk_nth = mr_pool_size(pool);
     for (int r = 0; r < reps; r++) {
-        double t = mr_now();
+        double t = bk_clock();
         for (int k = 0; k < ncopies; k++)
             if (mr_matmul(pool, arena + (size_t)k * mat_bytes, type, rows, cols, x, 1, y) != 0) return -1;
-        t = mr_now() - t;
+        t = bk_clock() - t;
         double gbs = (double)mat_bytes * ncopies / t / 1e9;
         if (gbs > best) best = gbs;
     }
@@ -95,8 +112,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gib") && i + 1 < argc) gib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-gemm")) gemm = 0;
+        else if (!strcmp(argv[i], "--cpu-time")) bk_cpu_time = 1;
         else {
-            fprintf(stderr, "usage: %s [--types a,b] [--threads N] [--gib G] [--reps R] [--no-gemm]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--types a,b] [--threads N] [--gib G] [--reps R] [--no-gemm] [--cpu-time]\n", argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 1;
         }
     }
@@ -111,9 +129,10 @@ int main(int argc, char **argv) {
 
     size_t stream = (size_t)(gib * 1073741824.0);
     double dram1 = bk_dram(NULL, arena, stream, reps), dramN = bk_dram(pool, arena, stream, reps);
-    printf("# moerun bench-kernels: ISA %s, %d threads, %.2f GiB streamed per measurement, best of %d\n",
-           mr_isa_name(mr_isa()), nthreads, gib, reps);
-    printf("# DRAM read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)\n", dram1, dramN, nthreads);
+    printf("# moerun bench-kernels: ISA %s, %d threads, %.2f GiB streamed per measurement, best of %d%s\n",
+           mr_isa_name(mr_isa()), nthreads, gib, reps, bk_cpu_time ? ", rates per CPU second (--cpu-time)" : "");
+    printf("# DRAM read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)%s\n", dram1, dramN, nthreads,
+           bk_cpu_time ? "  [--cpu-time: bandwidth figures below are NOT wall-clock rates]" : "");
     printf("# GEMV: GB/s of weight bytes, one activation column; %%: of the %d-thread DRAM bandwidth\n", nthreads);
     printf("# GEMM: 512 columns x 4096x4096, GFLOP/s (2*rows*cols*512 / time), %d threads\n", nthreads);
     printf("%-8s %5s | %8s %8s %5s | %8s %8s %5s | %8s\n", "type", "bpw", "2048:1T", "2048:NT", "%", "4096:1T",
@@ -146,10 +165,11 @@ int main(int argc, char **argv) {
         double gflops = 0;
         if (gemm) {
             /* one matrix (it stays in cache: this measures compute); best of reps */
+            bk_nth = nthreads;
             for (int r = 0; r < reps; r++) {
-                double tt = mr_now();
+                double tt = bk_clock();
                 if (mr_matmul(pool, arena, type, 4096, 4096, x, 512, y) != 0) break;
-                tt = mr_now() - tt;
+                tt = bk_clock() - tt;
                 double g = 2.0 * 4096 * 4096 * 512 / tt / 1e9;
                 if (g > gflops) gflops = g;
                 if (tt > 20) break; /* slow (scalar) kernels: one pass is enough */
