@@ -28,6 +28,7 @@ static void run_usage(FILE *f) {
                "                     instead of the reference llama.cpp fork (docs/DEEPSEEK4.md)\n"
                "  --show-ids         also print the generated token ids (a line \"ids: a,b,...\" on stdout)\n"
                MR_CLI_APPROX_HELP
+               "  --profile          per-operator time table (prefill and decode) on stderr at the end\n"
                "  Ctrl-C stops the generation (statistics are still printed).\n");
 }
 
@@ -48,7 +49,7 @@ static int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *pfile = NULL, *budget = NULL, *stats_path = NULL;
     FILE *stats = NULL;
     mr_pager_stats pst_prev, pst_now;
-    int n_gen = 128, show_ids = 0, no_bos = 0;
+    int n_gen = 128, show_ids = 0, no_bos = 0, profile = 0;
     mr_model_params mp;
     mr_model_params_default(&mp);
     mr_sampler_params sp;
@@ -80,6 +81,7 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--stats-file") && has) stats_path = argv[++i];
         else if (!strcmp(a, "--no-bos")) no_bos = 1;
         else if (!strcmp(a, "--show-ids")) show_ids = 1;
+        else if (!strcmp(a, "--profile")) profile = 1;
         else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); run_usage(stderr); return 1; }
     }
     if (!model || (!prompt && !pfile)) { fprintf(stderr, "error: -m MODEL and -p PROMPT (or -f FILE) are required\n"); return 1; }
@@ -139,6 +141,7 @@ static int cmd_run(int argc, char **argv) {
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double ta = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    if (profile) { mr_profile_reset(); mr_profile_enable(1); }
     for (int i = 0; i < n_prompt; i += 512) {
         int k = n_prompt - i < 512 ? n_prompt - i : 512;
         if (mr_session_eval(s, ids + i, k, logits, 0)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
@@ -167,6 +170,11 @@ static int cmd_run(int argc, char **argv) {
     }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t_decode = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - tb;
+    if (profile) {
+        mr_profile_enable(0);
+        mr_profile_eval_time(0, t_prefill);
+        mr_profile_eval_time(1, t_decode);
+    }
     printf("\n");
     if (show_ids) {
         printf("ids: ");
@@ -184,6 +192,7 @@ static int cmd_run(int argc, char **argv) {
             t_decode > 0 ? steps / t_decode : 0.0, steps);
     if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
     if (budget) mr_pager_print_summary(stderr, m, n_prompt, t_prefill, steps, t_decode);
+    if (profile) mr_profile_report(stderr);
     rc = 0;
 done:
     if (stats) fclose(stats);
