@@ -223,11 +223,57 @@ static void test_synth_ds4_errors(void) {
     CHECK(access("/tmp/never.gguf", F_OK) != 0, "no file written");
 }
 
+/* a synthetic tiny deepseek4 runs through mr_model_load: finite, non-degenerate logits for a prefill
+ * long enough to close ratio-4 and ratio-128 blocks (140 tokens) and for decode steps after it */
+static void test_synth_ds4_runs(void) {
+    static const char *mixes[2] = {"iq3s-mxfp4", "iq2xxs-q2k"};
+    for (int mi = 0; mi < 2; mi++) {
+        char path[] = "/tmp/mr_synth_XXXXXX.gguf";
+        CHECK(t_tmp_path(path) == 0, "mkstemps");
+        mr_synth_params p = {.shape = "deepseek-v4-tiny", .mix = mixes[mi], .zipf = 1.0f, .seed = 5, .ratios = "0,4,128,4"};
+        CHECK(mr_synth(path, &p) == 0, "synth: %s", mr_last_error());
+        mr_model_params mp;
+        mr_model_params_default(&mp);
+        mp.n_threads = 1;
+        mr_model *m = mr_model_load(path, &mp);
+        CHECK(m != NULL, "%s: load: %s", mixes[mi], mr_last_error());
+        mr_session *s = m ? mr_session_new(m, 256) : NULL;
+        CHECK(!m || s, "session: %s", mr_last_error());
+        if (s) {
+            enum { NP = 140, ND = 4 };
+            const int nv = mr_model_n_vocab(m);
+            int32_t tok[NP + ND];
+            for (int i = 0; i < NP + ND; i++) tok[i] = i == 0 ? 1 : 3 + (int32_t)((i * 2654435761u) % (uint32_t)(nv - 3));
+            float *lg = malloc(sizeof(float) * (size_t)nv * NP);
+            CHECK(mr_session_eval(s, tok, NP, lg, 1) == 0, "prefill: %s", mr_last_error());
+            int bad = 0, flat = 0;
+            for (int r = 0; r < NP + ND; r++) {
+                if (r >= NP) CHECK(mr_session_eval(s, &tok[r], 1, lg, 0) == 0, "decode %d: %s", r, mr_last_error());
+                const float *row = r < NP ? lg + (size_t)r * nv : lg;
+                double mn = 1e30, mx = -1e30;
+                for (int k = 0; k < nv; k++) {
+                    if (!isfinite(row[k])) bad++;
+                    if (row[k] < mn) mn = row[k];
+                    if (row[k] > mx) mx = row[k];
+                }
+                flat += !(mx - mn > 1e-3);
+            }
+            CHECK(bad == 0, "%s: %d non-finite logits", mixes[mi], bad);
+            CHECK(flat == 0, "%s: %d rows with constant logits", mixes[mi], flat);
+            free(lg);
+        }
+        mr_session_free(s);
+        mr_model_free(m);
+        unlink(path);
+    }
+}
+
 int main(void) {
     RUN(test_synth_qwen3_iq3s_mxfp4);
     RUN(test_synth_errors);
     RUN(test_synth_ds4_tiny);
     RUN(test_synth_ds4_defaults);
     RUN(test_synth_ds4_errors);
+    RUN(test_synth_ds4_runs);
     return t_finish();
 }
