@@ -13,7 +13,7 @@
 static void ppl_usage(FILE *f) {
     fprintf(f,
             "usage: moerun perplexity -m MODEL (-f TEXT | --tokens-file IDS) [-c N] [--chunks N] [-t N]\n"
-            "                         [--save-logits FILE] [--kl-base FILE] [--bos ID] [--kv-f32]\n"
+            "                         [--save-logits FILE] [--kl-base FILE] [--bos ID] [--kv-f32] [--profile]\n"
             "                         [--moe-prune P] [--moe-tau T] [--moe-skip T] [--moe-approx SPEC]\n\n"
             "Perplexity like llama-perplexity: the text is tokenized (with BOS if the vocabulary adds one) and\n"
             "cut into chunks of N tokens; each chunk is evaluated from an empty context with its first token\n"
@@ -30,6 +30,7 @@ static void ppl_usage(FILE *f) {
             "  --kl-base F       compare with a baseline saved by --save-logits (same text and -c): KL\n"
             "                    divergence KL(base || this), top-1 agreement, baseline PPL\n"
             "  --kv-f32          F32 KV cache (default F16 like the reference)\n"
+            "  --profile         per-operator time table on stderr at the end\n"
             MR_CLI_APPROX_HELP);
 }
 
@@ -101,7 +102,7 @@ static void on_chunk(void *user, int chunk, int n_chunks, double ppl) {
 
 static int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *text_path = NULL, *ids_path = NULL, *save = NULL, *base = NULL;
-    int n_ctx = 512, chunks = 0, bos_set = 0;
+    int n_ctx = 512, chunks = 0, bos_set = 0, profile = 0;
     long bos = -1;
     mr_model_params mp;
     mr_model_params_default(&mp);
@@ -114,6 +115,7 @@ static int cmd_perplexity(int argc, char **argv) {
         if (af < 0) return 1;
         if (af) continue;
         if (!strcmp(a, "--kv-f32")) { mp.kv_f32 = 1; continue; }
+        if (!strcmp(a, "--profile")) { profile = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun perplexity --help)\n", a); return 1; }
         const char *v = argv[++i];
         char *end = NULL;
@@ -176,6 +178,7 @@ static int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "error: need at least %d tokens for a context of %d, the input has %d\n", 2 * n_ctx, n_ctx, n_tok);
         goto done;
     }
+    if (profile) { mr_profile_reset(); mr_profile_enable(1); }
     ppl_progress pr = {now_sec(), 0};
     mr_ppl_result r;
     if (mr_perplexity(m, ids, n_tok, n_ctx, chunks, (int32_t)bos, save, base, on_chunk, &pr, &r)) {
@@ -183,6 +186,11 @@ static int cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     double dt = now_sec() - pr.t0;
+    if (profile) {
+        mr_profile_enable(0);
+        mr_profile_eval_time(0, dt);
+        mr_profile_report(stderr);
+    }
     fprintf(stderr, "perplexity: %d chunks, %d tokens scored in %.2f s (%.1f tokens/s evaluated)\n", r.n_chunks,
             r.n_scored, dt, (double)r.n_chunks * n_ctx / dt);
     printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);

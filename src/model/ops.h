@@ -83,4 +83,6 @@ typedef struct {
     float *out; int64_t out_stride;
 } mr_attn_args;
 int mr_attention(mr_pool *pool, const mr_attn_args *a);
+/* The AVX-512 kernel mr_attention uses when that ISA is in use and head_dim % 16 == 0 (attn_avx512.c). */
+int mr_attention_avx512(mr_pool *pool, const mr_attn_args *a);
 #endif
