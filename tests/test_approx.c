@@ -396,6 +396,54 @@ static void test_kjv_pager(void) {
     mr_model_free(m1);
 }
 
+/* Other MoE models and expert types (F32, Q4_K/Q6_K, IQ3_S + MXFP4, mixtral-style, deepseek4 when its
+ * architecture is present): settings that keep every expert and skip no row take the approximate
+ * path and give the exact logits; pruning + skipping runs and changes them. */
+static void test_other_models(void) {
+    const char *models[] = {"tiny-qwen3moe", "tiny-qwen3moe-q4_k_m", "tiny-qwen3moe-iq3s-mxfp4", "tiny-mixtral-q4_k_m",
+                            "tiny-deepseek4", "tiny-deepseek4-iq3s-mxfp4"};
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "models/%s.gguf", models[k]);
+        mr_model_params p;
+        mr_model_params_default(&p);
+        p.n_threads = 2;
+        mr_model *m = mr_model_load(t_shared(rel), &p);
+        if (!m && strstr(mr_last_error(), "unsupported architecture")) { printf("# %s: skipped (%s)\n", models[k], mr_last_error()); continue; }
+        CHECK(m != NULL, "%s: %s", models[k], mr_last_error());
+        if (!m) continue;
+        const int V = mr_model_n_vocab(m), n = 24;
+        int32_t ids[24];
+        for (int i = 0; i < n; i++) ids[i] = i == 0 ? 1 : (int32_t)((i * 7919) % (V - 2) + 2);
+        float *l[3];
+        for (int j = 0; j < 3; j++) l[j] = malloc(sizeof(float) * (size_t)n * V);
+        const char *specs[3] = {"off", "tau=0.000001 skip_abs=1e-30", "prune=0.6 skip=0.3"};
+        mr_approx_stats st[3];
+        for (int j = 0; j < 3; j++) {
+            mr_approx_params ap;
+            mr_approx_params_default(&ap);
+            mr_approx_parse(specs[j], &ap);
+            mr_model_set_approx(m, &ap);
+            mr_model_approx_stats_reset(m);
+            mr_session *s = mr_session_new(m, n);
+            int rc = s ? mr_session_eval(s, ids, n / 2, l[j], 1) : -1;
+            for (int i = n / 2; i < n && !rc; i++) rc = mr_session_eval(s, ids + i, 1, l[j] + (size_t)i * V, 0);
+            CHECK(rc == 0, "%s %s: %s", models[k], specs[j], mr_last_error());
+            mr_session_free(s);
+            mr_model_approx_stats(m, &st[j]);
+        }
+        CHECK(st[1].token_layers > 0 && st[1].experts_kept == st[1].experts_routed && st[1].rows_total > 0,
+              "%s: keep-all run did not take the approximate path", models[k]);
+        if (st[1].rows_skipped == 0)
+            CHECK(!memcmp(l[0], l[1], sizeof(float) * (size_t)n * V), "%s: keep-all / skip-nothing logits differ", models[k]);
+        else printf("# %s: skip_abs=1e-30 skipped %llu rows\n", models[k], (unsigned long long)st[1].rows_skipped);
+        CHECK(st[2].experts_kept < st[2].experts_routed && st[2].rows_skipped > 0 && memcmp(l[0], l[2], sizeof(float) * (size_t)n * V),
+              "%s: prune=0.6 skip=0.3 changed nothing", models[k]);
+        for (int j = 0; j < 3; j++) free(l[j]);
+        mr_model_free(m);
+    }
+}
+
 int main(void) {
     RUN(test_params);
     RUN(test_prune_rules);
@@ -411,6 +459,7 @@ int main(void) {
     RUN(test_kjv_prune);
     RUN(test_kjv_skip);
     RUN(test_kjv_pager);
+    RUN(test_other_models);
     free(exact);
     return t_finish();
 }
