@@ -6,8 +6,11 @@
  * than wall time; with -t 1 it is the single thread's time), the speedup against the exact model,
  * and the experts / rows / down blocks the setting skipped.
  *
+ * With --ram-budget SIZE the experts are paged: the decode passes also report the expert reads
+ * (pager misses) and bytes read per token.
+ *
  * Usage: bench_approx [-m MODEL] [-f TEXT] [-t THREADS] [--tokens N] [--window N] [--reps R]
- *                     [SPEC ...]    (default specs: off, prune=0.9, prune=0.8, skip=0.02, ...) */
+ *                     [--ram-budget SIZE] [SPEC ...]   (default specs: off, prune=0.9, skip=0.02, ...) */
 #include "moerun.h"
 
 #include <stdio.h>
@@ -54,6 +57,7 @@ static double pass(mr_session *s, const int32_t *ids, int n, int window, int bos
 int main(int argc, char **argv) {
     const char *model = "../shared/models/kjv-moe-q8_0.gguf", *text = "../shared/golden/ppl/kjv-valid.txt";
     int threads = 1, n_tok = 1024, window = 128, reps = 3, n_specs = 0;
+    const char *budget = NULL;
     const char *specs[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -64,6 +68,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--tokens") && has) n_tok = atoi(argv[++i]);
         else if (!strcmp(a, "--window") && has) window = atoi(argv[++i]);
         else if (!strcmp(a, "--reps") && has) reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--ram-budget") && has) budget = argv[++i];
         else if (a[0] == '-') { fprintf(stderr, "usage: see the comment at the top of bench/bench_approx.c\n"); return 1; }
         else if (n_specs < 64) specs[n_specs++] = a;
     }
@@ -77,6 +82,7 @@ int main(int argc, char **argv) {
     mr_model_params_default(&mp);
     mp.n_threads = threads;
     mp.n_ctx = window;
+    if (budget && mr_ram_budget_parse(budget, model, window, &mp.ram_budget)) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
     mr_model *m = mr_model_load(model, &mp);
     char *buf = read_all(text);
     if (!m || !buf) { fprintf(stderr, "error: %s\n", m ? "cannot read the text" : mr_last_error()); return 1; }
@@ -90,18 +96,27 @@ int main(int argc, char **argv) {
     if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
     printf("%s, %d threads, %d tokens in windows of %d, best of %d, CPU ms/token\n\n", model, mr_model_n_threads(m),
            n_tok, window, reps);
-    printf("| setting | experts/token | rows skipped | down blocks skipped | decode ms/tok | speedup | prefill ms/tok | speedup |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    mr_pager_stats ps0, ps1;
+    const int paging = mr_model_pager_stats(m, &ps0) == 0 && ps0.paging;
+    if (paging) printf("expert pager: %d slots of %.0f KiB (%.1f%% of the experts)\n\n", ps0.n_slots, ps0.slot_bytes / 1024.0,
+                       100.0 * (double)ps0.arena_bytes / (double)ps0.expert_bytes);
+    printf("| setting | experts/token | rows skipped | down blocks skipped | decode ms/tok | speedup | prefill ms/tok | speedup |%s\n",
+           paging ? " expert reads/tok (decode) | KiB read/tok |" : "");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|%s\n", paging ? "---:|---:|" : "");
     double base_dec = 0, base_pre = 0;
     for (int k = 0; k < n_specs; k++) {
         mr_approx_params p;
         mr_approx_params_default(&p);
         if (mr_approx_parse(specs[k], &p) || mr_model_set_approx(m, &p)) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
-        double dec = 1e30, pre = 1e30;
+        double dec = 1e30, pre = 1e30, miss = 0, bytes = 0;
         pass(s, ids, window, window, bos, 1); /* warm-up */
         for (int r = 0; r < reps; r++) {
             mr_model_approx_stats_reset(m);
+            mr_model_pager_stats(m, &ps0);
             double t = pass(s, ids, n_tok, window, bos, 1);
+            mr_model_pager_stats(m, &ps1);
+            miss += (double)(ps1.misses - ps0.misses);
+            bytes += (double)(ps1.bytes_read - ps0.bytes_read);
             if (t < dec) dec = t;
             t = pass(s, ids, n_tok, window, bos, 0);
             if (t < pre) pre = t;
@@ -118,8 +133,10 @@ int main(int argc, char **argv) {
             snprintf(rs, sizeof rs, "%.1f%%", 100.0 * (double)st.rows_skipped / (double)st.rows_total);
             snprintf(bs, sizeof bs, "%.1f%%", 100.0 * (double)st.blocks_skipped / (double)st.blocks_total);
         }
-        printf("| %s | %s | %s | %s | %.3f | %.2fx | %.3f | %.2fx |\n", specs[k], ek, rs, bs, dec, base_dec / dec, pre,
+        printf("| %s | %s | %s | %s | %.3f | %.2fx | %.3f | %.2fx |", specs[k], ek, rs, bs, dec, base_dec / dec, pre,
                base_pre / pre);
+        if (paging) printf(" %.3f | %.1f |", miss / reps / used, bytes / reps / used / 1024.0);
+        printf("\n");
         fflush(stdout);
     }
     mr_session_free(s);
