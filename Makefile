@@ -31,7 +31,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/libmoerun.a
 
 .SECONDARY:
-.PHONY: all test sanitize clean fuzz bench bench-kernels bench-approx demo
+.PHONY: all test sanitize clean fuzz bench bench-kernels bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 $(BUILD)/obj/%_avx2.o: XFLAGS := $(ISA_AVX2)
@@ -63,6 +63,14 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 
 bench-kernels: $(BUILD)/bench/bench_kernels
 	nice -n 10 $(BUILD)/bench/bench_kernels $(BENCH_ARGS)
+
+# single-thread in-cache kernel speed (ns per 256 weights), per ISA: BENCH_ARGS="--types iq3_s --isa avx2,avx512"
+bench-dot: $(BUILD)/bench/bench_dot
+	nice -n 10 $(BUILD)/bench/bench_dot $(BENCH_ARGS)
+
+# mr_matmul vs llama.cpp's CPU MUL_MAT, side by side (bench/vs_llama.sh; LLAMA=llama.cpp build tree)
+bench-vs-llama: $(BUILD)/bench/bench_mm
+	sh bench/vs_llama.sh $(BUILD)
 
 # MoE approximations: CPU ms/token of decode and prefill per setting (docs/APPROX.md)
 bench-approx: $(BUILD)/bench/bench_approx

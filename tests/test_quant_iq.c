@@ -7,6 +7,7 @@
 #include "quant/quant_blocks_iq.h"
 #include "quant/iq_grids.h"
 #include "quant/quant_simd.h"
+#include "quant/quant_iq_simd.h"
 #include "base/base.h"
 
 #include <math.h>
@@ -150,6 +151,11 @@ static void test_grid_tables(void) {
         for (int t = 0; t < 4; t++)
             bad += ((mr_iq3s_grid_nib[i] >> (4 * t)) & 0xf) != ((mr_iq3s_grid[i] >> (8 * t)) & 0xff);
     CHECK(bad == 0, "iq3s_grid_nib: %d values differ from iq3s_grid", bad);
+    bad = 0;
+    for (int i = 0; i < 512; i++)
+        for (int t = 0; t < 4; t++)
+            bad += ((mr_iq3s_grid_nib8[i + 512 * (t / 2)] >> (4 * (t % 2))) & 0xf) != ((mr_iq3s_grid[i] >> (8 * t)) & 0xff);
+    CHECK(bad == 0, "iq3s_grid_nib8: %d values differ from iq3s_grid", bad);
     static const int lv3[8] = {4, 12, 20, 28, 36, 44, 52, 62};
     bad = 0;
     for (int i = 0; i < 256; i++)
@@ -287,43 +293,69 @@ static void random_weights(int type, uint8_t *w, size_t bytes) {
     }
 }
 
-static void check_simd(int isa) {
+static mr_vec_dot_x4_fn x4_of(int type, int isa) {
+    return isa == MR_ISA_AVX512 ? mr_vec_dot_x4_avx512[type] : isa == MR_ISA_AVX2 ? mr_vec_dot_x4_avx2[type] : NULL;
+}
+
+/* the ISA's vec_dot against the scalar reference on random rows (and the golden files); its
+ * 4-column kernel must give vec_dot's result for each column bit for bit */
+static void check_simd(int isa, const char *variant) {
     if (mr_set_isa(isa) != 0) { printf("# %s not supported here, skipped\n", mr_isa_name(isa)); return; }
     for (int ti = 0; ti < N_IQ; ti++) {
         const int type = iq_types[ti].type;
         mr_vec_dot_fn f = mr_type_vec_dot_isa(type, isa), ref = mr_type_get(type)->vec_dot;
+        mr_vec_dot_x4_fn f4 = x4_of(type, isa);
         if (!f) continue;
         /* lengths in super-blocks, plus odd block counts (1..7 and 37 blocks) for the 32-value
          * types, whose kernels take 4 and 2 blocks per step with a tail */
         const int ns[] = {256, 512, 1024, 2816, 4096, 32, 64, 96, 128, 160, 192, 224, 1184};
         const int nn = mr_type_get(type)->block_size < 256 ? 13 : 5;
+        const int at = mr_type_get(type)->vec_dot_type;
         double worst = 0;
+        int x4_bad = 0;
         for (int ni = 0; ni < nn; ni++) {
             const int n = ns[ni];
             if (n % mr_type_get(type)->block_size) continue; /* NVFP4 blocks are 64 wide */
             for (int rep = 0; rep < 6; rep++) {
-                size_t bytes = mr_row_size(type, n);
+                size_t bytes = mr_row_size(type, n), xb = mr_row_size(at, n);
                 uint8_t *w0 = mr_aligned_alloc(64, bytes + 64);
                 /* every other row misaligned for SIMD loads (by 1 byte, or 2 where the block has
                  * uint16 fields, as rows of such types always start at even offsets) */
                 uint8_t *w = w0 + (rep % 2) * (mr_type_get(type)->type_size % 2 ? 1 : 2);
                 float *x = malloc(sizeof(float) * (size_t)n), *wd = malloc(sizeof(float) * (size_t)n);
+                uint8_t *x4 = malloc(4 * xb);
                 random_weights(type, w, bytes);
-                for (int i = 0; i < n; i++) x[i] = rndf() * (rep == 5 ? 100.f : 1.f);
-                void *xq = quantize_act(type, x, n);
-                float s = NAN, sr = NAN;
-                f(n, &s, w, xq);
-                ref(n, &sr, w, xq);
                 mr_type_get(type)->to_float(w, wd, n);
-                double mag = 0;
-                for (int i = 0; i < n; i++) mag += fabs(wd[i]) * fabs(x[i]);
-                double err = fabs((double)s - sr) / (mag > 0 ? mag : 1);
-                if (!(err <= worst)) worst = err;
-                free(xq); free(x); free(wd); mr_aligned_free(w0);
+                float s4[4] = {NAN, NAN, NAN, NAN};
+                for (int c = 0; c < 4; c++) {
+                    for (int i = 0; i < n; i++) x[i] = rndf() * (rep == 5 ? 100.f : 1.f);
+                    void *xq = quantize_act(type, x, n);
+                    memcpy(x4 + c * xb, xq, xb);
+                    free(xq);
+                    float s = NAN, sr = NAN;
+                    f(n, &s, w, x4 + c * xb);
+                    ref(n, &sr, w, x4 + c * xb);
+                    double mag = 0;
+                    for (int i = 0; i < n; i++) mag += fabs(wd[i]) * fabs(x[i]);
+                    double err = fabs((double)s - sr) / (mag > 0 ? mag : 1);
+                    if (!(err <= worst)) worst = err;
+                }
+                if (f4) {
+                    f4(n, s4, w, x4, xb);
+                    for (int c = 0; c < 4; c++) {
+                        float s = NAN;
+                        f(n, &s, w, x4 + c * xb);
+                        x4_bad += memcmp(&s, &s4[c], sizeof s) != 0;
+                    }
+                }
+                free(x4); free(x); free(wd); mr_aligned_free(w0);
             }
         }
-        printf("# %s %s: worst relative error vs scalar %.3g\n", iq_types[ti].name, mr_isa_name(isa), worst);
-        CHECK(worst <= 1e-5, "%s %s: relative error %.3g vs scalar", iq_types[ti].name, mr_isa_name(isa), worst);
+        printf("# %s %s%s: worst relative error vs scalar %.3g%s\n", iq_types[ti].name, mr_isa_name(isa), variant,
+               worst, f4 ? ", 4-column kernel checked" : "");
+        CHECK(worst <= 1e-5, "%s %s%s: relative error %.3g vs scalar", iq_types[ti].name, mr_isa_name(isa), variant, worst);
+        CHECK(x4_bad == 0, "%s %s%s: 4-column kernel differs from vec_dot in %d results", iq_types[ti].name,
+              mr_isa_name(isa), variant, x4_bad);
         check_golden(iq_types[ti].name, type, isa);
     }
     mr_set_isa(mr_cpu_best_isa());
@@ -339,8 +371,14 @@ static void test_simd_tables(void) {
     }
 }
 
-static void test_simd_avx2(void) { check_simd(MR_ISA_AVX2); }
-static void test_simd_avx512(void) { check_simd(MR_ISA_AVX512); }
+static void test_simd_avx2(void) { check_simd(MR_ISA_AVX2, ""); }
+static void test_simd_avx512(void) {
+    check_simd(MR_ISA_AVX512, "");
+    /* the kernels for AVX-512 CPUs without VBMI (where this CPU has it, the above took the VBMI ones) */
+    mr_avx512_no_vbmi = 1;
+    check_simd(MR_ISA_AVX512, " (no VBMI)");
+    mr_avx512_no_vbmi = 0;
+}
 
 int main(void) {
     RUN(test_table_rows);

@@ -18,6 +18,7 @@ extern const uint32_t mr_iq3xxs_grid[256];     /* 4 values each */
 extern const uint16_t mr_iq3xxs_grid_nib[256]; /* the same as 3-bit level codes, one per nibble */
 extern const uint32_t mr_iq3s_grid[512];
 extern const uint16_t mr_iq3s_grid_nib[512];   /* the same, 4 bits per value */
+extern const uint8_t mr_iq3s_grid_nib8[1024];  /* its low bytes, then its high bytes */
 extern const int8_t mr_kvalues_iq4nl[16];      /* IQ4_NL / IQ4_XS non-linear levels */
 extern const int8_t mr_kvalues_mxfp4[16];      /* E2M1 values doubled (MXFP4, NVFP4) */
 extern const uint64_t mr_iq1s_grid[2048];      /* 8 signed bytes in {-1, 0, 1} */

@@ -36,6 +36,27 @@ static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
         k_##T(n, s, w, y, by, 4);                                                                  \
     }
 
+/* Kernels that need AVX512_VBMI (vpermt2b) are compiled for it function by function and chosen at
+ * run time: the ISA level "avx512" does not require it (Skylake-X / Cascade Lake lack it). */
+int mr_avx512_no_vbmi;
+static inline int use_vbmi(void) { return !mr_avx512_no_vbmi && __builtin_cpu_supports("avx512vbmi"); }
+#define KV static inline __attribute__((always_inline, target("avx512vbmi")))
+#define ENTRIES_VBMI(T)                                                                            \
+    __attribute__((target("avx512vbmi"))) static void T##_vbmi1(int n, float *s, const void *w, const void *y) { \
+        k_##T##_vbmi(n, s, w, y, 0, 1);                                                            \
+    }                                                                                              \
+    __attribute__((target("avx512vbmi"))) static void T##_vbmi4(int n, float *s, const void *w, const void *y, size_t by) { \
+        k_##T##_vbmi(n, s, w, y, by, 4);                                                           \
+    }                                                                                              \
+    void mr_vec_dot_##T##_avx512(int n, float *s, const void *w, const void *y) {                 \
+        if (use_vbmi()) T##_vbmi1(n, s, w, y);                                                     \
+        else k_##T(n, s, w, y, 0, 1);                                                              \
+    }                                                                                              \
+    void mr_vec_dot_x4_##T##_avx512(int n, float *s, const void *w, const void *y, size_t by) {     \
+        if (use_vbmi()) T##_vbmi4(n, s, w, y, by);                                                 \
+        else k_##T(n, s, w, y, by, 4);                                                             \
+    }
+
 static inline float hsum8_ps(__m256 v) {
     const __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     const __m128 c2 = _mm_add_ps(c4, _mm_movehl_ps(c4, c4));
@@ -165,7 +186,86 @@ KI void k_iq3_s(int n, float *s, const void *w, const void *vy, size_t by, const
     }
     UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]);
 }
-ENTRIES(iq3_s)
+/* IQ3_S with AVX512_VBMI (Ice Lake, Zen 4 and later): the grid as two 512-byte tables (low and
+ * high byte of each nibble-packed entry, iq3s_grid_nib8) in 16 zmm; 64 lookups per table are four
+ * 128-byte vpermt2b and three blends (index bit 7 from the qs byte, bit 8 from qh), half the work
+ * of the word tables above, on byte indices used as loaded. The index bytes are permuted first so
+ * that the in-lane unpacks (byte pairs -> 16-bit entries -> 4 value bytes) leave the values in
+ * order: lookup position p = 16 j + 4 m + t holds entry 16 m + 4 j + t, and 128-bit lane j of
+ * output vector m then holds entries 16 m + 4 j .. + 3. */
+static inline uint64_t transpose_nib4x4(uint64_t x) {   /* the same permutation of qh's 64 bits */
+    uint64_t t = ((x >> 24) ^ x) & 0x00000000ff00ff00ull;   /* swap the off-diagonal 2x2 blocks */
+    x ^= t ^ (t << 24);
+    t = ((x >> 12) ^ x) & 0x0000f0f00000f0f0ull;            /* transpose within the 2x2 blocks */
+    return x ^ t ^ (t << 12);
+}
+
+KV __m512i lut512_vbmi(const __m512i T[8], __m512i idx, __mmask64 b7, __mmask64 b8) {
+    const __m512i r0 = _mm512_permutex2var_epi8(T[0], idx, T[1]);
+    const __m512i r1 = _mm512_permutex2var_epi8(T[2], idx, T[3]);
+    const __m512i r2 = _mm512_permutex2var_epi8(T[4], idx, T[5]);
+    const __m512i r3 = _mm512_permutex2var_epi8(T[6], idx, T[7]);
+    return _mm512_mask_blend_epi8(b8, _mm512_mask_blend_epi8(b7, r0, r1), _mm512_mask_blend_epi8(b7, r2, r3));
+}
+
+KV void k_iq3_s_vbmi(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const mr_block_iq3_s *x = w;
+    __m512i TL[8], TH[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        TL[k] = _mm512_loadu_si512(mr_iq3s_grid_nib8 + 64 * k);
+        TH[k] = _mm512_loadu_si512(mr_iq3s_grid_nib8 + 512 + 64 * k);
+    }
+    uint8_t pb[64];
+    for (int p = 0; p < 64; p++) pb[p] = (uint8_t)(16 * ((p >> 2) & 3) + 4 * (p >> 4) + (p & 3));
+    const __m512i perm = _mm512_loadu_si512(pb);
+    const __m512i m0f = _mm512_set1_epi8(0x0f);
+    /* chunk g's scale words (dpwssd): words 0..15 <- group scale 2g, 16..31 <- 2g+1, from the 8
+     * scale bytes in each 128-bit lane */
+    __m512i pick[4];
+    UNROLL4 for (int g = 0; g < 4; g++)
+        pick[g] = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16((short)(0xff00 | (2 * g))),
+                                          _mm512_set1_epi16((short)(0xff00 | (2 * g + 1))));
+    __m512 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const __m512i idx = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(x[i].qs));
+        const __mmask64 b7 = _mm512_movepi8_mask(idx), b8 = _cvtu64_mask64(transpose_nib4x4(ld64(x[i].qh)));
+        const __m512i L = lut512_vbmi(TL, idx, b7, b8), H = lut512_vbmi(TH, idx, b7, b8);
+        __m512i grid[4];
+        {
+            const __m512i a = _mm512_unpacklo_epi8(L, H), b = _mm512_unpackhi_epi8(L, H);
+            const __m512i alo = _mm512_and_si512(a, m0f), ahi = _mm512_and_si512(_mm512_srli_epi16(a, 4), m0f);
+            const __m512i blo = _mm512_and_si512(b, m0f), bhi = _mm512_and_si512(_mm512_srli_epi16(b, 4), m0f);
+            grid[0] = _mm512_unpacklo_epi8(alo, ahi);
+            grid[1] = _mm512_unpackhi_epi8(alo, ahi);
+            grid[2] = _mm512_unpacklo_epi8(blo, bhi);
+            grid[3] = _mm512_unpackhi_epi8(blo, bhi);
+        }
+        /* the 8 group scales 2 l + 1 as bytes 0..7 of every lane */
+        const __m128i sb = _mm_cvtsi32_si128((int)ld32(x[i].scales));
+        __m128i sv = _mm_unpacklo_epi8(_mm_and_si128(sb, _mm_set1_epi8(0x0f)),
+                                       _mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0f)));
+        sv = _mm_or_si128(_mm_add_epi8(sv, sv), _mm_set1_epi8(1));
+        const __m512i sz = _mm512_broadcast_i32x4(sv);
+        __m512i sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
+            const __mmask64 neg = _cvtu64_mask64(ld64(x[i].signs + 8 * g));
+            const __m512i sc = _mm512_shuffle_epi8(sz, pick[g]);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
+                q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid[g], q), sc);
+            }
+        }
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]);
+}
+ENTRIES_VBMI(iq3_s)
 
 /* ------------------------------------------------------------------------------------ IQ3_XXS
  * 256-entry grid of 4 values in registers as nibble codes (iq3xxs_grid_nib, 8 zmm), levels by a

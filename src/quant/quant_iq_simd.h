@@ -28,7 +28,9 @@ void mr_vec_dot_x4_iq3_xxs_avx2(int n, float *s, const void *w, const void *y, s
 void mr_vec_dot_x4_iq2_xs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq2_s_avx2(int n, float *s, const void *w, const void *y, size_t by);
 
-/* quant_iq_avx512.c */
+/* quant_iq_avx512.c. Some AVX-512 kernels have a faster variant for CPUs with AVX512_VBMI, chosen
+ * at run time; tests set mr_avx512_no_vbmi = 1 to check the variants without it too. */
+extern int mr_avx512_no_vbmi;
 void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y);
