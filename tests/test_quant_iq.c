@@ -156,6 +156,12 @@ static void test_grid_tables(void) {
         for (int t = 0; t < 4; t++)
             bad += ((mr_iq3s_grid_nib8[i + 512 * (t / 2)] >> (4 * (t % 2))) & 0xf) != ((mr_iq3s_grid[i] >> (8 * t)) & 0xff);
     CHECK(bad == 0, "iq3s_grid_nib8: %d values differ from iq3s_grid", bad);
+    bad = 0;
+    for (int i = 0; i < 256; i++)
+        for (int t = 0; t < 8; t++)
+            bad += 8 + 17 * ((mr_iq2xxs_grid_planes[i] >> t) & 1) + 35 * ((mr_iq2xxs_grid_planes[256 + i] >> t) & 1) !=
+                   (int)((mr_iq2xxs_grid[i] >> (8 * t)) & 0xff);
+    CHECK(bad == 0, "iq2xxs_grid_planes: %d values differ from iq2xxs_grid", bad);
     static const int lv3[8] = {4, 12, 20, 28, 36, 44, 52, 62};
     bad = 0;
     for (int i = 0; i < 256; i++)

@@ -12,6 +12,7 @@ extern const uint8_t mr_kmask_iq2xs[8];        /* bit j of a sign byte */
 extern const uint8_t mr_ksigns_iq2xs[128];     /* 7 stored sign bits -> 8 bits with even parity */
 extern const uint64_t mr_ksigns64[128];        /* same, expanded to 0x00/0xff bytes */
 extern const uint64_t mr_iq2xxs_grid[256];     /* 8 values in {8, 25, 43} */
+extern const uint8_t mr_iq2xxs_grid_planes[512]; /* the same as bit planes: value = 8 + 17 b0 + 35 b1 */
 extern const uint64_t mr_iq2xs_grid[512];
 extern const uint64_t mr_iq2s_grid[1024];
 extern const uint32_t mr_iq3xxs_grid[256];     /* 4 values each */

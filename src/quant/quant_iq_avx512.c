@@ -123,7 +123,67 @@ KI void k_iq2_xxs(int n, float *s, const void *w, const void *vy, size_t by, con
     }
     UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * _mm512_reduce_add_ps(acc[c]);
 }
-ENTRIES(iq2_xxs)
+/* IQ2_XXS with AVX512_VBMI, without grid loads (13.5 -> 11.4 ns per 256 on Zen 4). The grid as two bit planes (iq2xxs_grid_planes: value = 8 + 17 b0 + 35 b1), 512 bytes
+ * in 8 zmm: the 32 index bytes of a super-block, once per plane (+256), are looked up together
+ * (four vpermt2b, three blends) and the result bytes are already the masks of the values: plane p
+ * of the 64 values of chunk g is the uint64 at byte 32 p + 8 g. The signs: vpmultishiftqb cuts
+ * the 7-bit fields of two groups' sign words into the bytes of one qword and a vpermt2b through
+ * ksigns_iq2xs adds the parity bit, giving each chunk's 64-bit sign mask. */
+KV void k_iq2_xxs_vbmi(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
+    const mr_block_iq2_xxs *x = w;
+    __m512i T[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) T[k] = _mm512_loadu_si512(mr_iq2xxs_grid_planes + 64 * k);
+    const __m512i ks0 = _mm512_loadu_si512(mr_ksigns_iq2xs), ks1 = _mm512_loadu_si512(mr_ksigns_iq2xs + 64);
+    uint8_t pb[64];
+    for (int p = 0; p < 64; p++) pb[p] = (uint8_t)(8 * ((p & 31) >> 2) + (p & 3));   /* entry p % 32's index byte */
+    const __m512i gather = _mm512_loadu_si512(pb);
+    /* qword g <- the sign words of groups 2 g and 2 g + 1 (dwords 4 g + 1, 4 g + 3) */
+    const __m512i aux_sel = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512i fields = _mm512_set1_epi64(0x352e2720150e0700ll);    /* bit offsets 0, 7, .., 21, 32, .., 53 */
+    const __m512i base = _mm512_set1_epi8(8), d0 = _mm512_set1_epi8(17), d1 = _mm512_set1_epi8(35);
+    const __mmask64 upper = 0xffffffff00000000ull;   /* lanes 32..63: plane b1 */
+    /* chunk g's scale words: 0..15 <- group 2 g (word 4 g of ls), 16..31 <- group 2 g + 1 (word 4 g + 2) */
+    const __m512i pick0 = _mm512_set_epi64(0x0002000200020002ll, 0x0002000200020002ll, 0x0002000200020002ll,
+                                           0x0002000200020002ll, 0, 0, 0, 0);
+    const __m512i four = _mm512_set1_epi16(4);
+    __m512 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        const __m512i z = _mm512_loadu_si512(x[i].qs);
+        const __m512i idx = _mm512_permutexvar_epi8(gather, z);
+        const __mmask64 b7 = _mm512_movepi8_mask(idx);
+        const __m512i r = _mm512_mask_blend_epi8(upper,
+            _mm512_mask_blend_epi8(b7, _mm512_permutex2var_epi8(T[0], idx, T[1]), _mm512_permutex2var_epi8(T[2], idx, T[3])),
+            _mm512_mask_blend_epi8(b7, _mm512_permutex2var_epi8(T[4], idx, T[5]), _mm512_permutex2var_epi8(T[6], idx, T[7])));
+        const __m512i aux = _mm512_permutexvar_epi32(aux_sel, z);
+        const __m512i sgn = _mm512_permutex2var_epi8(ks0, _mm512_multishift_epi64_epi8(fields, aux), ks1);
+        __mmask64 pl[8] __attribute__((aligned(64))), sg[8] __attribute__((aligned(64)));
+        _mm512_store_si512(pl, r);
+        _mm512_store_si512(sg, sgn);
+        __asm__ volatile("" ::: "memory");   /* masks by kmov from memory: cheaper than through general registers */
+        /* 2 l + 1 of group 2 g in word 4 g, of group 2 g + 1 in word 4 g + 2 */
+        const __m512i ls = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(aux, 28), 1), _mm512_set1_epi32(1));
+        __m512i pick = pick0, sumi[4];
+        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
+        UNROLL4 for (int g = 0; g < 4; g++) {
+            __m512i grid = _mm512_mask_add_epi8(base, _load_mask64(&pl[g]), base, d0);
+            grid = _mm512_mask_add_epi8(grid, _load_mask64(&pl[4 + g]), grid, d1);
+            const __m512i sc = _mm512_permutexvar_epi16(pick, ls);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
+                q = _mm512_mask_sub_epi8(q, _load_mask64(&sg[g]), _mm512_setzero_si512(), q);
+                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
+            }
+            pick = _mm512_add_epi16(pick, four);
+        }
+        const float dx = h2f(x[i].d);
+        UNROLL4 for (int c = 0; c < nc; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+    }
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * _mm512_reduce_add_ps(acc[c]);
+}
+ENTRIES_VBMI(iq2_xxs)
 
 /* -------------------------------------------------------------------------------------- IQ3_S
  * The grid (512 entries of 4 values in 1..15) is kept in registers as 16-bit entries with one value
