@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model/ds4_ops.h"
 #include "model/moe.h"
+#include "base/prof.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -451,13 +452,17 @@ static int ds4_hc_pre(mr_model *m, const ds4_model *M, const mr_weight *fn, cons
                       const float *X, int n, float *zn, float *mixes, float *pre, float *post, float *comb, float *y) {
     const int64_t hd = (int64_t)M->Nh * M->d;
     const int mix = (2 + M->Nh) * M->Nh;
+    MR_PROF_BEGIN(t0);
     for (int t = 0; t < n; t++) ds4_rmsnorm(zn + t * hd, X + t * hd, hd, M->eps, NULL);
+    MR_PROF_END(t0, "hc_pre");
     if (mr_model_matmul(m, fn, zn, n, mixes)) return -1;
+    MR_PROF_BEGIN(t1);
     for (int t = 0; t < n; t++) {
         ds4_hc_split(mixes + t * mix, scale, base, M->Nh, M->Ti, M->eps_hc, pre + t * M->Nh, post + t * M->Nh,
                      comb + t * M->Nh * M->Nh);
         ds4_hc_combine(y + (int64_t)t * M->d, X + t * hd, pre + t * M->Nh, M->Nh, M->d);
     }
+    MR_PROF_END(t1, "hc_pre");
     return 0;
 }
 
@@ -724,18 +729,25 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
     DUMP("hc_attn_pre_weights", il, B->pre, Nh, n);
     DUMP("hc_attn_pre_post_weights", il, B->post, Nh, n);
     DUMP("hc_attn_pre_comb", il, B->comb, Nh * Nh, n);
+    MR_PROF_BEGIN(tn);
     for (int t = 0; t < n; t++) ds4_rmsnorm(B->a + (int64_t)t * d, B->y + (int64_t)t * d, d, M->eps, ly->attn_norm);
+    MR_PROF_END(tn, "norms");
     DUMP("attn_norm", il, B->a, d, n);
 
     /* projections (§3.3) */
     if (mr_model_matmul(m, &ly->q_a, B->a, n, B->qa)) goto fail;
     DUMP("q_lora", il, B->qa, M->rq, n);
+    MR_PROF_BEGIN(tn2);
     for (int t = 0; t < n; t++) ds4_rmsnorm(B->qa + (int64_t)t * M->rq, B->qa + (int64_t)t * M->rq, M->rq, M->eps, ly->q_a_norm);
+    MR_PROF_END(tn2, "norms");
     DUMP("q_lora_norm", il, B->qa, M->rq, n);
     if (mr_model_matmul(m, &ly->q_b, B->qa, n, B->q)) goto fail;
+    MR_PROF_BEGIN(tn3);
     for (int64_t i = 0; i < (int64_t)n * H; i++) ds4_rmsnorm(B->q + i * D, B->q + i * D, D, M->eps, NULL);
+    MR_PROF_END(tn3, "norms");
     DUMP("Qnorm", il, B->q, (int64_t)H * D, n);
     if (mr_model_matmul(m, &ly->kv, B->a, n, B->kv)) goto fail;
+    MR_PROF_BEGIN(tr);
     for (int t = 0; t < n; t++) ds4_rmsnorm(B->kv + (int64_t)t * D, B->kv + (int64_t)t * D, D, M->eps, ly->kv_norm);
     DUMP("KVnorm", il, B->kv, D, n);
     for (int t = 0; t < n; t++) {
@@ -753,25 +765,32 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
     if (kvb_f16) for (int64_t i = 0; i < (int64_t)n * D; i++) B->kvb[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->kv[i]));
     else memcpy(B->kvb, B->kv, sizeof(float) * (size_t)n * D);
 
+    MR_PROF_END(tr, "rope+fp8");
+
     ds4_attn_job job = {.m = m, .M = M, .ly = ly, .ls = ls, .il = il, .n = n, .pos0 = pos0, .prefill = prefill,
                         .dump = dump, .n_ctx = st->n_ctx, .q = B->q, .kvb = B->kvb, .o = B->o};
     if (r > 0) {
         /* compressor inputs (§3.6.1) */
         const int c = r == 4 ? 2 : 1, Wd = c * D;
         if (mr_model_matmul(m, &ly->c_kv, B->a, n, B->ckv) || mr_model_matmul(m, &ly->c_gate, B->a, n, B->csc)) goto fail;
+        MR_PROF_BEGIN(tc0);
         for (int t = 0; t < n; t++) {
             const float *ape = ly->c_ape + (int64_t)((pos0 + t) % r) * Wd;
             for (int i = 0; i < Wd; i++) B->csc[(int64_t)t * Wd + i] += ape[i];
         }
+        MR_PROF_END(tc0, "compressor");
         const int Di = M->Di, IWd = 2 * Di;
         if (r == 4) {
             if (mr_model_matmul(m, &ly->ic_kv, B->a, n, B->ikv) || mr_model_matmul(m, &ly->ic_gate, B->a, n, B->isc)) goto fail;
+            MR_PROF_BEGIN(tc1);
             for (int t = 0; t < n; t++) {
                 const float *ape = ly->ic_ape + (int64_t)((pos0 + t) % 4) * IWd;
                 for (int i = 0; i < IWd; i++) B->isc[(int64_t)t * IWd + i] += ape[i];
             }
+            MR_PROF_END(tc1, "compressor");
             /* indexer queries and weights (§3.7) */
             if (mr_model_matmul(m, &ly->i_qb, B->qa, n, B->qI) || mr_model_matmul(m, &ly->i_proj, B->a, n, B->wI)) goto fail;
+            MR_PROF_BEGIN(ti);
             const float wscale = 1.0f / sqrtf((float)Di * (float)M->Hi);
             for (int t = 0; t < n; t++) {
                 ds4_rope_cache(&ly->rope, pos0 + t, 0, cs);
@@ -782,9 +801,11 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
                 }
                 for (int h = 0; h < M->Hi; h++) B->wI[(int64_t)t * M->Hi + h] *= wscale;
             }
+            MR_PROF_END(ti, "rope+fp8");
             job.qI = B->qI;
             job.wI = B->wI;
         }
+        MR_PROF_BEGIN(tc2);
         if (prefill) {
             const int n_comp = n / r;
             if (ds4_compress_batch(M, ly, r, D, B->ckv, B->csc, n, ly->c_norm, 1, B->comp32, ls->kvs, ls->scs)) goto oom;
@@ -825,6 +846,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
             }
             (void)emitted;
         }
+        MR_PROF_END(tc2, "compressor");
         if (r == 4 && dump) {
             job.topk_out = B->topk;
             job.scores_out = calloc((size_t)n * (size_t)((pos0 + n) / 4) + 1, sizeof(float));
@@ -843,8 +865,12 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
         job.kh = malloc(sizeof(uint16_t *) * (size_t)n * (size_t)job.max_keys);
         job.nk = malloc(sizeof(int) * (size_t)n);
         if (!job.kf || !job.kh || !job.nk) job.err = 1;
+        MR_PROF_BEGIN(tk);
         if (!job.err) mr_pool_run(m->pool, ds4_keys_worker, &job);
+        MR_PROF_END(tk, "attn_keys+indexer");
+        MR_PROF_BEGIN(th);
         if (!job.err) mr_pool_run(m->pool, ds4_heads_worker, &job);
+        MR_PROF_END(th, "attn_heads");
         free(job.kf); free(job.kh); free(job.nk);
     }
     if (job.scores_out) {
@@ -860,6 +886,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
             free(tf);
         }
     }
+    MR_PROF_BEGIN(to);
     /* raw window cache: the batch's last W positions */
     for (int t = n > M->W ? n - M->W : 0; t < n; t++) ds4_rows_put(&ls->raw, (pos0 + t) % M->W, B->kv + (int64_t)t * D);
     DUMP("kqv_out", il, B->o, (int64_t)H * D, n);
@@ -869,6 +896,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
         ds4_rope_cache(&ly->rope, pos0 + t, 1, cs);
         for (int h = 0; h < H; h++) ds4_rope_tail(B->o + ((int64_t)t * H + h) * D, D, R, cs);
     }
+    MR_PROF_END(to, "attn_misc");
     const int64_t Dg = (int64_t)(H / M->G) * D;
     const size_t grow = mr_row_size(ly->out_a.type, Dg);
     for (int g = 0; g < M->G; g++) {
@@ -882,9 +910,11 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
     }
     if (mr_model_matmul(m, &ly->out_b, B->z, n, B->att)) goto fail;
     DUMP("attn_out", il, B->att, d, n);
+    MR_PROF_BEGIN(tp);
     for (int t = 0; t < n; t++)
         ds4_hc_expand(B->Xt + t * hd, X + t * hd, B->att + (int64_t)t * d, B->post + t * Nh, B->comb + t * Nh * Nh, Nh, d);
     memcpy(X, B->Xt, sizeof(float) * (size_t)(n * hd));
+    MR_PROF_END(tp, "hc_post");
     DUMP("hc_attn_post", il, X, hd, n);
     free(cs);
     return 0;
@@ -909,12 +939,15 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     DUMP("hc_ffn_pre_weights", il, B->pre, Nh, n);
     DUMP("hc_ffn_pre_post_weights", il, B->post, Nh, n);
     DUMP("hc_ffn_pre_comb", il, B->comb, Nh * Nh, n);
+    MR_PROF_BEGIN(tn);
     for (int t = 0; t < n; t++) ds4_rmsnorm(B->a + (int64_t)t * d, B->y + (int64_t)t * d, d, M->eps, ly->ffn_norm);
+    MR_PROF_END(tn, "norms");
     DUMP("ffn_norm", il, B->a, d, n);
 
     if (mr_model_matmul(m, &ly->gate_inp, B->a, n, B->logits)) return -1;
     DUMP("ffn_moe_logits", il, B->logits, M->E, n);
     int sel[64];
+    MR_PROF_BEGIN(tr);
     for (int t = 0; t < n; t++) {
         const int32_t *hash = ly->tid2eid ? ly->tid2eid + (int64_t)tok[t] * K : NULL;
         if (ds4_route(B->logits + (int64_t)t * M->E, M->E, K, hash ? NULL : ly->exp_bias, hash, M->norm_w, M->ws, sel,
@@ -924,6 +957,7 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
         }
         for (int k = 0; k < K; k++) B->sel[(int64_t)t * K + k] = sel[k];
     }
+    MR_PROF_END(tr, "moe_route");
     if (dump) {
         float *tf = malloc(sizeof(float) * (size_t)n * K);
         if (tf) {
@@ -939,16 +973,22 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     if (mr_moe_prefetch(m, il, &cfg, B->sel, n)) return -1;
     /* shared expert: no clamp in the reference, the routed clamp in the official graph (§8) */
     if (mr_model_matmul(m, &ly->sh_gate, B->a, n, B->sg) || mr_model_matmul(m, &ly->sh_up, B->a, n, B->su)) return -1;
+    MR_PROF_BEGIN(ts);
     ds4_swiglu(B->sg, B->sg, B->su, (int64_t)n * M->Fs, M->official ? ly->lim : 0.0f);
+    MR_PROF_END(ts, "swiglu_shexp");
     if (mr_model_matmul(m, &ly->sh_down, B->sg, n, B->sh)) return -1;
+    MR_PROF_BEGIN(te);
     if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, B->moe)) return -1;
+    MR_PROF_END(te, "moe_experts");
     DUMP("ffn_moe_out", il, B->moe, d, n);
     DUMP("ffn_shexp", il, B->sh, d, n);
+    MR_PROF_BEGIN(tp);
     for (int64_t i = 0; i < (int64_t)n * d; i++) B->moe[i] += B->sh[i];
     DUMP("ffn_out", il, B->moe, d, n);
     for (int t = 0; t < n; t++)
         ds4_hc_expand(B->Xt + t * hd, X + t * hd, B->moe + (int64_t)t * d, B->post + t * Nh, B->comb + t * Nh * Nh, Nh, d);
     memcpy(X, B->Xt, sizeof(float) * (size_t)(n * hd));
+    MR_PROF_END(tp, "hc_post");
     DUMP("hc_ffn_post", il, X, hd, n);
     return 0;
 }
@@ -997,11 +1037,13 @@ static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int
     X = malloc(sizeof(float) * (size_t)(n * hd));
     e = malloc(sizeof(float) * (size_t)d);
     if (!X || !e) { mr_set_error("deepseek4: out of memory"); goto done; }
+    MR_PROF_BEGIN(tem);
     /* embedding copied into every stream (§3.0) */
     for (int t = 0; t < n; t++) {
         if (mr_tensor_get_row(M->tok_embd, tok[t], e)) goto done;
         for (int h = 0; h < Nh; h++) memcpy(X + t * hd + (int64_t)h * d, e, sizeof(float) * (size_t)d);
     }
+    MR_PROF_END(tem, "embed");
     for (int il = 0; il < M->L; il++) {
         if (ds4_attention(m, st, il, tok, n, pos0, X, &B)) goto done;
         if (ds4_ffn(m, il, tok, n, X, &B)) goto done;
@@ -1010,8 +1052,11 @@ static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int
         /* HC head, norm and LM head for the output rows (§3.2, §3.10) */
         const int t0 = all_logits ? 0 : n - 1, no = n - t0;
         float *Xo = X + t0 * hd;
+        MR_PROF_BEGIN(th0);
         for (int t = 0; t < no; t++) ds4_rmsnorm(B.zn + t * hd, Xo + t * hd, hd, M->eps, NULL);
+        MR_PROF_END(th0, "hc_head");
         if (mr_model_matmul(m, &M->out_hc_fn, B.zn, no, B.mixes)) goto done;
+        MR_PROF_BEGIN(th1);
         for (int t = 0; t < no; t++) {
             float w[DS4_MAX_HC];
             ds4_hc_head_weights(w, B.mixes + t * Nh, M->out_hc_scale[0], M->out_hc_base, Nh, M->eps_hc);
@@ -1019,6 +1064,7 @@ static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int
         }
         DUMP("result_hc", -1, B.y, d, no);
         for (int t = 0; t < no; t++) ds4_rmsnorm(B.y + (int64_t)t * d, B.y + (int64_t)t * d, d, M->eps, M->out_norm);
+        MR_PROF_END(th1, "hc_head");
         DUMP("result_norm", -1, B.y, d, no);
         if (mr_model_matmul(m, &M->output, B.y, no, logits)) goto done;
         DUMP("result_output", -1, logits, M->V, no);
