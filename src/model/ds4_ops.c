@@ -63,11 +63,14 @@ void ds4_hc_split(const float *mix, const float scale[3], const float *base, int
 #undef DS4_NORM_OVER_B
 }
 
+/* Both loop over the streams outside and the features inside so the compiler vectorises over i;
+ * each y[i] still sees exactly the operations of the textbook loop (0 + w0 x0 + w1 x1 + ..., in
+ * stream order), so the results are unchanged bit for bit. */
 void ds4_hc_combine(float *y, const float *X, const float *w, int nh, int64_t d) {
-    for (int64_t i = 0; i < d; i++) {
-        float s = 0.0f;
-        for (int h = 0; h < nh; h++) s += w[h] * X[(int64_t)h * d + i];
-        y[i] = s;
+    for (int64_t i = 0; i < d; i++) y[i] = 0.0f;
+    for (int h = 0; h < nh; h++) {
+        const float wh = w[h], *x = X + (int64_t)h * d;
+        for (int64_t i = 0; i < d; i++) y[i] += wh * x[i];
     }
 }
 
@@ -75,10 +78,11 @@ void ds4_hc_expand(float *Xout, const float *X, const float *v, const float *pos
                    int nh, int64_t d) {
     for (int a = 0; a < nh; a++) {
         float *o = Xout + (int64_t)a * d;
-        for (int64_t i = 0; i < d; i++) {
-            float acc = v[i] * post[a];
-            for (int b = 0; b < nh; b++) acc += comb[a + b * nh] * X[(int64_t)b * d + i];
-            o[i] = acc;
+        const float pa = post[a];
+        for (int64_t i = 0; i < d; i++) o[i] = v[i] * pa;
+        for (int b = 0; b < nh; b++) {
+            const float c = comb[a + b * nh], *x = X + (int64_t)b * d;
+            for (int64_t i = 0; i < d; i++) o[i] += c * x[i];
         }
     }
 }

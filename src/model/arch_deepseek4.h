@@ -1,0 +1,84 @@
+/* DeepSeek-V4-Flash (`deepseek4`) internals shared by the loader (arch_deepseek4.c), the forward
+ * pass (arch_deepseek4_fwd.c) and the routed-expert fast path (arch_deepseek4_moe.c). */
+#ifndef MR_ARCH_DEEPSEEK4_H
+#define MR_ARCH_DEEPSEEK4_H
+#include "model/model.h"
+#include "model/ds4_ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int ratio;                  /* 0, 4 or 128 */
+    float lim;                  /* routed SwiGLU clamp (swiglu_clamp_exp) */
+    mr_weight hc_attn_fn, hc_ffn_fn;
+    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale;
+    const float *attn_norm, *ffn_norm, *sinks, *q_a_norm, *kv_norm;
+    mr_weight q_a, q_b, kv, out_a, out_b;
+    mr_weight gate_inp, sh_gate, sh_up, sh_down;
+    const int32_t *tid2eid;     /* [V][k], hash layers */
+    const float *exp_bias;      /* [E], others */
+    /* compressor (ratio > 0): Wd = c*D, ape [ratio][Wd] */
+    mr_weight c_kv, c_gate;
+    const float *c_ape, *c_norm;
+    /* indexer (ratio 4): compressor Wd = 2*Di */
+    mr_weight i_qb, i_proj, ic_kv, ic_gate;
+    const float *ic_ape, *ic_norm;
+    ds4_rope rope;
+} ds4_layer;
+
+typedef struct {
+    int d, L, V, H, D, R, G, rq, ro, E, K, F, Fs, Lh, W, Hi, Di, topk, Nh, Ti, n_ctx_train;
+    float eps, eps_hc, ws;
+    int norm_w;
+    int official;               /* !params.reference */
+    int kv_f16;                 /* caches hold F16 (default) */
+    int prefill_f32;            /* MOERUN_DS4_PREFILL_F32=1: the reference's asymmetric precision (a
+                                   prefill's compressed layers attend over F32 keys); default: the
+                                   prefill reads F16-rounded keys like the decode, so both agree */
+    const mr_gguf_tensor *tok_embd;
+    mr_weight output, out_hc_fn;
+    const float *out_hc_base, *out_hc_scale, *out_norm;
+    ds4_layer *layers;
+} ds4_model;
+
+/* rows of `width` values: F16 (uint16_t) or F32 */
+typedef struct {
+    void *data;
+    int f16;
+    int64_t width, cap;
+} ds4_rows;
+
+static inline int ds4_rows_init(ds4_rows *r, int64_t width, int64_t cap, int f16) {
+    r->width = width; r->cap = cap; r->f16 = f16;
+    r->data = calloc((size_t)(width * cap), f16 ? 2 : 4);
+    return r->data ? 0 : -1;
+}
+static inline void ds4_rows_put(ds4_rows *r, int64_t i, const float *x) {
+    if (r->f16) { uint16_t *p = (uint16_t *)r->data + i * r->width; for (int64_t k = 0; k < r->width; k++) p[k] = mr_fp32_to_fp16(x[k]); }
+    else memcpy((float *)r->data + i * r->width, x, sizeof(float) * (size_t)r->width);
+}
+/* a key pointer pair for row i */
+static inline void ds4_rows_ptr(const ds4_rows *r, int64_t i, const float **f, const uint16_t **h) {
+    if (r->f16) { *f = NULL; *h = (const uint16_t *)r->data + i * r->width; }
+    else { *f = (const float *)r->data + i * r->width; *h = NULL; }
+}
+
+typedef struct {
+    ds4_rows raw;       /* ring of W rows of D (position p at row p % W) */
+    ds4_rows comp;      /* ratio > 0: compressed attention rows */
+    ds4_rows icomp;     /* ratio 4: compressed indexer rows */
+    float *kvs, *scs;   /* attention compressor state [c*r][c*D] */
+    float *ikvs, *iscs; /* indexer compressor state [8][2*Di] */
+} ds4_lstate;
+
+typedef struct {
+    int n_ctx;
+    ds4_lstate *l;
+    int n_layers;
+} ds4_state;
+
+/* one batch of n tokens at positions pos0.. (n <= the scratch limit of ds4_eval) */
+int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
+
+#endif
