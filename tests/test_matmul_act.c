@@ -46,7 +46,7 @@ static void check_type(int type, mr_pool **pools, int npools) {
             CHECK(bad == 0, "%s %s threads=%d ncols=%d: parts differ from mr_matmul in %d columns", t->name,
                   mr_isa_name(mr_isa()), mr_pool_size(pools[p]), nc, bad);
             /* gathered columns (reversed, one twice) */
-            if (a.Xq && nc >= 3) {
+            if (nc >= 3) {
                 int idx[5] = {nc - 1, 0, nc - 1, 1, nc / 2};
                 mr_mm_act g;
                 CHECK(mr_mm_act_alloc(&g, a.vdtype, cols, 5, 1) == 0, "%s", mr_get_error());

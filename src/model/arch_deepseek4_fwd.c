@@ -1,97 +1,241 @@
 /* DeepSeek-V4-Flash (`deepseek4`) forward pass (see the top of arch_deepseek4.c for the paths and
- * precision choices); spec § numbers refer to ../shared/specs/deepseek4.md. */
+ * precision choices); spec § numbers refer to ../shared/specs/deepseek4.md.
+ *
+ * Threads. Everything runs over the model's pool with mr_pool_run_chunks (a worker that is busy or
+ * descheduled on a shared machine is not waited for):
+ *   - weight products that read the same input go out as one dispatch with the activations
+ *     converted once per partner type (ds4_matmuls over matmul_act.h): the attention input
+ *     projections (q_a, kv, compressor and indexer projections), q_b with the indexer's q_b, the
+ *     eight output groups, the router with the shared expert's gate and up;
+ *   - the routed experts (arch_deepseek4_moe.c): gate+up+SwiGLU of every selected expert in one
+ *     dispatch, the downs with the shared expert's down in another;
+ *   - per-token work (norms, RoPE, FP8, hyper-connections) is split by token in a batch;
+ *   - attention: the indexer scores split by rows of compressed keys (a single token) or by token,
+ *     the heads by (token, group of heads); a decode step converts its F16 keys once.
+ * Each output element is computed by the same operations in the same order whatever the split, so
+ * results do not depend on the thread count or on how a sequence is cut into batches. */
 #include "model/arch_deepseek4.h"
 #include "model/moe.h"
+#include "model/moe_approx.h"
+#include "quant/matmul_act.h"
 #include "base/prof.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------------------------------------- */
-/* forward pass */
-
 #define DUMP(name, il, x, ne0, ne1) do { if (dump) mr_model_dump(m, name, il, x, ne0, ne1); } while (0)
 
-/* HC_pre for n tokens (§3.1): X [n][Nh*d] -> y [n][d], post [n][Nh], comb [n][Nh*Nh]. zn/mixes/pre scratch. */
-static int ds4_hc_pre(mr_model *m, const ds4_model *M, const mr_weight *fn, const float *scale, const float *base,
-                      const float *X, int n, float *zn, float *mixes, float *pre, float *post, float *comb, float *y) {
-    const int64_t hd = (int64_t)M->Nh * M->d;
-    const int mix = (2 + M->Nh) * M->Nh;
+/* ---------------------------------------------------------------------------------------------- */
+/* helpers */
+
+/* fn(ctx, i) for i < n over the pool (inline for a single item) */
+static void ds4_pfor(mr_model *m, long n, mr_pool_chunk_fn fn, void *ctx) {
+    if (n <= 1) { for (long i = 0; i < n; i++) fn(ctx, i); return; }
+    mr_pool_run_chunks(m->pool, fn, ctx, n);
+}
+
+/* Several weight products of n columns in one dispatch. Inputs: X (column stride ldx, 0 = w->cols),
+ * outputs Y (column stride ldy, 0 = w->rows); the activations are converted once per distinct
+ * (X, partner type). Timed under `op` by the profiler. */
+typedef struct { const mr_weight *w; const float *X; int64_t ldx; float *Y; int64_t ldy; } ds4_mm;
+#define DS4_MM_MAX 16
+static int ds4_matmuls(mr_model *m, const char *op, const ds4_mm *req, int nreq, int n) {
     MR_PROF_BEGIN(t0);
-    for (int t = 0; t < n; t++) ds4_rmsnorm(zn + t * hd, X + t * hd, hd, M->eps, NULL);
-    MR_PROF_END(t0, "hc_pre");
-    if (mr_model_matmul(m, fn, zn, n, mixes)) return -1;
-    MR_PROF_BEGIN(t1);
-    for (int t = 0; t < n; t++) {
-        ds4_hc_split(mixes + t * mix, scale, base, M->Nh, M->Ti, M->eps_hc, pre + t * M->Nh, post + t * M->Nh,
-                     comb + t * M->Nh * M->Nh);
-        ds4_hc_combine(y + (int64_t)t * M->d, X + t * hd, pre + t * M->Nh, M->Nh, M->d);
+    mr_mm_act acts[DS4_MM_MAX];
+    mr_mm_part parts[DS4_MM_MAX];
+    int na = 0, rc = -1;
+    if (nreq > DS4_MM_MAX) { mr_set_error("deepseek4: too many products in one dispatch"); return -1; }
+    for (int i = 0; i < nreq; i++) {
+        const mr_weight *w = req[i].w;
+        const int64_t ldx = req[i].ldx ? req[i].ldx : w->cols;
+        const int vd = mr_mm_partner(w->type);
+        int k = 0;
+        while (k < na && !(acts[k].vdtype == vd && acts[k].cols == w->cols && acts[k].ldx == ldx && acts[k].X == req[i].X)) k++;
+        if (k == na) {
+            if (mr_mm_act_make(m->pool, &acts[na], w->type, req[i].X, w->cols, n, ldx)) goto done;
+            acts[na].X = req[i].X; /* the source, for matching (converted acts read Xq, not X) */
+            na++;
+        }
+        parts[i] = (mr_mm_part){w->data, w->type, w->rows, &acts[k], req[i].Y, req[i].ldy ? req[i].ldy : w->rows};
     }
+    rc = mr_matmul_parts(m->pool, parts, nreq);
+done:
+    for (int k = 0; k < na; k++) mr_mm_act_free(&acts[k]);
+    if (mr_prof_on) mr_prof_add(op, mr_now() - t0);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* hyper-connections (§3.1) */
+
+typedef struct {
+    const ds4_model *M;
+    const float *scale, *base, *norm_w;
+    const float *X;
+    float *zn, *mixes, *pre, *post, *comb, *y, *a, *Xt;
+    const float *v;
+} ds4_hc_job;
+
+static void ds4_hc_norm_item(void *arg, long t) {
+    ds4_hc_job *j = arg;
+    const int64_t hd = (int64_t)j->M->Nh * j->M->d;
+    ds4_rmsnorm(j->zn + t * hd, j->X + t * hd, hd, j->M->eps, NULL);
+}
+
+/* split + combine, then the sublayer's RMSNorm (attn_norm / ffn_norm) into a */
+static void ds4_hc_split_item(void *arg, long t) {
+    ds4_hc_job *j = arg;
+    const ds4_model *M = j->M;
+    const int Nh = M->Nh, mix = (2 + Nh) * Nh;
+    const int64_t hd = (int64_t)Nh * M->d;
+    ds4_hc_split(j->mixes + t * mix, j->scale, j->base, Nh, M->Ti, M->eps_hc, j->pre + t * Nh, j->post + t * Nh,
+                 j->comb + t * Nh * Nh);
+    ds4_hc_combine(j->y + t * M->d, j->X + t * hd, j->pre + t * Nh, Nh, M->d);
+    ds4_rmsnorm(j->a + t * M->d, j->y + t * M->d, M->d, M->eps, j->norm_w);
+}
+
+static void ds4_hc_post_item(void *arg, long t) {
+    ds4_hc_job *j = arg;
+    const int Nh = j->M->Nh;
+    const int64_t hd = (int64_t)Nh * j->M->d;
+    ds4_hc_expand(j->Xt + t * hd, j->X + t * hd, j->v + t * j->M->d, j->post + t * Nh, j->comb + t * Nh * Nh, Nh, j->M->d);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* per-batch scratch */
+
+typedef struct {
+    float *zn, *mixes, *pre, *post, *comb, *y, *a, *qa, *q, *kv, *kvb, *o, *z, *att, *Xt;
+    float *ckv, *csc, *ikv, *isc, *comp32, *icomp32, *qI, *wI;
+    float *logits, *w, *moe, *sg, *su, *sh;
+    float *eg, *eu, *ey;     /* routed experts: gate, up/h [n*K][F], down outputs [n*K][d] */
+    int32_t *sel;
+    int *topk;
+} ds4_buf;
+
+/* HC_pre for n tokens (§3.1) and the sublayer norm: X [n][Nh*d] -> y [n][d], a = rmsnorm(y) * norm_w,
+ * post [n][Nh], comb [n][Nh*Nh] (B->zn, B->mixes, B->pre scratch) */
+static int ds4_hc_pre(mr_model *m, const ds4_model *M, const mr_weight *fn, const float *scale, const float *base,
+                      const float *norm_w, const float *X, int n, ds4_buf *B) {
+    ds4_hc_job j = {.M = M, .scale = scale, .base = base, .norm_w = norm_w, .X = X, .zn = B->zn, .mixes = B->mixes,
+                    .pre = B->pre, .post = B->post, .comb = B->comb, .y = B->y, .a = B->a};
+    MR_PROF_BEGIN(t0);
+    ds4_pfor(m, n, ds4_hc_norm_item, &j);
+    MR_PROF_END(t0, "hc_pre");
+    if (mr_model_matmul(m, fn, B->zn, n, B->mixes)) return -1;
+    MR_PROF_BEGIN(t1);
+    ds4_pfor(m, n, ds4_hc_split_item, &j);
     MR_PROF_END(t1, "hc_pre");
     return 0;
+}
+
+/* X <- HC_post(X, v) for n tokens (§3.1), through B->Xt */
+static void ds4_hc_post(mr_model *m, const ds4_model *M, float *X, const float *v, int n, ds4_buf *B) {
+    MR_PROF_BEGIN(t0);
+    ds4_hc_job j = {.M = M, .X = X, .v = v, .post = B->post, .comb = B->comb, .Xt = B->Xt};
+    ds4_pfor(m, n, ds4_hc_post_item, &j);
+    memcpy(X, B->Xt, sizeof(float) * (size_t)n * (size_t)M->Nh * (size_t)M->d);
+    MR_PROF_END(t0, "hc_post");
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* compressor (§3.6) */
+
+/* a row of compressed keys: norm, RoPE at the block start, FP8 when fp8 */
+static void ds4_comp_finish(const ds4_model *M, const ds4_layer *ly, float *row, int Dh, const float *norm, int64_t start,
+                            int fp8) {
+    float cs[4096];
+    ds4_rmsnorm(row, row, Dh, M->eps, norm);
+    ds4_rope_cache(&ly->rope, start, 0, cs);
+    ds4_rope_tail(row, Dh, M->R, cs);
+    if (fp8) ds4_fp8_sim(row, Dh, M->R);
+}
+
+typedef struct {
+    const ds4_model *M;
+    const ds4_layer *ly;
+    int r, Dh, fp8;
+    const float *kv, *sc, *norm, *pad_kv, *pad_sc;
+    float *out;
+    /* pooling split by features (one block of a streaming step) */
+    const float *const *kp, *const *sp;
+    int ne;
+} ds4_comp_job;
+
+/* block b of a batch (prefill, §3.6.2) */
+static void ds4_comp_block_item(void *arg, long b) {
+    ds4_comp_job *j = arg;
+    const int r = j->r, Dh = j->Dh, Wd = (r == 4 ? 2 : 1) * Dh;
+    const float *kp[256], *sp[256];
+    int ne = 0;
+    if (r == 4) {
+        for (int i = 0; i < 4; i++, ne++) {
+            if (b == 0) { kp[ne] = j->pad_kv; sp[ne] = j->pad_sc; }
+            else { kp[ne] = j->kv + ((b - 1) * 4 + i) * (int64_t)Wd; sp[ne] = j->sc + ((b - 1) * 4 + i) * (int64_t)Wd; }
+        }
+        for (int i = 0; i < 4; i++, ne++) {
+            kp[ne] = j->kv + (b * 4 + i) * (int64_t)Wd + Dh;
+            sp[ne] = j->sc + (b * 4 + i) * (int64_t)Wd + Dh;
+        }
+    } else {
+        for (int i = 0; i < r; i++, ne++) { kp[ne] = j->kv + (b * r + i) * (int64_t)Wd; sp[ne] = j->sc + (b * r + i) * (int64_t)Wd; }
+    }
+    float *row = j->out + b * (int64_t)Dh;
+    ds4_pool(row, kp, sp, ne, Dh);
+    ds4_comp_finish(j->M, j->ly, row, Dh, j->norm, b * (int64_t)r, j->fp8);
+}
+
+/* features [64c, 64c+64) of one pooled row (a streaming step of a ratio-128 layer) */
+#define DS4_POOL_FEAT 64
+static void ds4_comp_feat_item(void *arg, long c) {
+    ds4_comp_job *j = arg;
+    const float *kp[256], *sp[256];
+    const int64_t i0 = c * DS4_POOL_FEAT;
+    const int64_t w = j->Dh - i0 < DS4_POOL_FEAT ? j->Dh - i0 : DS4_POOL_FEAT;
+    for (int e = 0; e < j->ne; e++) { kp[e] = j->kp[e] + i0; sp[e] = j->sp[e] + i0; }
+    ds4_pool(j->out + i0, kp, sp, j->ne, w);
 }
 
 /* Batched compressor (prefill, §3.6.2): rows for the n/r complete blocks of the batch from kv/sc
  * [n][Wd] (ape already added); out [n/r][Dh] after norm and RoPE (FP8 when fp8). Also the streaming
  * state left by the batch tail (§3.6.3). */
-static int ds4_compress_batch(const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv, const float *sc,
-                               int n, const float *norm, int fp8, float *out, float *kvs, float *scs) {
+static int ds4_compress_batch(mr_model *m, const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv,
+                              const float *sc, int n, const float *norm, int fp8, float *out, float *kvs, float *scs) {
     const int c = r == 4 ? 2 : 1, Wd = c * Dh, n_comp = n / r;
-    const float *kp[256], *sp[256];
-    float *cs = malloc(sizeof(float) * (size_t)M->R);
     float *pad_kv = calloc((size_t)Dh, sizeof(float)), *pad_sc = malloc(sizeof(float) * (size_t)Dh);
-    if (!cs || !pad_kv || !pad_sc) { free(cs); free(pad_kv); free(pad_sc); return -1; }
+    if (!pad_kv || !pad_sc) { free(pad_kv); free(pad_sc); return -1; }
     for (int i = 0; i < Dh; i++) pad_sc[i] = -INFINITY;
-    for (int b = 0; b < n_comp; b++) {
-        int ne = 0;
-        if (r == 4) {
-            for (int j = 0; j < 4; j++) {
-                if (b == 0) { kp[ne] = pad_kv; sp[ne] = pad_sc; }
-                else { kp[ne] = kv + (int64_t)((b - 1) * 4 + j) * Wd; sp[ne] = sc + (int64_t)((b - 1) * 4 + j) * Wd; }
-                ne++;
-            }
-            for (int j = 0; j < 4; j++, ne++) {
-                kp[ne] = kv + (int64_t)(b * 4 + j) * Wd + Dh;
-                sp[ne] = sc + (int64_t)(b * 4 + j) * Wd + Dh;
-            }
-        } else {
-            for (int j = 0; j < r; j++, ne++) { kp[ne] = kv + (int64_t)(b * r + j) * Wd; sp[ne] = sc + (int64_t)(b * r + j) * Wd; }
-        }
-        float *row = out + (int64_t)b * Dh;
-        ds4_pool(row, kp, sp, ne, Dh);
-        ds4_rmsnorm(row, row, Dh, M->eps, norm);
-        ds4_rope_cache(&ly->rope, (int64_t)b * r, 0, cs);
-        ds4_rope_tail(row, Dh, M->R, cs);
-        if (fp8) ds4_fp8_sim(row, Dh, M->R);
-    }
+    ds4_comp_job j = {.M = M, .ly = ly, .r = r, .Dh = Dh, .fp8 = fp8, .kv = kv, .sc = sc, .norm = norm, .pad_kv = pad_kv,
+                      .pad_sc = pad_sc, .out = out};
+    ds4_pfor(m, n_comp, ds4_comp_block_item, &j);
     /* state from the tail (§3.6.3) */
     const int cut = n_comp * r, rem = n - cut, rows = c * r;
     for (int64_t i = 0; i < (int64_t)rows * Wd; i++) { kvs[i] = 0.0f; scs[i] = -INFINITY; }
     if (r == 4) {
         if (cut >= 4)
-            for (int j = 0; j < 4; j++) {
-                memcpy(kvs + (int64_t)j * Wd, kv + (int64_t)(cut - 4 + j) * Wd, sizeof(float) * (size_t)Wd);
-                memcpy(scs + (int64_t)j * Wd, sc + (int64_t)(cut - 4 + j) * Wd, sizeof(float) * (size_t)Wd);
+            for (int i = 0; i < 4; i++) {
+                memcpy(kvs + (int64_t)i * Wd, kv + (int64_t)(cut - 4 + i) * Wd, sizeof(float) * (size_t)Wd);
+                memcpy(scs + (int64_t)i * Wd, sc + (int64_t)(cut - 4 + i) * Wd, sizeof(float) * (size_t)Wd);
             }
-        for (int j = 0; j < rem; j++) {
-            memcpy(kvs + (int64_t)(4 + j) * Wd, kv + (int64_t)(cut + j) * Wd, sizeof(float) * (size_t)Wd);
-            memcpy(scs + (int64_t)(4 + j) * Wd, sc + (int64_t)(cut + j) * Wd, sizeof(float) * (size_t)Wd);
+        for (int i = 0; i < rem; i++) {
+            memcpy(kvs + (int64_t)(4 + i) * Wd, kv + (int64_t)(cut + i) * Wd, sizeof(float) * (size_t)Wd);
+            memcpy(scs + (int64_t)(4 + i) * Wd, sc + (int64_t)(cut + i) * Wd, sizeof(float) * (size_t)Wd);
         }
     } else {
-        for (int j = 0; j < rem; j++) {
-            memcpy(kvs + (int64_t)j * Wd, kv + (int64_t)(cut + j) * Wd, sizeof(float) * (size_t)Wd);
-            memcpy(scs + (int64_t)j * Wd, sc + (int64_t)(cut + j) * Wd, sizeof(float) * (size_t)Wd);
+        for (int i = 0; i < rem; i++) {
+            memcpy(kvs + (int64_t)i * Wd, kv + (int64_t)(cut + i) * Wd, sizeof(float) * (size_t)Wd);
+            memcpy(scs + (int64_t)i * Wd, sc + (int64_t)(cut + i) * Wd, sizeof(float) * (size_t)Wd);
         }
     }
-    free(cs); free(pad_kv); free(pad_sc);
+    free(pad_kv); free(pad_sc);
     return 0;
 }
 
 /* Streaming compressor step for position p (§3.6.3): store (kv, sc) in the state; if p closes a
  * block, pool it into out (norm, RoPE at the block start, FP8 when fp8) and return 1. */
-static int ds4_compress_step(const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv, const float *sc,
-                             int64_t p, const float *norm, int fp8, float *kvs, float *scs, float *out, float *cs) {
+static int ds4_compress_step(mr_model *m, const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv,
+                             const float *sc, int64_t p, const float *norm, int fp8, float *kvs, float *scs, float *out) {
     const int c = r == 4 ? 2 : 1, Wd = c * Dh;
     const int row = r == 4 ? 4 + (int)(p % 4) : (int)(p % r);
     memcpy(kvs + (int64_t)row * Wd, kv, sizeof(float) * (size_t)Wd);
@@ -100,25 +244,87 @@ static int ds4_compress_step(const ds4_model *M, const ds4_layer *ly, int r, int
     const float *kp[256] = {0}, *sp[256] = {0};
     int ne = 0;
     if (r == 4) {
-        for (int j = 0; j < 4; j++, ne++) { kp[ne] = kvs + (int64_t)j * Wd; sp[ne] = scs + (int64_t)j * Wd; }
-        for (int j = 4; j < 8; j++, ne++) { kp[ne] = kvs + (int64_t)j * Wd + Dh; sp[ne] = scs + (int64_t)j * Wd + Dh; }
+        for (int i = 0; i < 4; i++, ne++) { kp[ne] = kvs + (int64_t)i * Wd; sp[ne] = scs + (int64_t)i * Wd; }
+        for (int i = 4; i < 8; i++, ne++) { kp[ne] = kvs + (int64_t)i * Wd + Dh; sp[ne] = scs + (int64_t)i * Wd + Dh; }
     } else {
-        for (int j = 0; j < r; j++, ne++) { kp[ne] = kvs + (int64_t)j * Wd; sp[ne] = scs + (int64_t)j * Wd; }
+        for (int i = 0; i < r; i++, ne++) { kp[ne] = kvs + (int64_t)i * Wd; sp[ne] = scs + (int64_t)i * Wd; }
     }
-    ds4_pool(out, kp, sp, ne, Dh);
+    if ((int64_t)ne * Dh >= 16384) { /* a ratio-128 block: split the features over the pool */
+        ds4_comp_job j = {.Dh = Dh, .out = out, .kp = kp, .sp = sp, .ne = ne};
+        ds4_pfor(m, (Dh + DS4_POOL_FEAT - 1) / DS4_POOL_FEAT, ds4_comp_feat_item, &j);
+    } else {
+        ds4_pool(out, kp, sp, ne, Dh);
+    }
     if (r == 4) {
         memcpy(kvs, kvs + 4 * (int64_t)Wd, sizeof(float) * 4 * (size_t)Wd);
         memcpy(scs, scs + 4 * (int64_t)Wd, sizeof(float) * 4 * (size_t)Wd);
     }
-    ds4_rmsnorm(out, out, Dh, M->eps, norm);
-    ds4_rope_cache(&ly->rope, p + 1 - r, 0, cs);
-    ds4_rope_tail(out, Dh, M->R, cs);
-    if (fp8) ds4_fp8_sim(out, Dh, M->R);
+    ds4_comp_finish(M, ly, out, Dh, norm, p + 1 - r, fp8);
     return 1;
 }
 
-/* ---- attention: phase 1 picks each token's keys (window, visible compressed rows, indexer),
- * phase 2 runs the heads (split across threads by token, or by head groups for a short batch) ---- */
+/* ---------------------------------------------------------------------------------------------- */
+/* per-token work between the projections and attention (§3.3-§3.7) */
+
+typedef struct {
+    const ds4_model *M;
+    const ds4_layer *ly;
+    int pos0, stage;
+    int kvb_f16;           /* round the batch keys to F16 (they go through an F16 cache) */
+    int idx_f16;           /* round the indexer q to F16 (the indexer keys are F16) */
+    ds4_buf *B;
+} ds4_tok_job;
+
+enum { DS4_ST_QNORM = 1, DS4_ST_KVNORM = 2, DS4_ST_ROPE = 4, DS4_ST_FP8 = 8, DS4_ST_REST = 16, DS4_ST_ALL = 31 };
+
+static void ds4_tok_item(void *arg, long t) {
+    ds4_tok_job *j = arg;
+    const ds4_model *M = j->M;
+    const ds4_layer *ly = j->ly;
+    ds4_buf *B = j->B;
+    const int D = M->D, H = M->H, R = M->R, r = ly->ratio;
+    float cs[4096];
+    float *q = B->q + t * (int64_t)H * D, *kv = B->kv + t * (int64_t)D;
+    if (j->stage & DS4_ST_QNORM) for (int h = 0; h < H; h++) ds4_rmsnorm(q + (int64_t)h * D, q + (int64_t)h * D, D, M->eps, NULL);
+    if (j->stage & DS4_ST_KVNORM) ds4_rmsnorm(kv, kv, D, M->eps, ly->kv_norm);
+    if (j->stage & DS4_ST_ROPE) {
+        ds4_rope_cache(&ly->rope, j->pos0 + t, 0, cs);
+        for (int h = 0; h < H; h++) ds4_rope_tail(q + (int64_t)h * D, D, R, cs);
+        ds4_rope_tail(kv, D, R, cs);
+    }
+    if (j->stage & DS4_ST_FP8) ds4_fp8_sim(kv, D, R);
+    if (!(j->stage & DS4_ST_REST)) return;
+    float *kvb = B->kvb + t * (int64_t)D;
+    if (j->kvb_f16) for (int i = 0; i < D; i++) kvb[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(kv[i]));
+    else memcpy(kvb, kv, sizeof(float) * (size_t)D);
+    if (r == 0) return;
+    /* compressor inputs (§3.6.1): position embedding added to the scores */
+    const int Wd = (r == 4 ? 2 : 1) * D;
+    const float *ape = ly->c_ape + (int64_t)((j->pos0 + t) % r) * Wd;
+    float *csc = B->csc + t * (int64_t)Wd;
+    for (int i = 0; i < Wd; i++) csc[i] += ape[i];
+    if (r != 4) return;
+    const int Di = M->Di, IWd = 2 * Di, Hi = M->Hi;
+    const float *iape = ly->ic_ape + (int64_t)((j->pos0 + t) % 4) * IWd;
+    float *isc = B->isc + t * (int64_t)IWd;
+    for (int i = 0; i < IWd; i++) isc[i] += iape[i];
+    /* indexer queries and weights (§3.7) */
+    const float wscale = 1.0f / sqrtf((float)Di * (float)Hi);
+    ds4_rope_cache(&ly->rope, j->pos0 + t, 0, cs);
+    for (int h = 0; h < Hi; h++) {
+        float *qh = B->qI + (t * (int64_t)Hi + h) * Di;
+        ds4_rope_tail(qh, Di, R, cs);
+        if (M->official) { ds4_hadamard(qh, Di); ds4_fp4_sim(qh, Di); }
+        /* the indexer scores with F16-rounded q when its keys are F16 (same numbers on both paths) */
+        if (j->idx_f16) for (int i = 0; i < Di; i++) qh[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(qh[i]));
+    }
+    for (int h = 0; h < Hi; h++) B->wI[t * (int64_t)Hi + h] *= wscale;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* attention (§3.7): phase 0 scores the indexer (split by rows for a short batch), phase 1 picks
+ * each token's keys, phase 1b converts a short batch's F16 keys once, phase 2 runs the heads */
+
 typedef struct {
     mr_model *m;
     const ds4_model *M;
@@ -130,12 +336,16 @@ typedef struct {
     const float *kvb;     /* [n][D] batch keys as the attention sees them */
     const float *comp32;  /* prefill: compressed rows [n/r][D] of the batch, else NULL (read the cache) */
     const float *icomp32; /* prefill, ratio 4: indexer rows */
-    const float *qI;      /* [n][Hi*Di] indexer queries after RoPE (and QAT) */
+    const float *qI;      /* [n][Hi*Di] indexer queries after RoPE (and QAT, F16 rounding) */
     const float *wI;      /* [n][Hi] indexer head weights */
     float *o;             /* [n][H*D] */
+    int nvis_max;         /* visible compressed rows of the last token */
+    float *scores;        /* [n][nvis_max] indexer scores computed in phase 0, or NULL (phase 1 does it) */
+    long *stask;          /* phase 0 tasks: t << 32 | block */
     int max_keys;         /* per token */
     const float **kf;     /* [n][max_keys] key rows (floats) ... */
     const uint16_t **kh;  /* ... or F16 rows */
+    float *kconv;         /* [n][max_keys][D] converted keys (phase 1b) */
     int *nk;              /* [n] keys per token */
     int f16;              /* keys are F16 values */
     int n_chunk;          /* head groups per token in phase 2 */
@@ -144,24 +354,20 @@ typedef struct {
     int err;
 } ds4_attn_job;
 
-/* indexer for token t at position p with nvis visible rows (§3.7): sel[0..topk) */
-static int ds4_indexer(ds4_attn_job *j, long t, int nvis, int nvis_max, float *sc, float *row, float *qr,
-                       char *mark, int *sel) {
+#define DS4_IDX_BLOCK 256 /* indexer rows per phase-0 task */
+
+/* S[b] = sum_h w[h] * relu(qI_h . IK_b) for b in [b0, b1), summed in double like ggml's sum_rows */
+static void ds4_idx_scores(const ds4_attn_job *j, long t, int b0, int b1, float *sc) {
     const ds4_model *M = j->M;
     const int Di = M->Di, Hi = M->Hi;
-    const float *qt = j->qI + t * (int64_t)Hi * Di;
-    const float *wt = j->wI + t * (int64_t)Hi;
-    /* the same numbers in prefill and decode: with F16 caches the decode reads F16 index rows, so
-     * the prefill scores with F16-rounded rows (rounded when stored) and q as well; selections then
-     * agree on both paths even on near-ties */
-    const int f16 = M->kv_f16 && (!j->prefill || !M->prefill_f32);
-    if (f16) { for (int i = 0; i < Hi * Di; i++) qr[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(qt[i])); qt = qr; }
-    for (int b = 0; b < nvis; b++) {
-        const float *k = NULL; const uint16_t *kh = NULL;
+    const float *qt = j->qI + t * (int64_t)Hi * Di, *wt = j->wI + t * (int64_t)Hi;
+    float row[4096];
+    for (int b = b0; b < b1; b++) {
+        const float *k = NULL;
+        const uint16_t *kh = NULL;
         if (j->icomp32) k = j->icomp32 + (int64_t)b * Di;
         else ds4_rows_ptr(&j->ls->icomp, b, &k, &kh);
         if (!k) { ds4_f16_to_f32(row, kh, Di); k = row; }
-        /* S[b] = sum_h w[h] * relu(qI_h . IK_b), summed in double like ggml's sum_rows */
         double sum = 0.0;
         for (int h = 0; h < Hi; h++) {
             float dot = ds4_dot_f32(qt + (int64_t)h * Di, k, Di);
@@ -170,9 +376,22 @@ static int ds4_indexer(ds4_attn_job *j, long t, int nvis, int nvis_max, float *s
         }
         sc[b] = (float)sum;
     }
+}
+
+static void ds4_idx_task(void *arg, long i) {
+    ds4_attn_job *j = arg;
+    const long t = j->stask[i] >> 32, blk = j->stask[i] & 0xffffffffL;
+    const int nvis = (int)((j->pos0 + t + 1) / 4);
+    const int b0 = (int)blk * DS4_IDX_BLOCK, b1 = b0 + DS4_IDX_BLOCK < nvis ? b0 + DS4_IDX_BLOCK : nvis;
+    ds4_idx_scores(j, t, b0, b1, j->scores + t * (int64_t)j->nvis_max);
+}
+
+/* indexer selection for token t with nvis visible rows scored in sc (§3.7): sel[0..topk) */
+static int ds4_idx_select(ds4_attn_job *j, long t, int nvis, float *sc, char *mark, int *sel) {
+    const ds4_model *M = j->M;
     if (j->scores_out) {
-        float *so = j->scores_out + t * (int64_t)nvis_max;
-        for (int b = 0; b < nvis_max; b++) so[b] = b < nvis ? sc[b] : -INFINITY;
+        float *so = j->scores_out + t * (int64_t)j->nvis_max;
+        for (int b = 0; b < j->nvis_max; b++) so[b] = b < nvis ? sc[b] : -INFINITY;
     }
     ds4_topk(sc, nvis, M->topk, sel);
     /* Exact ties at the k-th place (in practice rows whose relu'd head scores are all 0) are broken
@@ -181,7 +400,7 @@ static int ds4_indexer(ds4_attn_job *j, long t, int nvis, int nvis_max, float *s
      * way, so a batch filling the session reproduces it, and prefill and decode agree. Without a tie
      * any top-k gives the same set. */
     const float kth = sc[sel[M->topk - 1]];
-    memset(mark, 0, (size_t)nvis_max + 1);
+    memset(mark, 0, (size_t)j->nvis_max + 1);
     for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
     int tie = 0;
     for (int b = 0; b < nvis && !tie; b++) tie = !mark[b] && sc[b] == kth;
@@ -199,189 +418,231 @@ static int ds4_indexer(ds4_attn_job *j, long t, int nvis, int nvis_max, float *s
     return 0;
 }
 
-static void ds4_keys_worker(void *arg, int ith, int nth) {
+/* phase 1: token t's key rows (window, visible compressed rows, indexer) */
+static void ds4_keys_item(void *arg, long t) {
     ds4_attn_job *j = arg;
     const ds4_model *M = j->M;
     const int r = j->ly->ratio, D = M->D;
-    const int64_t last = j->pos0 + j->n;
-    const int nvis_max = r ? (int)(last / r) : 0;
-    float *sc = malloc(sizeof(float) * (size_t)nvis_max + 16);
-    float *row = malloc(sizeof(float) * (size_t)M->Di + 16), *qr = malloc(sizeof(float) * (size_t)M->Hi * M->Di + 16);
-    int *sel = malloc(sizeof(int) * (size_t)M->topk + 16);
-    char *mark = calloc((size_t)nvis_max + 1, 1);
-    if (!sc || !row || !qr || !sel || !mark) { j->err = 1; goto done; }
-    long lo, hi;
-    mr_split(j->n, ith, nth, &lo, &hi);
-    for (long t = lo; t < hi; t++) {
-        const int64_t p = j->pos0 + t;
-        const float **kf = j->kf + t * (int64_t)j->max_keys;
-        const uint16_t **kh = j->kh + t * (int64_t)j->max_keys;
-        int nk = 0;
-        /* raw window: positions max(0, p-W+1) .. p (§3.7); the batch's own rows, older ones from the ring */
-        for (int64_t s = p - M->W + 1 < 0 ? 0 : p - M->W + 1; s <= p; s++, nk++) {
-            if (s >= j->pos0) { kf[nk] = j->kvb + (s - j->pos0) * D; kh[nk] = NULL; }
-            else ds4_rows_ptr(&j->ls->raw, s % M->W, &kf[nk], &kh[nk]);
-        }
-        if (r > 0) {
-            const int nvis = (int)((p + 1) / r);
-            int all = 1;
-            if (r == 4 && nvis > M->topk) {
-                if (ds4_indexer(j, t, nvis, nvis_max, sc, row, qr, mark, sel)) { j->err = 1; goto done; }
-                memset(mark, 0, (size_t)nvis_max + 1);
-                for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
-                if (j->topk_out) for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = sel[k];
-                all = 0;
-            } else if (j->topk_out && r == 4) {
-                for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = k < nvis ? k : -1;
-            }
-            /* compressed rows in row order (unselected ones are masked out in the reference) */
-            for (int b = 0; b < nvis; b++) {
-                if (!all && !mark[b]) continue;
-                if (j->comp32) { kf[nk] = j->comp32 + (int64_t)b * D; kh[nk] = NULL; }
-                else ds4_rows_ptr(&j->ls->comp, b, &kf[nk], &kh[nk]);
-                nk++;
-            }
-        }
-        j->nk[t] = nk;
+    const int64_t p = j->pos0 + t;
+    const float **kf = j->kf + t * (int64_t)j->max_keys;
+    const uint16_t **kh = j->kh + t * (int64_t)j->max_keys;
+    float *sc = NULL;
+    char *mark = NULL;
+    int *sel = NULL;
+    int nk = 0;
+    /* raw window: positions max(0, p-W+1) .. p (§3.7); the batch's own rows, older ones from the ring */
+    for (int64_t s = p - M->W + 1 < 0 ? 0 : p - M->W + 1; s <= p; s++, nk++) {
+        if (s >= j->pos0) { kf[nk] = j->kvb + (s - j->pos0) * D; kh[nk] = NULL; }
+        else ds4_rows_ptr(&j->ls->raw, s % M->W, &kf[nk], &kh[nk]);
     }
+    if (r > 0) {
+        const int nvis = (int)((p + 1) / r);
+        int all = 1;
+        if (r == 4 && nvis > M->topk) {
+            mark = malloc((size_t)j->nvis_max + 1);
+            sel = malloc(sizeof(int) * (size_t)M->topk);
+            if (j->scores) sc = j->scores + t * (int64_t)j->nvis_max;
+            else if ((sc = malloc(sizeof(float) * (size_t)j->nvis_max + 16))) ds4_idx_scores(j, t, 0, nvis, sc);
+            if (!mark || !sel || !sc || ds4_idx_select(j, t, nvis, sc, mark, sel)) { j->err = 1; goto done; }
+            memset(mark, 0, (size_t)j->nvis_max + 1);
+            for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
+            if (j->topk_out) for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = sel[k];
+            all = 0;
+        } else if (j->topk_out && r == 4) {
+            for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = k < nvis ? k : -1;
+        }
+        /* compressed rows in row order (unselected ones are masked out in the reference) */
+        for (int b = 0; b < nvis; b++) {
+            if (!all && !mark[b]) continue;
+            if (j->comp32) { kf[nk] = j->comp32 + (int64_t)b * D; kh[nk] = NULL; }
+            else ds4_rows_ptr(&j->ls->comp, b, &kf[nk], &kh[nk]);
+            nk++;
+        }
+    }
+    j->nk[t] = nk;
 done:
-    free(sc); free(row); free(qr); free(sel); free(mark);
+    if (!j->scores) free(sc);
+    free(mark); free(sel);
 }
 
-static void ds4_heads_worker(void *arg, int ith, int nth) {
+/* phase 1b: F16 key rows [64c, 64c+64) of token t = c / blocks -> floats (exact), once for all heads */
+#define DS4_CONV_ROWS 64
+static void ds4_conv_item(void *arg, long i) {
+    ds4_attn_job *j = arg;
+    const int nb = (j->max_keys + DS4_CONV_ROWS - 1) / DS4_CONV_ROWS;
+    const long t = i / nb;
+    const int k0 = (int)(i % nb) * DS4_CONV_ROWS, D = j->M->D;
+    const float **kf = j->kf + t * (int64_t)j->max_keys;
+    const uint16_t **kh = j->kh + t * (int64_t)j->max_keys;
+    for (int k = k0; k < k0 + DS4_CONV_ROWS && k < j->nk[t]; k++) {
+        if (kf[k]) continue;
+        float *dst = j->kconv + (t * (int64_t)j->max_keys + k) * D;
+        ds4_f16_to_f32(dst, kh[k], D);
+        kf[k] = dst;
+        kh[k] = NULL;
+    }
+}
+
+/* phase 2: heads [h0, h1) of token t */
+static void ds4_heads_item(void *arg, long it) {
     ds4_attn_job *j = arg;
     const ds4_model *M = j->M;
     const int D = M->D, H = M->H, nc = j->n_chunk;
-    const int hmax = (H + nc - 1) / nc;
-    float *scratch = malloc(sizeof(float) * (size_t)ds4_attn_scratch(hmax, j->max_keys, D));
+    const long t = it / nc;
+    const int c = (int)(it % nc), h0 = c * H / nc, h1 = (c + 1) * H / nc;
+    float *scratch = malloc(sizeof(float) * (size_t)ds4_attn_scratch(h1 - h0, j->nk[t], D));
     if (!scratch) { j->err = 1; return; }
     const float kq_scale = 1.0f / sqrtf((float)D);
-    long lo, hi;
-    mr_split((long)j->n * nc, ith, nth, &lo, &hi);
-    for (long it = lo; it < hi; it++) {
-        const long t = it / nc;
-        const int c = (int)(it % nc), h0 = c * H / nc, h1 = (c + 1) * H / nc;
-        ds4_attn_mqa(j->o + (t * H + h0) * (int64_t)D, j->q + (t * H + h0) * (int64_t)D, h1 - h0,
-                     j->kf + t * (int64_t)j->max_keys, j->kh + t * (int64_t)j->max_keys, j->nk[t], D, kq_scale,
-                     j->ly->sinks + h0, j->f16, scratch);
-    }
+    ds4_attn_mqa(j->o + (t * H + h0) * (int64_t)D, j->q + (t * H + h0) * (int64_t)D, h1 - h0,
+                 j->kf + t * (int64_t)j->max_keys, j->kh + t * (int64_t)j->max_keys, j->nk[t], D, kq_scale,
+                 j->ly->sinks + h0, j->f16, scratch);
     free(scratch);
 }
 
-/* the attention half of layer il for the batch: X [n][Nh*d] updated in place (via Xt scratch) */
-typedef struct {
-    float *zn, *mixes, *pre, *post, *comb, *y, *a, *qa, *q, *kv, *kvb, *o, *og, *z, *att, *Xt;
-    float *ckv, *csc, *ikv, *isc, *comp32, *icomp32, *qI, *wI;
-    float *logits, *w, *moe, *sg, *su, *sh;
-    int32_t *sel;
-    int *topk;
-} ds4_buf;
+/* the attention phases for the batch (job filled up to the per-batch inputs) */
+static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
+    const ds4_model *M = job->M;
+    const int n = job->n, r = job->ly->ratio, nth = mr_pool_size(m->pool);
+    const int short_batch = n < 2 * nth;
+    int rc = -1;
+    job->kf = malloc(sizeof(float *) * (size_t)n * (size_t)job->max_keys);
+    job->kh = malloc(sizeof(uint16_t *) * (size_t)n * (size_t)job->max_keys);
+    job->nk = malloc(sizeof(int) * (size_t)n);
+    if (!job->kf || !job->kh || !job->nk) goto done;
+    MR_PROF_BEGIN(tk);
+    if (r == 4 && short_batch && job->nvis_max > M->topk) {
+        /* phase 0: the indexer scores of each token that selects, split by blocks of rows */
+        long ntask = 0;
+        for (int t = 0; t < n; t++) {
+            const int nvis = (int)((job->pos0 + t + 1) / 4);
+            if (nvis > M->topk) ntask += (nvis + DS4_IDX_BLOCK - 1) / DS4_IDX_BLOCK;
+        }
+        job->scores = malloc(sizeof(float) * (size_t)n * (size_t)job->nvis_max);
+        job->stask = malloc(sizeof(long) * (size_t)ntask);
+        if (!job->scores || !job->stask) goto done;
+        long i = 0;
+        for (int t = 0; t < n; t++) {
+            const int nvis = (int)((job->pos0 + t + 1) / 4);
+            if (nvis > M->topk)
+                for (int b = 0; b * DS4_IDX_BLOCK < nvis; b++) job->stask[i++] = (long)t << 32 | b;
+        }
+        ds4_pfor(m, ntask, ds4_idx_task, job);
+    }
+    ds4_pfor(m, n, ds4_keys_item, job);
+    MR_PROF_END(tk, "attn_keys+indexer");
+    if (job->err) goto done;
+    MR_PROF_BEGIN(th);
+    if (short_batch && job->f16) {
+        job->kconv = malloc(sizeof(float) * (size_t)n * (size_t)job->max_keys * (size_t)M->D);
+        if (!job->kconv) goto done;
+        const int nb = (job->max_keys + DS4_CONV_ROWS - 1) / DS4_CONV_ROWS;
+        ds4_pfor(m, (long)n * nb, ds4_conv_item, job);
+    }
+    /* a short batch splits each token's heads in groups (several per thread: a busy thread takes fewer) */
+    job->n_chunk = short_batch ? (M->H < 8 * nth ? M->H : 8 * nth) : 1;
+    ds4_pfor(m, (long)n * job->n_chunk, ds4_heads_item, job);
+    MR_PROF_END(th, "attn_heads");
+    if (!job->err) rc = 0;
+done:
+    free(job->kf); free(job->kh); free(job->nk); free(job->scores); free(job->stask); free(job->kconv);
+    job->kf = NULL; job->kh = NULL; job->nk = NULL; job->scores = NULL; job->stask = NULL; job->kconv = NULL;
+    if (rc) mr_set_error("deepseek4: out of memory in attention");
+    return rc;
+}
 
-static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok, int n, int pos0, float *X, ds4_buf *B) {
-    (void)tok;
+/* inverse RoPE of the attention output at the query position (§3.8) */
+typedef struct { const ds4_model *M; const ds4_layer *ly; int pos0; float *o; } ds4_orope_job;
+static void ds4_orope_item(void *arg, long t) {
+    ds4_orope_job *j = arg;
+    const int D = j->M->D, H = j->M->H;
+    float cs[4096];
+    ds4_rope_cache(&j->ly->rope, j->pos0 + t, 1, cs);
+    for (int h = 0; h < H; h++) ds4_rope_tail(j->o + (t * H + h) * (int64_t)D, D, j->M->R, cs);
+}
+
+/* the attention half of layer il for the batch: X [n][Nh*d] updated in place (via Xt scratch) */
+static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, float *X, ds4_buf *B) {
     ds4_model *M = m->priv;
     ds4_layer *ly = &M->layers[il];
     ds4_lstate *ls = &st->l[il];
-    const int d = M->d, D = M->D, H = M->H, R = M->R, r = ly->ratio, Nh = M->Nh;
+    const int d = M->d, D = M->D, H = M->H, r = ly->ratio, Nh = M->Nh;
     const int64_t hd = (int64_t)Nh * d;
     const int prefill = pos0 == 0, dump = mr_model_dumping(m);
-    float *cs = malloc(sizeof(float) * (size_t)R);
-    if (!cs) { mr_set_error("deepseek4: out of memory"); return -1; }
 
-    if (ds4_hc_pre(m, M, &ly->hc_attn_fn, ly->hc_attn_scale, ly->hc_attn_base, X, n, B->zn, B->mixes, B->pre, B->post,
-                   B->comb, B->y)) goto fail;
+    if (ds4_hc_pre(m, M, &ly->hc_attn_fn, ly->hc_attn_scale, ly->hc_attn_base, ly->attn_norm, X, n, B)) return -1;
     DUMP("hc_attn_pre", il, B->y, d, n);
     DUMP("hc_attn_pre_mixes", il, B->mixes, (2 + Nh) * Nh, n);
     DUMP("hc_attn_pre_weights", il, B->pre, Nh, n);
     DUMP("hc_attn_pre_post_weights", il, B->post, Nh, n);
     DUMP("hc_attn_pre_comb", il, B->comb, Nh * Nh, n);
-    MR_PROF_BEGIN(tn);
-    for (int t = 0; t < n; t++) ds4_rmsnorm(B->a + (int64_t)t * d, B->y + (int64_t)t * d, d, M->eps, ly->attn_norm);
-    MR_PROF_END(tn, "norms");
     DUMP("attn_norm", il, B->a, d, n);
 
-    /* projections (§3.3) */
-    if (mr_model_matmul(m, &ly->q_a, B->a, n, B->qa)) goto fail;
-    DUMP("q_lora", il, B->qa, M->rq, n);
-    MR_PROF_BEGIN(tn2);
-    for (int t = 0; t < n; t++) ds4_rmsnorm(B->qa + (int64_t)t * M->rq, B->qa + (int64_t)t * M->rq, M->rq, M->eps, ly->q_a_norm);
-    MR_PROF_END(tn2, "norms");
-    DUMP("q_lora_norm", il, B->qa, M->rq, n);
-    if (mr_model_matmul(m, &ly->q_b, B->qa, n, B->q)) goto fail;
-    MR_PROF_BEGIN(tn3);
-    for (int64_t i = 0; i < (int64_t)n * H; i++) ds4_rmsnorm(B->q + i * D, B->q + i * D, D, M->eps, NULL);
-    MR_PROF_END(tn3, "norms");
-    DUMP("Qnorm", il, B->q, (int64_t)H * D, n);
-    if (mr_model_matmul(m, &ly->kv, B->a, n, B->kv)) goto fail;
-    MR_PROF_BEGIN(tr);
-    for (int t = 0; t < n; t++) ds4_rmsnorm(B->kv + (int64_t)t * D, B->kv + (int64_t)t * D, D, M->eps, ly->kv_norm);
-    DUMP("KVnorm", il, B->kv, D, n);
-    for (int t = 0; t < n; t++) {
-        ds4_rope_cache(&ly->rope, pos0 + t, 0, cs);
-        for (int h = 0; h < H; h++) ds4_rope_tail(B->q + ((int64_t)t * H + h) * D, D, R, cs);
-        ds4_rope_tail(B->kv + (int64_t)t * D, D, R, cs);
+    /* projections of the normed input (§3.3, §3.6.1, §3.7): one dispatch */
+    {
+        ds4_mm mm[8];
+        int k = 0;
+        mm[k++] = (ds4_mm){&ly->q_a, B->a, 0, B->qa, 0};
+        mm[k++] = (ds4_mm){&ly->kv, B->a, 0, B->kv, 0};
+        if (r > 0) {
+            mm[k++] = (ds4_mm){&ly->c_kv, B->a, 0, B->ckv, 0};
+            mm[k++] = (ds4_mm){&ly->c_gate, B->a, 0, B->csc, 0};
+        }
+        if (r == 4) {
+            mm[k++] = (ds4_mm){&ly->ic_kv, B->a, 0, B->ikv, 0};
+            mm[k++] = (ds4_mm){&ly->ic_gate, B->a, 0, B->isc, 0};
+            mm[k++] = (ds4_mm){&ly->i_proj, B->a, 0, B->wI, 0};
+        }
+        if (ds4_matmuls(m, "mm attn_in", mm, k, n)) return -1;
     }
-    DUMP("Qcur", il, B->q, (int64_t)H * D, n);
-    DUMP("KVrope", il, B->kv, D, n);
-    for (int t = 0; t < n; t++) ds4_fp8_sim(B->kv + (int64_t)t * D, D, R);
-    DUMP("KVcur", il, B->kv, D, n);
+    DUMP("q_lora", il, B->qa, M->rq, n);
+    MR_PROF_BEGIN(tn);
+    for (int t = 0; t < n; t++) ds4_rmsnorm(B->qa + (int64_t)t * M->rq, B->qa + (int64_t)t * M->rq, M->rq, M->eps, ly->q_a_norm);
+    MR_PROF_END(tn, "norms");
+    DUMP("q_lora_norm", il, B->qa, M->rq, n);
+    {
+        ds4_mm mm[2] = {{&ly->q_b, B->qa, 0, B->q, 0}, {&ly->i_qb, B->qa, 0, B->qI, 0}};
+        if (ds4_matmuls(m, "mm q_b", mm, r == 4 ? 2 : 1, n)) return -1;
+    }
 
-    /* the batch keys as attention reads them: F16-rounded when they go through an F16 cache */
-    const int kvb_f16 = M->kv_f16 && (r == 0 || !prefill || !M->prefill_f32);
-    if (kvb_f16) for (int64_t i = 0; i < (int64_t)n * D; i++) B->kvb[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->kv[i]));
-    else memcpy(B->kvb, B->kv, sizeof(float) * (size_t)n * D);
-
+    /* per token: q head norms, KV norm, RoPE, FP8 (§3.4-3.5), batch keys as attention reads them
+     * (F16-rounded when they go through an F16 cache), compressor position embedding, indexer q */
+    MR_PROF_BEGIN(tr);
+    ds4_tok_job tj = {.M = M, .ly = ly, .pos0 = pos0, .B = B,
+                      .kvb_f16 = M->kv_f16 && (r == 0 || !prefill || !M->prefill_f32),
+                      .idx_f16 = M->kv_f16 && (!prefill || !M->prefill_f32)};
+    if (dump) {
+        static const int st_[4] = {DS4_ST_QNORM, DS4_ST_KVNORM, DS4_ST_ROPE, DS4_ST_FP8};
+        for (int s = 0; s < 4; s++) {
+            tj.stage = st_[s];
+            ds4_pfor(m, n, ds4_tok_item, &tj);
+            if (s == 0) DUMP("Qnorm", il, B->q, (int64_t)H * D, n);
+            if (s == 1) DUMP("KVnorm", il, B->kv, D, n);
+            if (s == 2) { DUMP("Qcur", il, B->q, (int64_t)H * D, n); DUMP("KVrope", il, B->kv, D, n); }
+            if (s == 3) DUMP("KVcur", il, B->kv, D, n);
+        }
+        tj.stage = DS4_ST_REST;
+    } else {
+        tj.stage = DS4_ST_ALL;
+    }
+    ds4_pfor(m, n, ds4_tok_item, &tj);
     MR_PROF_END(tr, "rope+fp8");
 
     ds4_attn_job job = {.m = m, .M = M, .ly = ly, .ls = ls, .il = il, .n = n, .pos0 = pos0, .prefill = prefill,
                         .dump = dump, .n_ctx = st->n_ctx, .q = B->q, .kvb = B->kvb, .o = B->o};
     if (r > 0) {
-        /* compressor inputs (§3.6.1) */
-        const int c = r == 4 ? 2 : 1, Wd = c * D;
-        if (mr_model_matmul(m, &ly->c_kv, B->a, n, B->ckv) || mr_model_matmul(m, &ly->c_gate, B->a, n, B->csc)) goto fail;
-        MR_PROF_BEGIN(tc0);
-        for (int t = 0; t < n; t++) {
-            const float *ape = ly->c_ape + (int64_t)((pos0 + t) % r) * Wd;
-            for (int i = 0; i < Wd; i++) B->csc[(int64_t)t * Wd + i] += ape[i];
-        }
-        MR_PROF_END(tc0, "compressor");
-        const int Di = M->Di, IWd = 2 * Di;
-        if (r == 4) {
-            if (mr_model_matmul(m, &ly->ic_kv, B->a, n, B->ikv) || mr_model_matmul(m, &ly->ic_gate, B->a, n, B->isc)) goto fail;
-            MR_PROF_BEGIN(tc1);
-            for (int t = 0; t < n; t++) {
-                const float *ape = ly->ic_ape + (int64_t)((pos0 + t) % 4) * IWd;
-                for (int i = 0; i < IWd; i++) B->isc[(int64_t)t * IWd + i] += ape[i];
-            }
-            MR_PROF_END(tc1, "compressor");
-            /* indexer queries and weights (§3.7) */
-            if (mr_model_matmul(m, &ly->i_qb, B->qa, n, B->qI) || mr_model_matmul(m, &ly->i_proj, B->a, n, B->wI)) goto fail;
-            MR_PROF_BEGIN(ti);
-            const float wscale = 1.0f / sqrtf((float)Di * (float)M->Hi);
-            for (int t = 0; t < n; t++) {
-                ds4_rope_cache(&ly->rope, pos0 + t, 0, cs);
-                for (int h = 0; h < M->Hi; h++) {
-                    float *qh = B->qI + ((int64_t)t * M->Hi + h) * Di;
-                    ds4_rope_tail(qh, Di, R, cs);
-                    if (M->official) { ds4_hadamard(qh, Di); ds4_fp4_sim(qh, Di); }
-                }
-                for (int h = 0; h < M->Hi; h++) B->wI[(int64_t)t * M->Hi + h] *= wscale;
-            }
-            MR_PROF_END(ti, "rope+fp8");
-            job.qI = B->qI;
-            job.wI = B->wI;
-        }
-        MR_PROF_BEGIN(tc2);
+        const int Wd = (r == 4 ? 2 : 1) * D, Di = M->Di, IWd = 2 * Di;
+        if (r == 4) { job.qI = B->qI; job.wI = B->wI; }
+        MR_PROF_BEGIN(tc);
         if (prefill) {
             const int n_comp = n / r;
-            if (ds4_compress_batch(M, ly, r, D, B->ckv, B->csc, n, ly->c_norm, 1, B->comp32, ls->kvs, ls->scs)) goto oom;
+            if (ds4_compress_batch(m, M, ly, r, D, B->ckv, B->csc, n, ly->c_norm, 1, B->comp32, ls->kvs, ls->scs)) goto oom;
             for (int b = 0; b < n_comp; b++) ds4_rows_put(&ls->comp, b, B->comp32 + (int64_t)b * D);
             if (M->kv_f16 && !M->prefill_f32)
                 for (int64_t i = 0; i < (int64_t)n_comp * D; i++) B->comp32[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->comp32[i]));
             if (n_comp) DUMP("KVcompress", il, B->comp32, D, n_comp);
             job.comp32 = B->comp32;
             if (r == 4) {
-                if (ds4_compress_batch(M, ly, 4, Di, B->ikv, B->isc, n, ly->ic_norm, 0, B->icomp32, ls->ikvs, ls->iscs)) goto oom;
+                if (ds4_compress_batch(m, M, ly, 4, Di, B->ikv, B->isc, n, ly->ic_norm, 0, B->icomp32, ls->ikvs, ls->iscs)) goto oom;
                 for (int b = 0; b < n_comp; b++) {
                     if (M->official) { ds4_hadamard(B->icomp32 + (int64_t)b * Di, Di); ds4_fp4_sim(B->icomp32 + (int64_t)b * Di, Di); }
                     ds4_rows_put(&ls->icomp, b, B->icomp32 + (int64_t)b * Di);
@@ -394,25 +655,22 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
             }
         } else {
             float *row = B->comp32, *irow = B->icomp32;
-            int emitted = 0;
             for (int t = 0; t < n; t++) {
                 const int64_t p = pos0 + t;
-                if (ds4_compress_step(M, ly, r, D, B->ckv + (int64_t)t * Wd, B->csc + (int64_t)t * Wd, p, ly->c_norm, 1,
-                                      ls->kvs, ls->scs, row, cs)) {
+                if (ds4_compress_step(m, M, ly, r, D, B->ckv + (int64_t)t * Wd, B->csc + (int64_t)t * Wd, p, ly->c_norm, 1,
+                                      ls->kvs, ls->scs, row)) {
                     ds4_rows_put(&ls->comp, (p + 1) / r - 1, row);
-                    emitted++;
                     DUMP("KVcompress", il, row, D, 1);
                 }
-                if (r == 4 && ds4_compress_step(M, ly, 4, Di, B->ikv + (int64_t)t * IWd, B->isc + (int64_t)t * IWd, p,
-                                                ly->ic_norm, 0, ls->ikvs, ls->iscs, irow, cs)) {
+                if (r == 4 && ds4_compress_step(m, M, ly, 4, Di, B->ikv + (int64_t)t * IWd, B->isc + (int64_t)t * IWd, p,
+                                                ly->ic_norm, 0, ls->ikvs, ls->iscs, irow)) {
                     if (M->official) { ds4_hadamard(irow, Di); ds4_fp4_sim(irow, Di); }
                     ds4_rows_put(&ls->icomp, (p + 1) / 4 - 1, irow);
                     DUMP("indexer_KVcompress", il, irow, Di, 1);
                 }
             }
-            (void)emitted;
         }
-        MR_PROF_END(tc2, "compressor");
+        MR_PROF_END(tc, "compressor");
         if (r == 4 && dump) {
             job.topk_out = B->topk;
             job.scores_out = calloc((size_t)n * (size_t)((pos0 + n) / 4) + 1, sizeof(float));
@@ -421,29 +679,17 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
     {
         const int64_t last = pos0 + n;
         const int max_comp = r ? (int)(r == 4 && last / 4 > M->topk ? M->topk : last / r) : 0;
+        job.nvis_max = r ? (int)(last / r) : 0;
         job.max_keys = M->W + max_comp;
         /* keys are F16 values when they come from an F16 cache: always, unless MOERUN_DS4_PREFILL_F32
          * asks for the reference's F32 keys in a prefill's compressed layers */
         job.f16 = M->kv_f16 && (r == 0 || !prefill || !M->prefill_f32);
-        const int nth = mr_pool_size(m->pool);
-        job.n_chunk = n >= nth ? 1 : (nth < H ? nth : H);
-        job.kf = malloc(sizeof(float *) * (size_t)n * (size_t)job.max_keys);
-        job.kh = malloc(sizeof(uint16_t *) * (size_t)n * (size_t)job.max_keys);
-        job.nk = malloc(sizeof(int) * (size_t)n);
-        if (!job.kf || !job.kh || !job.nk) job.err = 1;
-        MR_PROF_BEGIN(tk);
-        if (!job.err) mr_pool_run(m->pool, ds4_keys_worker, &job);
-        MR_PROF_END(tk, "attn_keys+indexer");
-        MR_PROF_BEGIN(th);
-        if (!job.err) mr_pool_run(m->pool, ds4_heads_worker, &job);
-        MR_PROF_END(th, "attn_heads");
-        free(job.kf); free(job.kh); free(job.nk);
+        if (ds4_attn_run(m, &job)) { free(job.scores_out); return -1; }
     }
     if (job.scores_out) {
         if ((pos0 + n) / 4 > M->topk) mr_model_dump(m, "indexer_scores", il, job.scores_out, (pos0 + n) / 4, n);
         free(job.scores_out);
     }
-    if (job.err) { mr_set_error("deepseek4: out of memory in attention"); goto fail; }
     if (job.topk_out) {
         float *tf = malloc(sizeof(float) * (size_t)n * M->topk);
         if (tf) {
@@ -456,40 +702,47 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, const int32_t *tok,
     /* raw window cache: the batch's last W positions */
     for (int t = n > M->W ? n - M->W : 0; t < n; t++) ds4_rows_put(&ls->raw, (pos0 + t) % M->W, B->kv + (int64_t)t * D);
     DUMP("kqv_out", il, B->o, (int64_t)H * D, n);
-
     /* output: inverse RoPE at the query position, grouped low-rank projection (§3.8) */
-    for (int t = 0; t < n; t++) {
-        ds4_rope_cache(&ly->rope, pos0 + t, 1, cs);
-        for (int h = 0; h < H; h++) ds4_rope_tail(B->o + ((int64_t)t * H + h) * D, D, R, cs);
-    }
+    ds4_orope_job oj = {M, ly, pos0, B->o};
+    ds4_pfor(m, n, ds4_orope_item, &oj);
     MR_PROF_END(to, "attn_misc");
-    const int64_t Dg = (int64_t)(H / M->G) * D;
-    const size_t grow = mr_row_size(ly->out_a.type, Dg);
-    for (int g = 0; g < M->G; g++) {
-        for (int t = 0; t < n; t++) memcpy(B->og + t * Dg, B->o + (int64_t)t * H * D + g * Dg, sizeof(float) * (size_t)Dg);
-        mr_weight wa = ly->out_a;
-        wa.data = (const uint8_t *)ly->out_a.data + grow * (size_t)g * M->ro;
-        wa.rows = M->ro;
-        if (mr_model_matmul(m, &wa, B->og, n, B->att)) goto fail;  /* att as scratch [n][ro] */
-        for (int t = 0; t < n; t++)
-            memcpy(B->z + (int64_t)t * M->G * M->ro + g * M->ro, B->att + (int64_t)t * M->ro, sizeof(float) * (size_t)M->ro);
+    {
+        const int64_t Dg = (int64_t)(H / M->G) * D;
+        const size_t grow = mr_row_size(ly->out_a.type, Dg);
+        mr_weight wa[DS4_MM_MAX];
+        ds4_mm mm[DS4_MM_MAX];
+        if (M->G > DS4_MM_MAX) { mr_set_error("deepseek4: %d output groups (at most %d)", M->G, DS4_MM_MAX); return -1; }
+        for (int g = 0; g < M->G; g++) {
+            wa[g] = ly->out_a;
+            wa[g].data = (const uint8_t *)ly->out_a.data + grow * (size_t)g * M->ro;
+            wa[g].rows = M->ro;
+            mm[g] = (ds4_mm){&wa[g], B->o + g * Dg, (int64_t)H * D, B->z + (int64_t)g * M->ro, (int64_t)M->G * M->ro};
+        }
+        if (ds4_matmuls(m, "mm attn_output_a", mm, M->G, n)) return -1;
+        ds4_mm mb = {&ly->out_b, B->z, 0, B->att, 0};
+        if (ds4_matmuls(m, "mm attn_output_b", &mb, 1, n)) return -1;
     }
-    if (mr_model_matmul(m, &ly->out_b, B->z, n, B->att)) goto fail;
     DUMP("attn_out", il, B->att, d, n);
-    MR_PROF_BEGIN(tp);
-    for (int t = 0; t < n; t++)
-        ds4_hc_expand(B->Xt + t * hd, X + t * hd, B->att + (int64_t)t * d, B->post + t * Nh, B->comb + t * Nh * Nh, Nh, d);
-    memcpy(X, B->Xt, sizeof(float) * (size_t)(n * hd));
-    MR_PROF_END(tp, "hc_post");
+    ds4_hc_post(m, M, X, B->att, n, B);
     DUMP("hc_attn_post", il, X, hd, n);
-    free(cs);
     return 0;
 oom:
     mr_set_error("deepseek4: out of memory");
-fail:
-    free(cs);
     return -1;
 }
+
+/* ---------------------------------------------------------------------------------------------- */
+/* FFN (§3.9) */
+
+typedef struct { float *sg; const float *su; int64_t Fs; float lim; } ds4_swiglu_job;
+static void ds4_swiglu_item(void *arg, long t) {
+    ds4_swiglu_job *j = arg;
+    ds4_swiglu(j->sg + t * j->Fs, j->sg + t * j->Fs, j->su + t * j->Fs, j->Fs, j->lim);
+}
+
+/* routed experts without paging (arch_deepseek4_moe.c); 1 = not applicable here */
+int ds4_moe_fast(mr_model *m, int il, const float *a, int n, const int32_t *sel, const float *w, float lim,
+                 const mr_weight *sh_down, const float *hs, float *sh, float *eg, float *eu, float *ey, float *out);
 
 /* the FFN half of layer il (§3.9) */
 static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4_buf *B) {
@@ -498,19 +751,20 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     const int d = M->d, Nh = M->Nh, K = M->K;
     const int64_t hd = (int64_t)Nh * d;
     const int dump = mr_model_dumping(m);
-    if (ds4_hc_pre(m, M, &ly->hc_ffn_fn, ly->hc_ffn_scale, ly->hc_ffn_base, X, n, B->zn, B->mixes, B->pre, B->post,
-                   B->comb, B->y)) return -1;
+    if (ds4_hc_pre(m, M, &ly->hc_ffn_fn, ly->hc_ffn_scale, ly->hc_ffn_base, ly->ffn_norm, X, n, B)) return -1;
     DUMP("hc_ffn_pre", il, B->y, d, n);
     DUMP("hc_ffn_pre_mixes", il, B->mixes, (2 + Nh) * Nh, n);
     DUMP("hc_ffn_pre_weights", il, B->pre, Nh, n);
     DUMP("hc_ffn_pre_post_weights", il, B->post, Nh, n);
     DUMP("hc_ffn_pre_comb", il, B->comb, Nh * Nh, n);
-    MR_PROF_BEGIN(tn);
-    for (int t = 0; t < n; t++) ds4_rmsnorm(B->a + (int64_t)t * d, B->y + (int64_t)t * d, d, M->eps, ly->ffn_norm);
-    MR_PROF_END(tn, "norms");
     DUMP("ffn_norm", il, B->a, d, n);
 
-    if (mr_model_matmul(m, &ly->gate_inp, B->a, n, B->logits)) return -1;
+    /* router and the shared expert's gate and up: one dispatch */
+    {
+        ds4_mm mm[3] = {{&ly->gate_inp, B->a, 0, B->logits, 0}, {&ly->sh_gate, B->a, 0, B->sg, 0},
+                        {&ly->sh_up, B->a, 0, B->su, 0}};
+        if (ds4_matmuls(m, "mm ffn_in", mm, 3, n)) return -1;
+    }
     DUMP("ffn_moe_logits", il, B->logits, M->E, n);
     int sel[64];
     MR_PROF_BEGIN(tr);
@@ -535,58 +789,72 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     }
     const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
                             .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim};
-    /* start the routed experts' reads (expert pager), then compute the shared expert while they run */
+    /* start the routed experts' reads (expert pager) */
     if (mr_moe_prefetch(m, il, &cfg, B->sel, n)) return -1;
     /* shared expert: no clamp in the reference, the routed clamp in the official graph (§8) */
-    if (mr_model_matmul(m, &ly->sh_gate, B->a, n, B->sg) || mr_model_matmul(m, &ly->sh_up, B->a, n, B->su)) return -1;
     MR_PROF_BEGIN(ts);
-    ds4_swiglu(B->sg, B->sg, B->su, (int64_t)n * M->Fs, M->official ? ly->lim : 0.0f);
+    ds4_swiglu_job sj = {B->sg, B->su, M->Fs, M->official ? ly->lim : 0.0f};
+    ds4_pfor(m, n, ds4_swiglu_item, &sj);
     MR_PROF_END(ts, "swiglu_shexp");
-    if (mr_model_matmul(m, &ly->sh_down, B->sg, n, B->sh)) return -1;
-    MR_PROF_BEGIN(te);
-    if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, B->moe)) return -1;
-    MR_PROF_END(te, "moe_experts");
+    /* (times itself: "mm experts_gate_up", "mm experts_down+shexp", "moe_experts" for the rest) */
+    int rc = ds4_moe_fast(m, il, B->a, n, B->sel, B->w, ly->lim, &ly->sh_down, B->sg, B->sh, B->eg, B->eu, B->ey, B->moe);
+    if (rc < 0) return -1;
+    if (rc == 1) { /* paging or MoE approximations: the generic path */
+        if (mr_model_matmul(m, &ly->sh_down, B->sg, n, B->sh)) return -1;
+        MR_PROF_BEGIN(te2);
+        if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, B->moe)) return -1;
+        MR_PROF_END(te2, "moe_experts");
+    }
     DUMP("ffn_moe_out", il, B->moe, d, n);
     DUMP("ffn_shexp", il, B->sh, d, n);
-    MR_PROF_BEGIN(tp);
     for (int64_t i = 0; i < (int64_t)n * d; i++) B->moe[i] += B->sh[i];
     DUMP("ffn_out", il, B->moe, d, n);
-    for (int t = 0; t < n; t++)
-        ds4_hc_expand(B->Xt + t * hd, X + t * hd, B->moe + (int64_t)t * d, B->post + t * Nh, B->comb + t * Nh * Nh, Nh, d);
-    memcpy(X, B->Xt, sizeof(float) * (size_t)(n * hd));
-    MR_PROF_END(tp, "hc_post");
+    ds4_hc_post(m, M, X, B->moe, n, B);
     DUMP("hc_ffn_post", il, X, hd, n);
     return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* one batch */
+
 static void ds4_buf_free(ds4_buf *B) {
     float **f[] = {&B->zn, &B->mixes, &B->pre, &B->post, &B->comb, &B->y, &B->a, &B->qa, &B->q, &B->kv, &B->kvb, &B->o,
-                   &B->og, &B->z, &B->att, &B->Xt, &B->ckv, &B->csc, &B->ikv, &B->isc, &B->comp32, &B->icomp32, &B->qI,
-                   &B->wI, &B->logits, &B->w, &B->moe, &B->sg, &B->su, &B->sh};
+                   &B->z, &B->att, &B->Xt, &B->ckv, &B->csc, &B->ikv, &B->isc, &B->comp32, &B->icomp32, &B->qI,
+                   &B->wI, &B->logits, &B->w, &B->moe, &B->sg, &B->su, &B->sh, &B->eg, &B->eu, &B->ey};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { free(*f[i]); *f[i] = NULL; }
     free(B->sel); free(B->topk);
 }
 
 static int ds4_buf_alloc(const ds4_model *M, int n, ds4_buf *B) {
     memset(B, 0, sizeof *B);
-    const int64_t hd = (int64_t)M->Nh * M->d, mix = (2 + M->Nh) * M->Nh, N = n;
-    const int64_t ncomp = n / 4 + 1, Dg = (int64_t)(M->H / M->G) * M->D;
+    const int64_t hd = (int64_t)M->Nh * M->d, mix = (2 + M->Nh) * M->Nh, N = n, NK = N * M->K;
+    const int64_t ncomp = n / 4 + 1;
     int64_t att = M->d > M->ro ? M->d : M->ro;
 #define A(p, cnt) do { if (!((p) = malloc(sizeof(*(p)) * (size_t)(cnt) + 16))) goto oom; } while (0)
     A(B->zn, N * hd); A(B->mixes, N * mix); A(B->pre, N * M->Nh); A(B->post, N * M->Nh); A(B->comb, N * M->Nh * M->Nh);
     A(B->y, N * M->d); A(B->a, N * M->d); A(B->qa, N * M->rq); A(B->q, N * M->H * M->D); A(B->kv, N * M->D);
-    A(B->kvb, N * M->D); A(B->o, N * M->H * M->D); A(B->og, N * Dg); A(B->z, N * M->G * M->ro); A(B->att, N * att);
+    A(B->kvb, N * M->D); A(B->o, N * M->H * M->D); A(B->z, N * M->G * M->ro); A(B->att, N * att);
     A(B->Xt, N * hd); A(B->ckv, N * 2 * M->D); A(B->csc, N * 2 * M->D); A(B->ikv, N * 2 * M->Di + 1);
     A(B->isc, N * 2 * M->Di + 1); A(B->comp32, ncomp * M->D); A(B->icomp32, ncomp * M->Di + 1);
     A(B->qI, N * M->Hi * M->Di + 1); A(B->wI, N * M->Hi + 1); A(B->logits, N * M->E); A(B->w, N * M->K);
     A(B->moe, N * M->d); A(B->sg, N * M->Fs); A(B->su, N * M->Fs); A(B->sh, N * M->d); A(B->sel, N * M->K);
-    A(B->topk, N * M->topk + 1);
+    A(B->topk, N * M->topk + 1); A(B->eg, NK * M->F); A(B->eu, NK * M->F); A(B->ey, NK * M->d);
 #undef A
     return 0;
 oom:
     ds4_buf_free(B);
     mr_set_error("deepseek4: out of memory for a batch of %d tokens", n);
     return -1;
+}
+
+typedef struct { const ds4_model *M; const float *X; float *zn; const float *mixes; float *y; } ds4_head_job;
+static void ds4_head_item(void *arg, long t) {
+    ds4_head_job *j = arg;
+    const ds4_model *M = j->M;
+    const int Nh = M->Nh, d = M->d;
+    float w[DS4_MAX_HC];
+    ds4_hc_head_weights(w, j->mixes + t * Nh, M->out_hc_scale[0], M->out_hc_base, Nh, M->eps_hc);
+    ds4_hc_combine(j->y + t * d, j->X + t * (int64_t)Nh * d, w, Nh, d);
 }
 
 int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
@@ -611,7 +879,7 @@ int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, 
     }
     MR_PROF_END(tem, "embed");
     for (int il = 0; il < M->L; il++) {
-        if (ds4_attention(m, st, il, tok, n, pos0, X, &B)) goto done;
+        if (ds4_attention(m, st, il, n, pos0, X, &B)) goto done;
         if (ds4_ffn(m, il, tok, n, X, &B)) goto done;
     }
     if (logits) {
@@ -619,15 +887,13 @@ int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, 
         const int t0 = all_logits ? 0 : n - 1, no = n - t0;
         float *Xo = X + t0 * hd;
         MR_PROF_BEGIN(th0);
-        for (int t = 0; t < no; t++) ds4_rmsnorm(B.zn + t * hd, Xo + t * hd, hd, M->eps, NULL);
+        ds4_hc_job nj = {.M = M, .X = Xo, .zn = B.zn};
+        ds4_pfor(m, no, ds4_hc_norm_item, &nj);
         MR_PROF_END(th0, "hc_head");
         if (mr_model_matmul(m, &M->out_hc_fn, B.zn, no, B.mixes)) goto done;
         MR_PROF_BEGIN(th1);
-        for (int t = 0; t < no; t++) {
-            float w[DS4_MAX_HC];
-            ds4_hc_head_weights(w, B.mixes + t * Nh, M->out_hc_scale[0], M->out_hc_base, Nh, M->eps_hc);
-            ds4_hc_combine(B.y + (int64_t)t * d, Xo + t * hd, w, Nh, d);
-        }
+        ds4_head_job hj = {M, Xo, B.zn, B.mixes, B.y};
+        ds4_pfor(m, no, ds4_head_item, &hj);
         DUMP("result_hc", -1, B.y, d, no);
         for (int t = 0; t < no; t++) ds4_rmsnorm(B.y + (int64_t)t * d, B.y + (int64_t)t * d, d, M->eps, M->out_norm);
         MR_PROF_END(th1, "hc_head");
@@ -641,4 +907,3 @@ done:
     ds4_buf_free(&B);
     return rc;
 }
-

@@ -27,7 +27,7 @@ int mr_mm_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, int p
     a->cols = cols;
     a->ncols = ncols;
     a->ldx = cols;
-    if (vdtype == MR_TYPE_F32) { mr_set_error("matmul_act: F32 activations are not converted"); return -1; }
+    /* an F32 partner stores float rows (a gathered copy) */
     a->x_row = mr_row_size(vdtype, cols);
     if (!a->x_row) { mr_set_error("matmul_act: rows of %lld values do not fit %s", (long long)cols, mr_type_name(vdtype)); return -1; }
     a->Xq = mr_aligned_alloc(64, a->x_row * (size_t)(ncols > 0 ? ncols : 1));
@@ -46,7 +46,8 @@ oom:
 
 void mr_mm_act_gather(mr_mm_act *a, const mr_mm_act *src, const int *idx, int cnt) {
     for (int i = 0; i < cnt; i++) {
-        memcpy(a->Xq + (size_t)i * a->x_row, src->Xq + (size_t)idx[i] * src->x_row, a->x_row);
+        const uint8_t *row = src->Xq ? src->Xq + (size_t)idx[i] * src->x_row : (const uint8_t *)(src->X + (int64_t)idx[i] * src->ldx);
+        memcpy(a->Xq + (size_t)i * a->x_row, row, a->x_row);
         if (a->Xp) {
             /* the source may lack prepared rows (fewer than 4 columns): prepare the copy */
             if (src->Xp) memcpy(a->Xp + (size_t)i * a->xp_row, src->Xp + (size_t)idx[i] * src->xp_row, a->xp_row);

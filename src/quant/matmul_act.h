@@ -33,8 +33,10 @@ typedef struct {
  * weights of type wtype (any type with the same partner may use the result). Conversion is split
  * over the pool when there are several columns. 0, or -1 with mr_set_error. */
 int mr_mm_act_make(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, int64_t cols, int64_t ncols, int64_t ldx);
-/* a (initialised with mr_mm_act_alloc for cnt columns) takes columns idx[0..cnt) of src (same type
- * and cols): the converted rows are copied, which equals converting the gathered floats. */
+/* mr_mm_act_alloc: room for ncols converted columns (float rows for an F32 partner); prep: also
+ * AVX-512 prepared rows when they apply. mr_mm_act_gather: a (allocated for cnt columns) takes
+ * columns idx[0..cnt) of src (same partner and cols): the converted rows are copied, which equals
+ * converting the gathered floats. */
 int mr_mm_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, int prep);
 void mr_mm_act_gather(mr_mm_act *a, const mr_mm_act *src, const int *idx, int cnt);
 void mr_mm_act_free(mr_mm_act *a);
