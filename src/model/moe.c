@@ -75,6 +75,89 @@ out:
     return rc;
 }
 
+/* SwiGLU (or SiLU without gate) of one expert row in place in u, with the optional clamp and the
+ * routing weight before the down product (deepseek4) */
+static void moe_act_row(const mr_moe_cfg *c, int has_gate, float *gr, float *ur, int64_t F, float wr) {
+    if (!has_gate) { for (int64_t i = 0; i < F; i++) ur[i] = mr_silu(ur[i]); }
+    else {
+        if (c->clamp > 1e-6f) {
+            const float lim = c->clamp;
+            for (int64_t i = 0; i < F; i++) {
+                if (gr[i] > lim) gr[i] = lim;
+                ur[i] = ur[i] < -lim ? -lim : (ur[i] > lim ? lim : ur[i]);
+            }
+        }
+        mr_swiglu(ur, gr, ur, F);
+    }
+    if (c->weight_before_down) for (int64_t i = 0; i < F; i++) ur[i] *= wr;
+}
+
+/* All experts of the batch at once (no paging): rows of the work buffers are in `list` order (grouped by
+ * expert); each matrix product is the one the per-expert loop computes (same kernels, same columns),
+ * so the result is bit-identical to it, with 2 pool dispatches (plus conversions) instead of 3 per
+ * expert. A single-token batch multiplies every expert with x itself, so its conversion is shared. */
+static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const float *w,
+                               const int *ids, int n_ids, const int *count, const int *start, const int *list,
+                               const mr_gguf_tensor *tg, const mr_gguf_tensor *tu, const mr_gguf_tensor *td,
+                               float *out) {
+    const int K = c->n_used;
+    const int64_t d = tu->ne[0], F = tu->ne[1], rows = (int64_t)n * K;
+    int rc = -1;
+    float *xs = n > 1 ? malloc(sizeof(float) * (size_t)(rows * d)) : NULL; /* gathered inputs, then outputs */
+    float *y = n > 1 ? xs : malloc(sizeof(float) * (size_t)(rows * d));
+    float *g = malloc(sizeof(float) * (size_t)(rows * F));
+    float *u = malloc(sizeof(float) * (size_t)(rows * F));
+    mr_matmul_task *tk = malloc(sizeof(mr_matmul_task) * 2 * (size_t)n_ids);
+    if ((n > 1 && !xs) || !y || !g || !u || !tk) { mr_set_error("moe: out of memory"); goto done; }
+    if (n > 1)
+        for (int64_t r = 0; r < rows; r++) memcpy(xs + r * d, x + (int64_t)(list[r] / K) * d, sizeof(float) * (size_t)d);
+    int nt = 0;
+    for (int ii = 0; ii < n_ids; ii++) {
+        const int e = ids[ii];
+        const void *ptr[MR_PAGER_MATS];
+        if (mr_pager_get(m->pager, layer, e, ptr)) goto done;
+        const float *xe = n > 1 ? xs + (int64_t)start[e] * d : x;
+        tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_UP], tu->type, F, d, xe, count[e], u + (int64_t)start[e] * F};
+        if (tg) tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_GATE], tg->type, F, d, xe, count[e], g + (int64_t)start[e] * F};
+    }
+    if (mr_matmul_many(m->pool, tk, nt)) goto done;
+    for (int64_t r = 0; r < rows; r++) moe_act_row(c, tg != NULL, g + r * F, u + r * F, F, w[list[r]]);
+    nt = 0;
+    for (int ii = 0; ii < n_ids; ii++) {
+        const int e = ids[ii];
+        const void *ptr[MR_PAGER_MATS];
+        if (mr_pager_get(m->pager, layer, e, ptr)) goto done;
+        tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_DOWN], td->type, d, F, u + (int64_t)start[e] * F, count[e],
+                                    y + (int64_t)start[e] * d};
+    }
+    if (mr_matmul_many(m->pool, tk, nt)) goto done;
+    {
+        /* out_t = its slots' outputs (times the weight) added in slot order; row_of[t*K + j] = work row */
+        int *row_of = malloc(sizeof(int) * (size_t)rows);
+        if (!row_of) { mr_set_error("moe: out of memory"); goto done; }
+        for (int64_t r = 0; r < rows; r++) row_of[list[r]] = (int)r;
+        for (int t = 0; t < n; t++) {
+            float *o = out + (int64_t)t * d;
+            for (int j = 0; j < K; j++) {
+                const int i = t * K + j;
+                const float *src = y + (int64_t)row_of[i] * d;
+                const float wr = c->weight_before_down ? 1.0f : w[i];
+                if (j == 0) {
+                    if (c->weight_before_down) memcpy(o, src, sizeof(float) * (size_t)d);
+                    else for (int64_t k = 0; k < d; k++) o[k] = src[k] * wr;
+                } else if (c->weight_before_down) mr_add(o, o, src, d);
+                else for (int64_t k = 0; k < d; k++) o[k] = o[k] + src[k] * wr;
+            }
+        }
+        free(row_of);
+    }
+    rc = 0;
+done:
+    if (n > 1) free(xs); else free(y);
+    free(g); free(u); free(tk);
+    return rc;
+}
+
 int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
                    const int32_t *sel, const float *w, float *out) {
     if (mr_moe_approx_on(m)) return mr_moe_experts_approx(m, layer, c, x, n, sel, w, out); /* moe_approx.h */
@@ -110,6 +193,12 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
 
     if (mr_pager_prefetch(m->pager, layer, ids, n_ids)) goto done;
     prefetched = 1;
+    if (!mr_pager_paging(m->pager)) {
+        /* every expert is in the mmap: all gate/up products in one dispatch, then all down products */
+        if (moe_experts_batched(m, layer, c, x, n, w, ids, n_ids, count, start, list, tg, tu, td, out)) goto done;
+        rc = 0;
+        goto done;
+    }
     for (int ii = 0; ii < n_ids; ii++) {
         /* experts in the pager's order: resident ones first, so compute overlaps the reads of the rest
          * (the result does not depend on the order: outputs are summed per token in slot order below) */

@@ -16,6 +16,7 @@
 #include "base/base.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int mr_type_kernels(int type, int isa, mr_vec_dot_fn *dot, mr_vec_dot_x4_fn *dot4) {
     const mr_type_traits *t = mr_type_get(type);
@@ -110,9 +111,14 @@ static void mr_matmul_chunk(void *arg, long ch) {
     mr_matmul_rows(j, r0, r1);
 }
 
-int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
-              const float *X, int64_t ncols, float *Y) {
+/* Validate one product and fill its job: kernels, chunk size, and (unless the caller shares another
+ * job's) buffers for the converted activations. *conv is set to 1 when the activations must be
+ * converted (then Xq, and Xp if prepared activations are used, are allocated here). */
+static int mr_matmul_setup(mr_pool *pool, mr_matmul_job *job, const void *W, int wtype, int64_t rows, int64_t cols,
+                           const float *X, int64_t ncols, float *Y, int alloc, int *conv) {
     const mr_type_traits *wt = mr_type_get(wtype);
+    *conv = 0;
+    memset(job, 0, sizeof *job);
     if (!wt) { mr_set_error("matmul: unknown weight type %d", wtype); return -1; }
     const mr_type_traits *xt = mr_type_get(wt->vec_dot_type);
     size_t w_row = mr_row_size(wtype, cols), x_row = mr_row_size(wt->vec_dot_type, cols);
@@ -126,44 +132,157 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
     }
     if (rows <= 0 || ncols <= 0) return 0;
     if (cols > 0x7fffffff) { mr_set_error("matmul: rows of %lld values are too long", (long long)cols); return -1; }
-    mr_matmul_job job = {0};
-    const int kisa = mr_type_kernels(wtype, mr_isa(), &job.dot, &job.dot4);
-    if (!job.dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); return -1; }
-    job.W = W;
-    job.w_row = w_row;
-    job.X = X;
-    job.x_row = x_row;
-    job.rows = rows;
-    job.cols = cols;
-    job.ncols = ncols;
-    job.Y = Y;
+    const int kisa = mr_type_kernels(wtype, mr_isa(), &job->dot, &job->dot4);
+    if (!job->dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); return -1; }
+    job->W = W;
+    job->w_row = w_row;
+    job->X = X;
+    job->x_row = x_row;
+    job->rows = rows;
+    job->cols = cols;
+    job->ncols = ncols;
+    job->Y = Y;
     if (wt->vec_dot_type != MR_TYPE_F32) {
-        job.convert = mr_type_from_float(wt->vec_dot_type);
-        job.Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
-        if (!job.Xq) { mr_set_error("matmul: out of memory"); return -1; }
+        *conv = 1;
+        job->convert = mr_type_from_float(wt->vec_dot_type);
         if (ncols >= 4 && kisa == MR_ISA_AVX512 && mr_vec_dot_x4p_avx512[wtype] && mr_prep_avx512(wt->vec_dot_type)) {
-            job.prep = mr_prep_avx512(wt->vec_dot_type);
-            job.xp_row = mr_prep_row_size(wt->vec_dot_type, cols);
-            job.Xp = mr_aligned_alloc(64, job.xp_row * (size_t)ncols);
-            if (!job.Xp) { mr_aligned_free(job.Xq); mr_set_error("matmul: out of memory"); return -1; }
-            job.dot4 = mr_vec_dot_x4p_avx512[wtype];
+            job->prep = mr_prep_avx512(wt->vec_dot_type);
+            job->xp_row = mr_prep_row_size(wt->vec_dot_type, cols);
+            job->dot4 = mr_vec_dot_x4p_avx512[wtype];
         }
-        if (ncols == 1) job.convert(X, job.Xq, cols);
-        else mr_pool_run_chunks(pool, mr_matmul_convert_chunk, &job, (long)((ncols + MR_CONVERT_COLS - 1) / MR_CONVERT_COLS));
+        if (alloc) {
+            job->Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
+            if (job->prep) job->Xp = mr_aligned_alloc(64, job->xp_row * (size_t)ncols);
+            if (!job->Xq || (job->prep && !job->Xp)) {
+                mr_aligned_free(job->Xq);
+                mr_aligned_free(job->Xp);
+                job->Xq = job->Xp = NULL;
+                mr_set_error("matmul: out of memory");
+                return -1;
+            }
+        }
     }
     int nth = mr_pool_size(pool);
     if (ncols == 1) {
         /* enough chunks per thread to even out a shared machine, at least 8 rows each */
         long c = (long)(rows / (nth * 16));
-        job.chunk_rows = c < 8 ? 8 : c;
+        job->chunk_rows = c < 8 ? 8 : c;
     } else {
         long c = (long)(MR_GEMM_CHUNK_BYTES / w_row);
         long fair = (long)((rows + nth - 1) / nth);
         if (c > fair) c = fair;
-        job.chunk_rows = c < 1 ? 1 : c;
+        job->chunk_rows = c < 1 ? 1 : c;
+    }
+    return 0;
+}
+
+int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
+              const float *X, int64_t ncols, float *Y) {
+    mr_matmul_job job;
+    int conv;
+    if (mr_matmul_setup(pool, &job, W, wtype, rows, cols, X, ncols, Y, 1, &conv)) return -1;
+    if (rows <= 0 || ncols <= 0) return 0;
+    if (conv) {
+        if (ncols == 1) job.convert(X, job.Xq, cols);
+        else mr_pool_run_chunks(pool, mr_matmul_convert_chunk, &job, (long)((ncols + MR_CONVERT_COLS - 1) / MR_CONVERT_COLS));
     }
     mr_pool_run_chunks(pool, mr_matmul_chunk, &job, (long)((rows + job.chunk_rows - 1) / job.chunk_rows));
     mr_aligned_free(job.Xp);
     mr_aligned_free(job.Xq);
     return 0;
+}
+
+/* ---- several products in one dispatch ---- */
+
+typedef struct {
+    mr_matmul_job *jobs;
+    int n;
+    long *first;           /* first[i]: global index of job i's first chunk; first[n] = total */
+    int *conv;             /* jobs that convert (own their buffers), in order */
+    long *conv_first;      /* the same prefix sums for the conversion chunks */
+    int n_conv;
+} mr_matmul_many_ctx;
+
+static int mr_many_find(const long *first, int n, long ch) {
+    int lo = 0, hi = n - 1; /* the last i with first[i] <= ch */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (first[mid] <= ch) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+static void mr_many_convert_chunk(void *arg, long ch) {
+    mr_matmul_many_ctx *c = arg;
+    int k = mr_many_find(c->conv_first, c->n_conv, ch);
+    mr_matmul_convert_chunk(&c->jobs[c->conv[k]], ch - c->conv_first[k]);
+}
+
+static void mr_many_chunk(void *arg, long ch) {
+    mr_matmul_many_ctx *c = arg;
+    int i = mr_many_find(c->first, c->n, ch);
+    mr_matmul_chunk(&c->jobs[i], ch - c->first[i]);
+}
+
+int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
+    if (n <= 0) return 0;
+    int rc = -1;
+    mr_matmul_many_ctx c = {0};
+    int *owner = NULL;
+    c.jobs = calloc((size_t)n, sizeof *c.jobs);
+    c.first = malloc(sizeof(long) * ((size_t)n + 1));
+    c.conv = malloc(sizeof(int) * (size_t)n);
+    c.conv_first = malloc(sizeof(long) * ((size_t)n + 1));
+    owner = malloc(sizeof(int) * (size_t)n);
+    if (!c.jobs || !c.first || !c.conv || !c.conv_first || !owner) { mr_set_error("matmul: out of memory"); goto out; }
+    for (int i = 0; i < n; i++) {
+        int conv;
+        owner[i] = -1;
+        if (mr_matmul_setup(pool, &c.jobs[i], t[i].W, t[i].wtype, t[i].rows, t[i].cols, t[i].X, t[i].ncols, t[i].Y, 0,
+                            &conv))
+            goto out;
+        if (!conv) continue;
+        mr_matmul_job *ji = &c.jobs[i];
+        /* share the conversion of an earlier task with the same activations and partner layout */
+        for (int k = 0; k < c.n_conv && owner[i] < 0; k++) {
+            const mr_matmul_job *jk = &c.jobs[c.conv[k]];
+            if (jk->X == ji->X && jk->ncols == ji->ncols && jk->cols == ji->cols && jk->convert == ji->convert &&
+                jk->x_row == ji->x_row && jk->prep == ji->prep)
+                owner[i] = c.conv[k];
+        }
+        if (owner[i] >= 0) {
+            ji->Xq = c.jobs[owner[i]].Xq;
+            ji->Xp = c.jobs[owner[i]].Xp;
+            continue;
+        }
+        ji->Xq = mr_aligned_alloc(64, ji->x_row * (size_t)ji->ncols);
+        if (ji->prep) ji->Xp = mr_aligned_alloc(64, ji->xp_row * (size_t)ji->ncols);
+        c.conv[c.n_conv++] = i;
+        if (!ji->Xq || (ji->prep && !ji->Xp)) { mr_set_error("matmul: out of memory"); goto out; }
+    }
+    /* conversions: one column on the calling thread, more columns in one dispatch */
+    c.conv_first[0] = 0;
+    for (int k = 0; k < c.n_conv; k++) {
+        const mr_matmul_job *j = &c.jobs[c.conv[k]];
+        c.conv_first[k + 1] = c.conv_first[k] + (long)((j->ncols + MR_CONVERT_COLS - 1) / MR_CONVERT_COLS);
+    }
+    if (c.n_conv == 1 && c.jobs[c.conv[0]].ncols == 1) mr_matmul_convert_chunk(&c.jobs[c.conv[0]], 0);
+    else if (c.n_conv > 0) mr_pool_run_chunks(pool, mr_many_convert_chunk, &c, c.conv_first[c.n_conv]);
+    c.n = n;
+    c.first[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const mr_matmul_job *j = &c.jobs[i];
+        long nch = j->rows > 0 && j->ncols > 0 ? (long)((j->rows + j->chunk_rows - 1) / j->chunk_rows) : 0;
+        c.first[i + 1] = c.first[i] + nch;
+    }
+    mr_pool_run_chunks(pool, mr_many_chunk, &c, c.first[n]);
+    rc = 0;
+out:
+    if (c.jobs)
+        for (int k = 0; k < c.n_conv; k++) {
+            mr_aligned_free(c.jobs[c.conv[k]].Xq);
+            mr_aligned_free(c.jobs[c.conv[k]].Xp);
+        }
+    free(c.jobs); free(c.first); free(c.conv); free(c.conv_first); free(owner);
+    return rc;
 }

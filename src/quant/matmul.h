@@ -17,4 +17,16 @@
 
 int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
               const float *X, int64_t ncols, float *Y);
+
+/* Several independent products Y_i = W_i X_i with one dispatch of the pool instead of one per
+ * product (a MoE layer in decode multiplies 2 x top-k small matrices): tasks whose activations are
+ * the same (same X pointer, ncols, cols and partner type) convert them once, then the row chunks of
+ * all tasks are handed out together. Every Y element is computed exactly as mr_matmul computes it.
+ * Tasks with rows or ncols 0 are skipped. Returns 0, or -1 with mr_set_error as mr_matmul. */
+typedef struct {
+    const void *W; int wtype; int64_t rows, cols;
+    const float *X; int64_t ncols;
+    float *Y;
+} mr_matmul_task;
+int mr_matmul_many(mr_pool *pool, const mr_matmul_task *tasks, int n);
 #endif

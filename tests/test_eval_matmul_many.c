@@ -1,0 +1,74 @@
+/* mr_matmul_many (several products in one dispatch, shared activation conversions) gives exactly the
+ * bits of one mr_matmul per product, for several weight types, column counts (GEMV, 4-column GEMM with
+ * leftovers), shared and distinct activations, empty tasks, 1 and 2 threads; errors are reported. */
+#include "test.h"
+#include "simd_data.h"
+#include "quant/matmul.h"
+#include "base/pool.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+static void test_many_equals_single(void) {
+    const int types[] = {MR_TYPE_Q4_0, MR_TYPE_Q8_0, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_IQ4_XS, MR_TYPE_F32, MR_TYPE_F16};
+    const int ncols[] = {1, 1, 5, 9, 4, 0, 3};
+    enum { NT = 14, COLS = 512 };
+    mr_pool *pools[2] = {NULL, mr_pool_create(2)};
+    CHECK(pools[1] != NULL, "pool");
+    mr_matmul_task tk[NT];
+    void *W[NT];
+    float *X[NT], *Y[NT], *Yref[NT];
+    for (int i = 0; i < NT; i++) {
+        const int type = types[i % 7];
+        const int64_t rows = 29 + 7 * i;
+        W[i] = malloc(mr_row_size(type, COLS) * (size_t)rows);
+        sd_weights(type, W[i], COLS * rows, 0);
+        const int nc = ncols[i / 2 % 7];
+        /* odd tasks share the previous task's activations (same pointer, like gate and up) */
+        if (i % 2 == 1 && ncols[(i - 1) / 2 % 7] == nc) X[i] = X[i - 1];
+        else {
+            X[i] = malloc(sizeof(float) * COLS * (size_t)(nc ? nc : 1));
+            for (int k = 0; k < COLS * (nc ? nc : 1); k++) X[i][k] = sd_normalish();
+        }
+        Y[i] = malloc(sizeof(float) * (size_t)rows * (nc ? nc : 1));
+        Yref[i] = malloc(sizeof(float) * (size_t)rows * (nc ? nc : 1));
+        tk[i] = (mr_matmul_task){W[i], type, rows, COLS, X[i], nc, Y[i]};
+    }
+    for (int p = 0; p < 2; p++) {
+        for (int i = 0; i < NT; i++) {
+            for (int64_t k = 0; k < tk[i].rows * (tk[i].ncols ? tk[i].ncols : 1); k++) Y[i][k] = NAN;
+            if (tk[i].ncols)
+                CHECK(mr_matmul(pools[p], W[i], tk[i].wtype, tk[i].rows, COLS, X[i], tk[i].ncols, Yref[i]) == 0, "%s", mr_get_error());
+        }
+        CHECK(mr_matmul_many(pools[p], tk, NT) == 0, "many: %s", mr_get_error());
+        for (int i = 0; i < NT; i++) {
+            if (!tk[i].ncols) { CHECK(isnan(Y[i][0]), "task %d with no columns wrote its output", i); continue; }
+            CHECK(!memcmp(Y[i], Yref[i], sizeof(float) * (size_t)(tk[i].rows * tk[i].ncols)),
+                  "task %d (%s, %lld columns, %d threads) differs from mr_matmul", i, mr_type_name(tk[i].wtype),
+                  (long long)tk[i].ncols, mr_pool_size(pools[p]));
+        }
+    }
+    for (int i = 0; i < NT; i++) {
+        free(W[i]); free(Y[i]); free(Yref[i]);
+        if (!(i % 2 == 1 && X[i] == X[i - 1])) free(X[i]);
+    }
+    mr_pool_free(pools[1]);
+    CHECK(mr_matmul_many(NULL, tk, 0) == 0, "no tasks");
+}
+
+static void test_many_errors(void) {
+    float x[64] = {0}, y[8];
+    uint8_t w[8 * 64 * 4] = {0};
+    mr_matmul_task tk[2] = {{w, MR_TYPE_F32, 8, 64, x, 1, y}, {w, MR_TYPE_Q4_0, 8, 48, x, 1, y}};
+    CHECK(mr_matmul_many(NULL, tk, 2) == -1, "cols not a multiple of the block size accepted");
+    CHECK(strstr(mr_get_error(), "does not fit") != NULL, "error: %s", mr_get_error());
+    tk[1].wtype = 9999;
+    CHECK(mr_matmul_many(NULL, tk, 2) == -1, "unknown type accepted");
+}
+
+int main(void) {
+    RUN(test_many_equals_single);
+    RUN(test_many_errors);
+    return t_finish();
+}
