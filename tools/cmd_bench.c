@@ -2,18 +2,12 @@
 #include "cli.h"
 #include "moerun.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-
-static double now_sec(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void bench_usage(FILE *f) {
     fprintf(f,
@@ -24,7 +18,7 @@ static void bench_usage(FILE *f) {
             "  -p N             prompt length for the pp test (default 512; 0 skips it)\n"
             "  -n N             tokens generated in the tg test (default 128; 0 skips it)\n"
             "  -r N             repetitions (default 3)\n"
-            "  -t N             threads (default: physical cores)\n"
+            "  -t N             threads (default 0 = physical cores)\n"
             "  --depth D        run each test after D tokens already in the context (default 0)\n"
             "  --ram-budget S   RAM for routed experts, e.g. 8G, 512M, auto (default: no paging); pager summary at exit\n"
             "  -o FMT           output format: md (default), csv, json\n"
@@ -49,17 +43,17 @@ static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, in
     mr_profile_enable(0);
     if (depth > 0 && mr_session_eval(s, tok, depth, NULL, 0) != 0) rc = -1;
     mr_profile_enable(profile);
-    double t0 = now_sec();
+    double t0 = mr_cli_now();
     if (rc == 0) {
         if (is_pp) {
             rc = mr_session_eval(s, tok + depth, n, logits, 0);
-            if (profile) mr_profile_eval_time(0, now_sec() - t0);
+            if (profile) mr_profile_eval_time(0, mr_cli_now() - t0);
         } else {
             for (int i = 0; i < n && rc == 0; i++) rc = mr_session_eval(s, tok + depth + i, 1, logits, 0);
-            if (profile) mr_profile_eval_time(1, now_sec() - t0);
+            if (profile) mr_profile_eval_time(1, mr_cli_now() - t0);
         }
     }
-    double dt = now_sec() - t0;
+    double dt = mr_cli_now() - t0;
     free(tok);
     free(logits);
     if (rc != 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return -1; }
@@ -81,20 +75,22 @@ static int cmd_bench(int argc, char **argv) {
         if (af) continue;
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
         if (!strcmp(a, "--no-warmup")) { warmup = 0; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun bench --help)\n", a); return 1; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: unknown or incomplete option '%s' (see moerun bench --help)\n", a); return 1; }
         const char *v = argv[++i];
+        int bad = 0;
+        /* the context is depth + max(pp, tg) + 1: bounds keep that an int */
         if (!strcmp(a, "-m")) model = v;
-        else if (!strcmp(a, "-p")) pp = atoi(v);
-        else if (!strcmp(a, "-n")) tg = atoi(v);
-        else if (!strcmp(a, "-r")) reps = atoi(v);
-        else if (!strcmp(a, "-t")) threads = atoi(v);
-        else if (!strcmp(a, "--depth")) depth = atoi(v);
+        else if (!strcmp(a, "-p")) bad = mr_cli_int(a, v, 0, INT_MAX / 4, &pp);
+        else if (!strcmp(a, "-n")) bad = mr_cli_int(a, v, 0, INT_MAX / 4, &tg);
+        else if (!strcmp(a, "-r")) bad = mr_cli_int(a, v, 1, INT_MAX, &reps);
+        else if (!strcmp(a, "-t")) bad = mr_cli_int(a, v, 0, MR_CLI_MAX_THREADS, &threads);
+        else if (!strcmp(a, "--depth")) bad = mr_cli_int(a, v, 0, INT_MAX / 4, &depth);
         else if (!strcmp(a, "-o")) fmt = v;
         else if (!strcmp(a, "--ram-budget")) budget = v;
         else { fprintf(stderr, "error: unknown option %s (see moerun bench --help)\n", a); return 1; }
+        if (bad) return 1;
     }
     if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun bench --help)\n"); return 1; }
-    if (pp < 0 || tg < 0 || reps < 1 || depth < 0 || threads < 0) { fprintf(stderr, "error: bad numeric option\n"); return 1; }
     if (strcmp(fmt, "md") && strcmp(fmt, "csv") && strcmp(fmt, "json")) {
         fprintf(stderr, "error: -o must be md, csv or json\n");
         return 1;
@@ -108,11 +104,11 @@ static int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", mr_last_error());
         return 1;
     }
-    double t0 = now_sec();
+    double t0 = mr_cli_now();
     mr_model *m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
     if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
-    fprintf(stderr, "loaded %s in %.2f s\n", model, now_sec() - t0);
+    fprintf(stderr, "loaded %s in %.2f s\n", model, mr_cli_now() - t0);
     mr_session *s = mr_session_new(m, n_ctx);
     if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
     if (profile) mr_profile_reset();

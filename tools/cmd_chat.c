@@ -5,13 +5,11 @@
 #include "cli.h"
 #include "moerun.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static volatile sig_atomic_t chat_interrupted;
 static void chat_on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
@@ -22,8 +20,10 @@ static void chat_usage(FILE *f) {
                "  --chat-template NAME chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4\n"
                "                       (default: recognised from the model, else a built-in per architecture)\n"
                "  -n N                 max tokens per reply (default 1024)\n"
-               "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling\n"
-               "  -t THREADS  -c CTX  --ram-budget SIZE|auto\n"
+               MR_CLI_SAMPLER_HELP
+               "  -t THREADS           worker threads (default 0 = physical cores)\n"
+               "  -c CTX               context length (default 0 = min(training context, 4096))\n"
+               "  --ram-budget SIZE    RAM for routed experts (e.g. 8G, 512M, auto; default: no paging)\n"
                "  --show-prompt        print the formatted text sent to the model (stderr)\n"
                "  --official           deepseek4: the official model's graph (indexer QAT, shared-expert clamp)\n"
                "                       instead of the reference llama.cpp fork (docs/DEEPSEEK4.md)\n"
@@ -31,12 +31,6 @@ static void chat_usage(FILE *f) {
                "  Type a message and Enter. Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the prompt quit.\n"
                "  /approx [SPEC]       show or change the MoE approximations while chatting, e.g.\n"
                "                       /approx prune=0.9 skip=0.05   /approx off   (applies from the next token)\n");
-}
-
-static double chat_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 typedef struct { char *s; size_t len, cap; } chat_str;
@@ -76,21 +70,16 @@ static int cmd_chat(int argc, char **argv) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         int af = mr_cli_approx_flag(argc, argv, &i, &ap);
+        if (!af) af = mr_cli_sampler_flag(argc, argv, &i, &sp);
         if (af < 0) return 1;
         if (af) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { chat_usage(stdout); return 0; }
         else if (!strcmp(a, "-m") && has) model = argv[++i];
         else if ((!strcmp(a, "-s") || !strcmp(a, "--system")) && has) sys = argv[++i];
         else if (!strcmp(a, "--chat-template") && has) tmpl = argv[++i];
-        else if (!strcmp(a, "-n") && has) n_max = atoi(argv[++i]);
-        else if (!strcmp(a, "--temp") && has) sp.temperature = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--top-k") && has) sp.top_k = atoi(argv[++i]);
-        else if (!strcmp(a, "--top-p") && has) sp.top_p = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--min-p") && has) sp.min_p = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--repeat-penalty") && has) sp.repeat_penalty = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--seed") && has) sp.seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
-        else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "-n") && has) { if (mr_cli_int(a, argv[++i], 1, INT_MAX, &n_max)) return 1; }
+        else if (!strcmp(a, "-t") && has) { if (mr_cli_int(a, argv[++i], 0, MR_CLI_MAX_THREADS, &mp.n_threads)) return 1; }
+        else if (!strcmp(a, "-c") && has) { if (mr_cli_int(a, argv[++i], 0, INT_MAX, &mp.n_ctx)) return 1; }
         else if (!strcmp(a, "--official")) mp.reference = 0;
         else if (!strcmp(a, "--ram-budget") && has) ram_budget = argv[++i];
         else if (!strcmp(a, "--show-prompt")) show_prompt = 1;
@@ -107,7 +96,7 @@ static int cmd_chat(int argc, char **argv) {
     float *logits = NULL;
     mr_session *s = NULL;
     mr_sampler *smp = NULL;
-    double t0 = chat_now();
+    double t0 = mr_cli_now();
     if (ram_budget && mr_ram_budget_parse(ram_budget, model, mp.n_ctx, &mp.ram_budget)) {
         fprintf(stderr, "error: %s\n", mr_last_error());
         return 1;
@@ -123,7 +112,7 @@ static int cmd_chat(int argc, char **argv) {
     logits = malloc(sizeof(float) * (size_t)V);
     if (!msgs || !s || !smp || !logits) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     fprintf(stderr, "loaded %s (%s, template %s) in %.2f s; /exit or Ctrl-D to quit\n", model, mr_model_arch(m),
-            tmpl ? tmpl : mr_chat_template_detect(m), chat_now() - t0);
+            tmpl ? tmpl : mr_chat_template_detect(m), mr_cli_now() - t0);
     if (sys) msgs[n_msgs++] = (mr_chat_msg){"system", strdup(sys)};
 
     struct sigaction sa;
@@ -183,14 +172,14 @@ static int cmd_chat(int argc, char **argv) {
             if (sys) msgs[n_msgs++] = (mr_chat_msg){"system", strdup(sys)};
             continue;
         }
-        double ta = chat_now();
+        double ta = mr_cli_now();
         int ok = 1;
         for (int i = 0; i < n && ok; i += 512) {
             int k = n - i < 512 ? n - i : 512;
             if (mr_session_eval(s, ids + i, k, logits, 0)) ok = 0;
         }
         if (!ok) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
-        double tb = chat_now();
+        double tb = mr_cli_now();
         for (int i = 0; i < n; i++) mr_sampler_accept(smp, ids[i]);
         if (cs_append(&kv_text, delta, dl)) { fprintf(stderr, "error: out of memory\n"); goto done; }
         chat_str reply = {0};
@@ -205,7 +194,7 @@ static int cmd_chat(int argc, char **argv) {
             if (pl > 0) { fwrite(piece, 1, (size_t)pl, stdout); fflush(stdout); cs_append(&reply, piece, (size_t)pl); }
             if (mr_session_eval(s, &id, 1, logits, 0)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); free(reply.s); goto done; }
         }
-        double tc = chat_now();
+        double tc = mr_cli_now();
         printf("\n");
         if (chat_interrupted) fprintf(stderr, "(stopped)\n");
         fprintf(stderr, "[%d prompt tokens %.1f tok/s, %d generated %.1f tok/s]\n", n, tb > ta ? n / (tb - ta) : 0.0,
@@ -221,7 +210,6 @@ done:
     mr_sampler_free(smp);
     mr_session_free(s);
     mr_model_free(m);
-    (void)errno;
     return rc;
 }
 

@@ -2,16 +2,10 @@
 #include "cli.h"
 #include "moerun.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void logits_usage(FILE *f) {
     fprintf(f, "usage: moerun logits -m MODEL (--tokens 1,2,3 | --tokens-file FILE) [--decode] -o OUT.lgts\n"
@@ -19,50 +13,14 @@ static void logits_usage(FILE *f) {
                "                     [--ram-budget SIZE|auto] [--stats-file FILE]\n"
                "  Evaluates the ids as one batch (default) or one at a time (--decode, through the KV cache)\n"
                "  and writes the logits of every position (0..n-1) in the LGTS format.\n"
+               "  -t THREADS   worker threads (default 0 = physical cores)\n"
+               "  -c CTX       context length (at least the number of ids, the default)\n"
+               "  --kv-f32     F32 KV cache (default F16 like the reference)\n"
                "  --official   deepseek4: the official model's numerics instead of the reference fork's\n"
                "  --dump NAMES print intermediate tensors (comma list or 'all') to stderr\n"
                "  --ram-budget SIZE|auto  page routed experts through SIZE bytes of RAM (8G, 512M; auto from\n"
                "               MemAvailable); prints the pager summary on stderr at exit\n"
                "  --stats-file FILE  one JSON line of pager counters per evaluation (per token with --decode)\n");
-}
-
-/* parse "1,2,3" (also spaces / newlines) into a malloc'd array */
-static int parse_ids(const char *s, int32_t **out, int *n) {
-    int cap = 64, k = 0;
-    int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!v) return -1;
-    const char *p = s;
-    while (*p) {
-        while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t' || *p == '[' || *p == ']') p++;
-        if (!*p) break;
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || x < 0 || x > 0x7fffffff) { free(v); return -1; }
-        if (k == cap) {
-            cap *= 2;
-            int32_t *nv = realloc(v, sizeof(int32_t) * (size_t)cap);
-            if (!nv) { free(v); return -1; }
-            v = nv;
-        }
-        v[k++] = (int32_t)x;
-        p = end;
-    }
-    *out = v;
-    *n = k;
-    return 0;
-}
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
-    if (b) b[sz] = 0;
-    fclose(f);
-    return b;
 }
 
 static int cmd_logits(int argc, char **argv) {
@@ -82,8 +40,8 @@ static int cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "--tokens") && has) toks = argv[++i];
         else if (!strcmp(a, "--tokens-file") && has) tokfile = argv[++i];
         else if (!strcmp(a, "--decode")) decode = 1;
-        else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
-        else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "-t") && has) { if (mr_cli_int(a, argv[++i], 0, MR_CLI_MAX_THREADS, &mp.n_threads)) return 1; }
+        else if (!strcmp(a, "-c") && has) { if (mr_cli_int(a, argv[++i], 0, INT_MAX, &mp.n_ctx)) return 1; }
         else if (!strcmp(a, "--kv-f32")) mp.kv_f32 = 1;
         else if (!strcmp(a, "--official")) mp.reference = 0;
         else if (!strcmp(a, "--dump") && has) mp.dump = argv[++i];
@@ -96,11 +54,12 @@ static int cmd_logits(int argc, char **argv) {
         return 1;
     }
     char *text = NULL;
-    if (tokfile && !(text = read_file(tokfile))) { fprintf(stderr, "error: cannot read %s\n", tokfile); return 1; }
+    if (tokfile && !(text = mr_cli_read_file(tokfile, NULL))) { fprintf(stderr, "error: cannot read %s\n", tokfile); return 1; }
     int32_t *ids = NULL;
     int n = 0;
-    if (parse_ids(text ? text : toks, &ids, &n) || n == 0) {
+    if (mr_cli_parse_ids(text ? text : toks, &ids, &n) || n == 0) {
         free(text);
+        free(ids);
         fprintf(stderr, "error: bad token list (expected comma-separated non-negative ids)\n");
         return 1;
     }
@@ -126,7 +85,7 @@ static int cmd_logits(int argc, char **argv) {
     if (!lg || !pos) { fprintf(stderr, "error: out of memory\n"); goto done; }
     for (int i = 0; i < n; i++) pos[i] = i;
     mr_model_pager_stats(m, &st_prev);
-    t_eval = now_s();
+    t_eval = mr_cli_now();
     if (decode) {
         for (int i = 0; i < n; i++) {
             if (mr_session_eval(s, ids + i, 1, lg + (size_t)i * V, 0)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
@@ -136,7 +95,7 @@ static int cmd_logits(int argc, char **argv) {
         if (mr_session_eval(s, ids, n, lg, 1)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
         if (stats && mr_model_pager_stats(m, &st_now) == 0) mr_pager_stats_json(stats, n - 1, &st_now, &st_prev);
     }
-    t_eval = now_s() - t_eval;
+    t_eval = mr_cli_now() - t_eval;
     if (budget) mr_pager_print_summary(stderr, m, decode ? 0 : n, decode ? 0 : t_eval, decode ? n : 0, decode ? t_eval : 0);
     if (mr_lgts_write(out, n, V, pos, lg)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     rc = 0;

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void ppl_usage(FILE *f) {
     fprintf(f,
@@ -20,8 +19,8 @@ static void ppl_usage(FILE *f) {
             "replaced by BOS, and the second half of each chunk is scored. Progress goes to stderr, the\n"
             "final estimate (PPL +/- its standard error) to stdout.\n"
             "  -c N              context (chunk) length (default 512)\n"
-            "  --chunks N        score at most N chunks (default all)\n"
-            "  -t N              threads (default: physical cores)\n"
+            "  --chunks N        score at most N chunks (default 0 = all)\n"
+            "  -t N              threads (default 0 = physical cores)\n"
             "  --tokens-file F   take token ids (comma or space separated) from F instead of tokenizing a\n"
             "                    text; BOS is then given by --bos (default: none)\n"
             "  --bos ID          BOS id that replaces the first token of each chunk (-1: none; default: the\n"
@@ -34,65 +33,12 @@ static void ppl_usage(FILE *f) {
             MR_CLI_APPROX_HELP);
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (n < cap) break;
-        cap *= 2;
-        char *nb = realloc(b, cap + 1);
-        if (!nb) { free(b); b = NULL; }
-        b = nb;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!b || err) { free(b); return NULL; }
-    b[n] = 0;
-    if (len) *len = n;
-    return b;
-}
-
-/* "1,2,3" (also spaces, newlines, brackets) -> malloc'd ids; -1 on a malformed list */
-static int parse_ids(const char *s, int32_t **out, int *n) {
-    int cap = 1024, k = 0;
-    int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!v) return -1;
-    for (const char *p = s; *p;) {
-        while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t' || *p == '[' || *p == ']') p++;
-        if (!*p) break;
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || x < 0 || x > 0x7fffffff) { free(v); return -1; }
-        if (k == cap) {
-            cap *= 2;
-            int32_t *nv = realloc(v, sizeof(int32_t) * (size_t)cap);
-            if (!nv) { free(v); return -1; }
-            v = nv;
-        }
-        v[k++] = (int32_t)x;
-        p = end;
-    }
-    *out = v;
-    *n = k;
-    return 0;
-}
-
 typedef struct { double t0; int printed; } ppl_progress;
-
-static double now_sec(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void on_chunk(void *user, int chunk, int n_chunks, double ppl) {
     ppl_progress *p = user;
     if (chunk == 1) {
-        double dt = now_sec() - p->t0;
+        double dt = mr_cli_now() - p->t0;
         fprintf(stderr, "perplexity: %.2f seconds per chunk - ETA %.1f s\n", dt, dt * n_chunks);
     }
     fprintf(stderr, "[%d]%.4f,", chunk, ppl);
@@ -103,7 +49,7 @@ static void on_chunk(void *user, int chunk, int n_chunks, double ppl) {
 static int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *text_path = NULL, *ids_path = NULL, *save = NULL, *base = NULL;
     int n_ctx = 512, chunks = 0, bos_set = 0, profile = 0;
-    long bos = -1;
+    int bos = -1;
     mr_model_params mp;
     mr_model_params_default(&mp);
     mr_approx_params ap;
@@ -116,29 +62,23 @@ static int cmd_perplexity(int argc, char **argv) {
         if (af) continue;
         if (!strcmp(a, "--kv-f32")) { mp.kv_f32 = 1; continue; }
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun perplexity --help)\n", a); return 1; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: unknown or incomplete option '%s' (see moerun perplexity --help)\n", a); return 1; }
         const char *v = argv[++i];
-        char *end = NULL;
+        int bad = 0;
         if (!strcmp(a, "-m")) model = v;
         else if (!strcmp(a, "-f")) text_path = v;
         else if (!strcmp(a, "--tokens-file")) ids_path = v;
         else if (!strcmp(a, "--save-logits")) save = v;
         else if (!strcmp(a, "--kl-base")) base = v;
-        else if (!strcmp(a, "-c") || !strcmp(a, "--chunks") || !strcmp(a, "-t") || !strcmp(a, "--bos")) {
-            long x = strtol(v, &end, 10);
-            if (end == v || *end || x < -1 || x > 0x7fffffff || (x < 0 && strcmp(a, "--bos"))) {
-                fprintf(stderr, "error: bad value '%s' for %s\n", v, a);
-                return 1;
-            }
-            if (!strcmp(a, "-c")) n_ctx = (int)x;
-            else if (!strcmp(a, "--chunks")) chunks = (int)x;
-            else if (!strcmp(a, "-t")) mp.n_threads = (int)x;
-            else { bos = x; bos_set = 1; }
-        } else { fprintf(stderr, "error: unknown option %s (see moerun perplexity --help)\n", a); return 1; }
+        else if (!strcmp(a, "-c")) bad = mr_cli_int(a, v, 4, INT_MAX, &n_ctx);
+        else if (!strcmp(a, "--chunks")) bad = mr_cli_int(a, v, 0, INT_MAX, &chunks);
+        else if (!strcmp(a, "-t")) bad = mr_cli_int(a, v, 0, MR_CLI_MAX_THREADS, &mp.n_threads);
+        else if (!strcmp(a, "--bos")) { bad = mr_cli_int(a, v, -1, INT_MAX, &bos); bos_set = 1; }
+        else { fprintf(stderr, "error: unknown option %s (see moerun perplexity --help)\n", a); return 1; }
+        if (bad) return 1;
     }
     if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun perplexity --help)\n"); return 1; }
     if (!text_path == !ids_path) { fprintf(stderr, "error: give exactly one of -f TEXT and --tokens-file IDS\n"); return 1; }
-    if (n_ctx < 4) { fprintf(stderr, "error: -c must be at least 4\n"); return 1; }
     if (save && base) { fprintf(stderr, "error: --save-logits and --kl-base cannot be combined\n"); return 1; }
 
     int rc = 1, n_tok = 0;
@@ -147,12 +87,12 @@ static int cmd_perplexity(int argc, char **argv) {
     mr_model *m = NULL;
     mr_tokenizer *own_tk = NULL;
     size_t len = 0;
-    if (!(buf = read_all(text_path ? text_path : ids_path, &len))) {
+    if (!(buf = mr_cli_read_file(text_path ? text_path : ids_path, &len))) {
         fprintf(stderr, "error: cannot read %s\n", text_path ? text_path : ids_path);
         return 1;
     }
     mp.n_ctx = n_ctx;
-    double t0 = now_sec();
+    double t0 = mr_cli_now();
     if (!(m = mr_model_load(model, &mp))) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     if (text_path) {
@@ -168,24 +108,24 @@ static int cmd_perplexity(int argc, char **argv) {
             goto done;
         }
         if (!bos_set) bos = mr_tokenizer_adds_bos(tk) ? mr_tokenizer_bos(tk) : -1;
-    } else if (parse_ids(buf, &ids, &n_tok)) {
+    } else if (mr_cli_parse_ids(buf, &ids, &n_tok)) {
         fprintf(stderr, "error: %s: bad token list (expected non-negative ids)\n", ids_path);
         goto done;
     }
-    fprintf(stderr, "perplexity: loaded %s in %.2f s; %d tokens, context %d, %d threads\n", model, now_sec() - t0,
+    fprintf(stderr, "perplexity: loaded %s in %.2f s; %d tokens, context %d, %d threads\n", model, mr_cli_now() - t0,
             n_tok, n_ctx, mr_model_n_threads(m));
     if (n_tok < 2 * n_ctx) {
         fprintf(stderr, "error: need at least %d tokens for a context of %d, the input has %d\n", 2 * n_ctx, n_ctx, n_tok);
         goto done;
     }
     if (profile) { mr_profile_reset(); mr_profile_enable(1); }
-    ppl_progress pr = {now_sec(), 0};
+    ppl_progress pr = {mr_cli_now(), 0};
     mr_ppl_result r;
     if (mr_perplexity(m, ids, n_tok, n_ctx, chunks, (int32_t)bos, save, base, on_chunk, &pr, &r)) {
         fprintf(stderr, "\nerror: %s\n", mr_last_error());
         goto done;
     }
-    double dt = now_sec() - pr.t0;
+    double dt = mr_cli_now() - pr.t0;
     if (profile) {
         mr_profile_enable(0);
         mr_profile_eval_time(0, dt);

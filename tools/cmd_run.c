@@ -7,19 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static volatile sig_atomic_t run_interrupted;
 static void run_on_sigint(int sig) { (void)sig; run_interrupted = 1; }
 
 static void run_usage(FILE *f) {
     fprintf(f, "usage: moerun run -m MODEL (-p PROMPT | -f FILE) [options]\n"
+               "  -p PROMPT          the prompt text\n"
+               "  -f FILE            read the prompt from FILE instead\n"
                "  -n N               tokens to generate (default 128; stops earlier at end of generation)\n"
-               "  --temp T           temperature (default 0.8; 0 = greedy)\n"
-               "  --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
-               "  --seed S           sampler seed\n"
-               "  -t THREADS         worker threads (default: physical cores)\n"
-               "  -c CTX             context length (default: min(training context, 4096))\n"
+               MR_CLI_SAMPLER_HELP
+               "  -t THREADS         worker threads (default 0 = physical cores)\n"
+               "  -c CTX             context length (default 0 = min(training context, 4096))\n"
                "  --ram-budget SIZE  RAM for routed experts (e.g. 8G, 512M, auto; default 0 = no paging);\n"
                "                     prints the pager summary at exit\n"
                "  --stats-file FILE  pager counters as JSON lines: one for the prompt, one per generated token\n"
@@ -30,19 +29,6 @@ static void run_usage(FILE *f) {
                MR_CLI_APPROX_HELP
                "  --profile          per-operator time table (prefill and decode) on stderr at the end\n"
                "  Ctrl-C stops the generation (statistics are still printed).\n");
-}
-
-static char *run_read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
-    if (b) b[sz] = 0;
-    fclose(f);
-    return b;
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -60,22 +46,16 @@ static int cmd_run(int argc, char **argv) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         int af = mr_cli_approx_flag(argc, argv, &i, &ap);
+        if (!af) af = mr_cli_sampler_flag(argc, argv, &i, &sp);
         if (af < 0) return 1;
         if (af) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(stdout); return 0; }
         else if (!strcmp(a, "-m") && has) model = argv[++i];
         else if (!strcmp(a, "-p") && has) prompt = argv[++i];
         else if (!strcmp(a, "-f") && has) pfile = argv[++i];
-        else if (!strcmp(a, "-n") && has) n_gen = atoi(argv[++i]);
-        else if (!strcmp(a, "--temp") && has) sp.temperature = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--top-k") && has) sp.top_k = atoi(argv[++i]);
-        else if (!strcmp(a, "--top-p") && has) sp.top_p = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--min-p") && has) sp.min_p = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--repeat-penalty") && has) sp.repeat_penalty = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--repeat-last-n") && has) sp.repeat_last_n = atoi(argv[++i]);
-        else if (!strcmp(a, "--seed") && has) sp.seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
-        else if (!strcmp(a, "-c") && has) mp.n_ctx = atoi(argv[++i]);
+        else if (!strcmp(a, "-n") && has) { if (mr_cli_int(a, argv[++i], 0, INT_MAX, &n_gen)) return 1; }
+        else if (!strcmp(a, "-t") && has) { if (mr_cli_int(a, argv[++i], 0, MR_CLI_MAX_THREADS, &mp.n_threads)) return 1; }
+        else if (!strcmp(a, "-c") && has) { if (mr_cli_int(a, argv[++i], 0, INT_MAX, &mp.n_ctx)) return 1; }
         else if (!strcmp(a, "--official")) mp.reference = 0;
         else if (!strcmp(a, "--ram-budget") && has) budget = argv[++i];
         else if (!strcmp(a, "--stats-file") && has) stats_path = argv[++i];
@@ -85,9 +65,9 @@ static int cmd_run(int argc, char **argv) {
         else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); run_usage(stderr); return 1; }
     }
     if (!model || (!prompt && !pfile)) { fprintf(stderr, "error: -m MODEL and -p PROMPT (or -f FILE) are required\n"); return 1; }
-    if (n_gen < 0) { fprintf(stderr, "error: -n must be >= 0\n"); return 1; }
+    if (prompt && pfile) { fprintf(stderr, "error: give one of -p PROMPT and -f FILE, not both\n"); return 1; }
     char *text = NULL;
-    if (pfile && !(text = run_read_file(pfile))) { fprintf(stderr, "error: cannot read %s\n", pfile); return 1; }
+    if (pfile && !(text = mr_cli_read_file(pfile, NULL))) { fprintf(stderr, "error: cannot read %s\n", pfile); return 1; }
     if (!text) text = strdup(prompt);
     if (!text) { fprintf(stderr, "error: out of memory\n"); return 1; }
 
@@ -100,17 +80,14 @@ static int cmd_run(int argc, char **argv) {
     double t0 = 0, t_load, t_prefill = 0, t_decode = 0;
     int n_prompt = 0, n_done = 0;
 
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    t0 = mr_cli_now();
     if (budget && mr_ram_budget_parse(budget, model, mp.n_ctx, &mp.ram_budget)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     if (stats_path && !(stats = fopen(stats_path, "w"))) { fprintf(stderr, "error: cannot write %s\n", stats_path); goto done; }
     m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     mr_model_pager_stats(m, &pst_prev);
     if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t_load = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - t0;
+    t_load = mr_cli_now() - t0;
     mr_tokenizer *tok = mr_model_tokenizer(m);
     if (!tok) { fprintf(stderr, "error: %s has no usable tokenizer\n", model); goto done; }
     size_t tl = strlen(text);
@@ -139,15 +116,13 @@ static int cmd_run(int argc, char **argv) {
     sa.sa_handler = run_on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double ta = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    double ta = mr_cli_now();
     if (profile) { mr_profile_reset(); mr_profile_enable(1); }
     for (int i = 0; i < n_prompt; i += 512) {
         int k = n_prompt - i < 512 ? n_prompt - i : 512;
         if (mr_session_eval(s, ids + i, k, logits, 0)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double tb = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    double tb = mr_cli_now();
     t_prefill = tb - ta;
     if (stats && mr_model_pager_stats(m, &pst_now) == 0) { mr_pager_stats_json(stats, n_prompt - 1, &pst_now, &pst_prev); pst_prev = pst_now; }
     fputs(text, stdout); /* the prompt, then the continuation */
@@ -168,8 +143,7 @@ static int cmd_run(int argc, char **argv) {
             pst_prev = pst_now;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t_decode = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - tb;
+    t_decode = mr_cli_now() - tb;
     if (profile) {
         mr_profile_enable(0);
         mr_profile_eval_time(0, t_prefill);

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "moerun.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +18,8 @@ static void server_usage(FILE *f) {
                "a prompt that extends the previous conversation re-uses its evaluated tokens (prompt cache).\n"
                "  --host H          address to listen on (default 127.0.0.1)\n"
                "  --port P          port (default 8080)\n"
-               "  -c CTX            context length (default: model's, at most 4096)\n"
-               "  -t N              threads (default: physical cores)\n"
+               "  -c CTX            context length (default 0 = min(training context, 4096))\n"
+               "  -t N              threads (default 0 = physical cores)\n"
                "  --ram-budget S    RAM for routed experts, e.g. 8G, 512M, auto (default: no paging)\n"
                "  --alias NAME      model id to report (default: general.name)\n"
                MR_CLI_APPROX_HELP);
@@ -38,20 +39,20 @@ static int cmd_server(int argc, char **argv) {
         int af = mr_cli_approx_flag(argc, argv, &i, &ap);
         if (af < 0) return 1;
         if (af) continue;
-        if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun server --help)\n", a); return 1; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: unknown or incomplete option '%s' (see moerun server --help)\n", a); return 1; }
         const char *v = argv[++i];
+        int bad = 0;
         if (!strcmp(a, "-m")) model = v;
         else if (!strcmp(a, "--host")) sp.host = v;
-        else if (!strcmp(a, "--port")) sp.port = atoi(v);
-        else if (!strcmp(a, "-c")) sp.n_ctx = atoi(v);
-        else if (!strcmp(a, "-t")) mp.n_threads = atoi(v);
+        else if (!strcmp(a, "--port")) bad = mr_cli_int(a, v, 1, 65535, &sp.port);
+        else if (!strcmp(a, "-c")) bad = mr_cli_int(a, v, 0, INT_MAX, &sp.n_ctx);
+        else if (!strcmp(a, "-t")) bad = mr_cli_int(a, v, 0, MR_CLI_MAX_THREADS, &mp.n_threads);
         else if (!strcmp(a, "--alias")) sp.alias = v;
         else if (!strcmp(a, "--ram-budget")) ram_budget = v;
         else { fprintf(stderr, "error: unknown option %s (see moerun server --help)\n", a); return 1; }
+        if (bad) return 1;
     }
     if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun server --help)\n"); return 1; }
-    if (sp.port <= 0 || sp.port > 65535) { fprintf(stderr, "error: bad --port\n"); return 1; }
-    if (sp.n_ctx < 0 || mp.n_threads < 0) { fprintf(stderr, "error: bad -c or -t\n"); return 1; }
     mp.n_ctx = sp.n_ctx;
     if (ram_budget && mr_ram_budget_parse(ram_budget, model, mp.n_ctx, &mp.ram_budget)) {
         fprintf(stderr, "error: %s\n", mr_last_error());

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "moerun.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,18 +32,20 @@ static int cmd_synth(int argc, char **argv) {
         int has = i + 1 < argc;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { synth_usage(stdout); return 0; }
         if (!strcmp(a, "--list")) { mr_synth_list(stdout); return 0; }
-        if (!has) { fprintf(stderr, "error: %s needs a value (see moerun synth --help)\n", a); return 1; }
-        if (!strcmp(a, "-o")) out = argv[++i];
-        else if (!strcmp(a, "--shape")) p.shape = argv[++i];
-        else if (!strcmp(a, "--mix")) p.mix = argv[++i];
-        else if (!strcmp(a, "--layers")) p.n_layers = atoi(argv[++i]);
-        else if (!strcmp(a, "--ratios")) p.ratios = argv[++i];
-        else if (!strcmp(a, "--zipf")) p.zipf = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--seed")) p.seed = strtoull(argv[++i], NULL, 10);
+        if (!has) { fprintf(stderr, "error: unknown or incomplete option '%s' (see moerun synth --help)\n", a); return 1; }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (!strcmp(a, "-o")) out = v;
+        else if (!strcmp(a, "--shape")) p.shape = v;
+        else if (!strcmp(a, "--mix")) p.mix = v;
+        else if (!strcmp(a, "--layers")) bad = mr_cli_int(a, v, 1, INT_MAX, &p.n_layers);
+        else if (!strcmp(a, "--ratios")) p.ratios = v;
+        else if (!strcmp(a, "--zipf")) bad = mr_cli_float(a, v, 0, MR_CLI_BIG, &p.zipf);
+        else if (!strcmp(a, "--seed")) bad = mr_cli_u64(a, v, &p.seed);
         else { fprintf(stderr, "error: unknown option %s (see moerun synth --help)\n", a); return 1; }
+        if (bad) return 1;
     }
     if (!out) { fprintf(stderr, "error: -o OUT.gguf is required (see moerun synth --help)\n"); return 1; }
-    if (p.n_layers < 0) { fprintf(stderr, "error: --layers must be >= 1\n"); return 1; }
     if (mr_synth(out, &p) != 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
     fprintf(stderr, "wrote %s\n", out);
     return 0;

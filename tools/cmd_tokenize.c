@@ -19,25 +19,6 @@ static void tokenize_usage(FILE *f) {
             "  --pieces             also print one line per token: id and its text\n");
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (n < cap) break;
-        char *b = realloc(buf, cap * 2);
-        if (!b) { free(buf); buf = NULL; break; }
-        buf = b; cap *= 2;
-    }
-    if (buf && ferror(f)) { free(buf); buf = NULL; }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL;
     int add_bos = 1, parse_special = 1, pieces = 0;
@@ -47,7 +28,7 @@ static int cmd_tokenize(int argc, char **argv) {
         if (!strcmp(a, "--no-bos")) { add_bos = 0; continue; }
         if (!strcmp(a, "--no-parse-special")) { parse_special = 0; continue; }
         if (!strcmp(a, "--pieces")) { pieces = 1; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value (see moerun tokenize --help)\n", a); return 1; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: unknown or incomplete option '%s' (see moerun tokenize --help)\n", a); return 1; }
         const char *v = argv[++i];
         if (!strcmp(a, "-m")) model = v;
         else if (!strcmp(a, "-p")) prompt = v;
@@ -59,7 +40,7 @@ static int cmd_tokenize(int argc, char **argv) {
     size_t len = 0;
     char *text = NULL;
     if (file) {
-        text = read_file(file, &len);
+        text = mr_cli_read_file(file, &len);
         if (!text) { fprintf(stderr, "error: cannot read %s\n", file); return 1; }
     } else {
         len = strlen(prompt);

@@ -2,8 +2,6 @@
 #include "cli.h"
 #include "moerun.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,26 +17,6 @@ void mr_cli_register(const char *name, const char *summary, mr_cmd_fn fn) {
         cmds[n_cmds].fn = fn;
         n_cmds++;
     }
-}
-
-int mr_cli_parse_size(const char *s, unsigned long long *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0) return -1;
-    double mul = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (toupper((unsigned char)*end) == 'I') end++;
-    if (toupper((unsigned char)*end) == 'B') end++;
-    if (*end) return -1;
-    *out = (unsigned long long)(v * mul);
-    return 0;
 }
 
 static int cmp_cmd(const void *a, const void *b) {

@@ -1,0 +1,138 @@
+/* Option-value parsing, file reading and the sampler flags shared by the CLI commands (see cli.h). */
+#include "cli.h"
+#include "moerun.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double mr_cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* "from LO to HI", or ">= LO" when HI is only a sanity bound */
+static void range_text(char *buf, size_t n, double lo, double hi, int whole) {
+    const char *what = whole ? "a whole number" : "a number";
+    if (hi >= MR_CLI_BIG) snprintf(buf, n, "%s >= %.*g", what, whole ? 12 : 6, lo);
+    else snprintf(buf, n, "%s from %.*g to %.*g", what, whole ? 12 : 6, lo, whole ? 12 : 6, hi);
+}
+
+int mr_cli_int(const char *opt, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        char want[80];
+        range_text(want, sizeof want, (double)lo, (double)hi, 1);
+        fprintf(stderr, "error: bad value '%s' for %s (want %s)\n", v, opt, want);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int mr_cli_float(const char *opt, const char *v, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !(x >= lo && x <= hi)) { /* !(..) also rejects NaN */
+        char want[80];
+        range_text(want, sizeof want, lo, hi, 0);
+        fprintf(stderr, "error: bad value '%s' for %s (want %s)\n", v, opt, want);
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+int mr_cli_u64(const char *opt, const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    int hex = v[0] == '0' && (v[1] == 'x' || v[1] == 'X'); /* decimal, or 0x hex (never octal) */
+    unsigned long long x = strtoull(v, &end, hex ? 16 : 10);
+    /* strtoull accepts "-1" (as 2^64-1): a seed given as a negative number is a mistake */
+    if (end == v || *end || errno || strchr(v, '-')) {
+        fprintf(stderr, "error: bad value '%s' for %s (want a non-negative whole number)\n", v, opt);
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
+char *mr_cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = cap < ((size_t)-1) / 4 ? realloc(b, cap * 2 + 1) : NULL;
+        if (!nb) { free(b); b = NULL; break; }
+        b = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!b || err) { free(b); return NULL; }
+    b[n] = 0;
+    if (len) *len = n;
+    return b;
+}
+
+int mr_cli_parse_ids(const char *s, int32_t **out, int *n) {
+    int cap = 1024, k = 0;
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!v) return -1;
+    for (const char *p = s; *p;) {
+        while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t' || *p == '[' || *p == ']') p++;
+        if (!*p) break;
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 0 || x > 0x7fffffff || k == 0x7fffffff) { free(v); return -1; }
+        if (k == cap) {
+            int32_t *nv = cap <= 0x3fffffff ? realloc(v, sizeof(int32_t) * (size_t)cap * 2) : NULL;
+            if (!nv) { free(v); return -1; }
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int mr_cli_sampler_flag(int argc, char **argv, int *i, mr_sampler_params *sp) {
+    const char *a = argv[*i];
+    static const char *const names[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                        "--repeat-last-n", "--seed"};
+    int which = -1;
+    for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++)
+        if (!strcmp(a, names[k])) which = k;
+    if (which < 0) return 0;
+    if (*i + 1 >= argc) { fprintf(stderr, "error: %s needs a value\n", a); return -1; }
+    const char *v = argv[++*i];
+    int bad = 0;
+    switch (which) {
+    case 0: bad = mr_cli_float(a, v, 0, MR_CLI_BIG, &sp->temperature); break;
+    case 1: bad = mr_cli_int(a, v, 0, 0x7fffffff, &sp->top_k); break;
+    case 2: bad = mr_cli_float(a, v, 0, 1, &sp->top_p); break;
+    case 3: bad = mr_cli_float(a, v, 0, 1, &sp->min_p); break;
+    case 4:
+        bad = mr_cli_float(a, v, 0, MR_CLI_BIG, &sp->repeat_penalty);
+        if (!bad && !(sp->repeat_penalty > 0)) {
+            fprintf(stderr, "error: bad value '%s' for %s (want a number > 0; 1 = off)\n", v, a);
+            bad = -1;
+        }
+        break;
+    case 5: bad = mr_cli_int(a, v, 0, 0x7fffffff, &sp->repeat_last_n); break;
+    default: bad = mr_cli_u64(a, v, &sp->seed); break;
+    }
+    return bad ? -1 : 1;
+}
