@@ -4,7 +4,8 @@
  * (batches of --window tokens) over the first --tokens tokens of a text, reporting milliseconds of
  * process CPU time per token (best of --reps passes: on a shared machine CPU time is far steadier
  * than wall time; with -t 1 it is the single thread's time), the speedup against the exact model,
- * and the experts / rows / down blocks the setting skipped.
+ * and the experts / rows / down blocks the setting skipped. The settings take turns within each
+ * pass, so that load from other processes affects them alike; the first setting is the reference.
  *
  * With --ram-budget SIZE the experts are paged: the decode passes also report the expert reads
  * (pager misses) and bytes read per token.
@@ -103,42 +104,46 @@ int main(int argc, char **argv) {
     printf("| setting | experts/token | rows skipped | down blocks skipped | decode ms/tok | speedup | prefill ms/tok | speedup |%s\n",
            paging ? " expert reads/tok (decode) | KiB read/tok |" : "");
     printf("|---|---:|---:|---:|---:|---:|---:|---:|%s\n", paging ? "---:|---:|" : "");
-    double base_dec = 0, base_pre = 0;
+    /* settings interleaved within each repetition, so a burst of load on the machine hits them all */
+    double *dec = malloc(sizeof(double) * (size_t)n_specs), *pre = malloc(sizeof(double) * (size_t)n_specs);
+    double *miss = calloc((size_t)n_specs, sizeof(double)), *bytes = calloc((size_t)n_specs, sizeof(double));
+    mr_approx_stats *st = calloc((size_t)n_specs, sizeof *st);
+    mr_approx_params *ap = malloc(sizeof *ap * (size_t)n_specs);
     for (int k = 0; k < n_specs; k++) {
-        mr_approx_params p;
-        mr_approx_params_default(&p);
-        if (mr_approx_parse(specs[k], &p) || mr_model_set_approx(m, &p)) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
-        double dec = 1e30, pre = 1e30, miss = 0, bytes = 0;
-        pass(s, ids, window, window, bos, 1); /* warm-up */
-        for (int r = 0; r < reps; r++) {
+        mr_approx_params_default(&ap[k]);
+        if (mr_approx_parse(specs[k], &ap[k])) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
+        dec[k] = pre[k] = 1e30;
+    }
+    pass(s, ids, window, window, bos, 1); /* warm-up */
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < n_specs; k++) {
+            if (mr_model_set_approx(m, &ap[k])) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
             mr_model_approx_stats_reset(m);
             mr_model_pager_stats(m, &ps0);
             double t = pass(s, ids, n_tok, window, bos, 1);
             mr_model_pager_stats(m, &ps1);
-            miss += (double)(ps1.misses - ps0.misses);
-            bytes += (double)(ps1.bytes_read - ps0.bytes_read);
-            if (t < dec) dec = t;
+            mr_model_approx_stats(m, &st[k]);
+            miss[k] += (double)(ps1.misses - ps0.misses);
+            bytes[k] += (double)(ps1.bytes_read - ps0.bytes_read);
+            if (t < dec[k]) dec[k] = t;
             t = pass(s, ids, n_tok, window, bos, 0);
-            if (t < pre) pre = t;
+            if (t < pre[k]) pre[k] = t;
         }
-        mr_approx_stats st;
-        mr_model_approx_stats(m, &st);
-        const int used = (n_tok / window) * window;
-        dec = 1e3 * dec / used;
-        pre = 1e3 * pre / used;
-        if (k == 0) { base_dec = dec; base_pre = pre; }
+    const int used = (n_tok / window) * window;
+    for (int k = 0; k < n_specs; k++) {
+        const double d = 1e3 * dec[k] / used, p = 1e3 * pre[k] / used;
         char ek[32] = "all (exact)", rs[32] = "-", bs[32] = "-";
-        if (st.token_layers) snprintf(ek, sizeof ek, "%.3f", (double)st.experts_kept / (double)st.token_layers);
-        if (st.rows_total) {
-            snprintf(rs, sizeof rs, "%.1f%%", 100.0 * (double)st.rows_skipped / (double)st.rows_total);
-            snprintf(bs, sizeof bs, "%.1f%%", 100.0 * (double)st.blocks_skipped / (double)st.blocks_total);
+        if (st[k].token_layers) snprintf(ek, sizeof ek, "%.3f", (double)st[k].experts_kept / (double)st[k].token_layers);
+        if (st[k].rows_total) {
+            snprintf(rs, sizeof rs, "%.1f%%", 100.0 * (double)st[k].rows_skipped / (double)st[k].rows_total);
+            snprintf(bs, sizeof bs, "%.1f%%", 100.0 * (double)st[k].blocks_skipped / (double)st[k].blocks_total);
         }
-        printf("| %s | %s | %s | %s | %.3f | %.2fx | %.3f | %.2fx |", specs[k], ek, rs, bs, dec, base_dec / dec, pre,
-               base_pre / pre);
-        if (paging) printf(" %.3f | %.1f |", miss / reps / used, bytes / reps / used / 1024.0);
+        printf("| %s | %s | %s | %s | %.3f | %.2fx | %.3f | %.2fx |", specs[k], ek, rs, bs, d, dec[0] / dec[k], p,
+               pre[0] / pre[k]);
+        if (paging) printf(" %.3f | %.1f |", miss[k] / reps / used, bytes[k] / reps / used / 1024.0);
         printf("\n");
-        fflush(stdout);
     }
+    free(dec); free(pre); free(miss); free(bytes); free(st); free(ap);
     mr_session_free(s);
     mr_model_free(m);
     free(ids);

@@ -334,6 +334,23 @@ static void rows_chunk(void *arg, long ch) {
     if (r1 > j->F) r1 = (long)j->F;
     const uint8_t *x = j->Xq + (size_t)c0 * j->x_row;
     long gap_end = r0; /* rows before this are part of a short gap of skipped rows (prefetched) */
+    if (nc == 1) { /* decode: the common case, kept tight */
+        const uint8_t *a = j->act + c0 * j->F;
+        float *u = j->U + c0 * j->F;
+        for (long r = r0; r < r1; r++) {
+            if (a[r]) { j->dot((int)j->d, &u[r], j->W + (size_t)r * j->w_row, x); continue; }
+            u[r] = 0.0f;
+            if (r >= gap_end) {
+                long e = r + 1;
+                while (e < r1 && !a[e]) e++;
+                const size_t bytes = (size_t)(e - r) * j->w_row;
+                if (bytes < MR_APPROX_PREFETCH_GAP)
+                    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(j->W + (size_t)r * j->w_row + o);
+                gap_end = e;
+            }
+        }
+        return;
+    }
     for (long r = r0; r < r1; r++) {
         const uint8_t *wr = j->W + (size_t)r * j->w_row;
         int any = 0;
@@ -504,7 +521,13 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
             }
             st.rows_total += (uint64_t)cnt * (uint64_t)F;
             st.blocks_total += (uint64_t)cnt * (uint64_t)nb;
-            if (mr_approx_rows_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, act, u)) goto done;
+            if (cnt >= 4) {
+                /* a batch: the dense product has the faster multi-column kernels, and a row can be
+                 * skipped only when all the columns of its group skip it, which is rare; compute
+                 * all rows and drop the inactive ones (the same values, so the same h) */
+                if (mr_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, u)) goto done;
+                for (int64_t i = 0; i < (int64_t)cnt * F; i++) if (!act[i]) u[i] = 0.0f;
+            } else if (mr_approx_rows_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, act, u)) goto done;
         }
         for (int r = 0; r < cnt; r++) {
             float *gr = g + (int64_t)r * F, *ur = u + (int64_t)r * F;
