@@ -96,6 +96,25 @@ static void merge_pair(symvec *s, const bigram *b) {
     if (r->next >= 0) s->v[r->next].prev = b->left;
 }
 
+/* Bigram merging shared by SPM (best score first) and BPE (lowest rank first; the heap orders by
+ * h->spm): queue every adjacent pair try_add accepts, then repeatedly merge the best live pair and
+ * queue its new neighbours. Stale entries (a side already merged away) are skipped when popped. */
+typedef int (*try_add_fn)(const mr_tokenizer *t, const char *text, symvec *s, heap *h, int left, int right);
+static int merge_all(const mr_tokenizer *t, const char *text, symvec *s, heap *h, try_add_fn try_add) {
+    h->n = 0;
+    for (size_t i = 1; i < s->n; i++)
+        if (try_add(t, text, s, h, (int)i - 1, (int)i)) return -1;
+    while (h->n) {
+        bigram b = heap_pop(h);
+        const sym *l = &s->v[b.left], *r = &s->v[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
+        merge_pair(s, &b);
+        if (try_add(t, text, s, h, s->v[b.left].prev, b.left) || try_add(t, text, s, h, b.left, s->v[b.left].next))
+            return -1;
+    }
+    return 0;
+}
+
 /* ---- SPM ---- */
 static int spm_try_add(const mr_tokenizer *t, const char *text, symvec *s, heap *h, int left, int right) {
     if (left < 0 || right < 0) return 0;
@@ -110,18 +129,7 @@ int mr_spm_tokenize(const mr_tokenizer *t, const char *text, size_t len, mr_i32v
     symvec s = { 0 };
     heap h = { .spm = 1 };
     int ret = -1;
-    if (split_chars(&s, len, text)) goto oom;
-    for (size_t i = 1; i < s.n; i++)
-        if (spm_try_add(t, text, &s, &h, (int)i - 1, (int)i)) goto oom;
-    while (h.n) {
-        bigram b = heap_pop(&h);
-        sym *l = &s.v[b.left], *r = &s.v[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
-        merge_pair(&s, &b);
-        if (spm_try_add(t, text, &s, &h, s.v[b.left].prev, b.left) ||
-            spm_try_add(t, text, &s, &h, b.left, s.v[b.left].next))
-            goto oom;
-    }
+    if (split_chars(&s, len, text) || merge_all(t, text, &s, &h, spm_try_add)) goto oom;
     for (int i = s.n ? 0 : -1; i != -1; i = s.v[i].next) {
         const sym *x = &s.v[i];
         int32_t id = mr_strmap_get(&t->tok, text + x->off, x->n);
@@ -184,19 +192,7 @@ int mr_bpe_tokenize(const mr_tokenizer *t, const char *text, size_t len, mr_i32v
                 continue;
             }
         }
-        if (split_chars(&s, el, enc)) goto oom;
-        h.n = 0;
-        for (size_t i = 1; i < s.n; i++)
-            if (bpe_try_add(t, enc, &s, &h, (int)i - 1, (int)i)) goto oom;
-        while (h.n) {
-            bigram b = heap_pop(&h);
-            sym *l = &s.v[b.left], *r = &s.v[b.right];
-            if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
-            merge_pair(&s, &b);
-            if (bpe_try_add(t, enc, &s, &h, s.v[b.left].prev, b.left) ||
-                bpe_try_add(t, enc, &s, &h, b.left, s.v[b.left].next))
-                goto oom;
-        }
+        if (split_chars(&s, el, enc) || merge_all(t, enc, &s, &h, bpe_try_add)) goto oom;
         for (size_t i = 0; i < s.n; i++) {
             const sym *x = &s.v[i];
             if (!x->n) continue;
