@@ -51,6 +51,9 @@ code=$(post /v1/chat/completions '{"messages":[]}'); if [ "$code" = 400 ]; then 
 code=$(post /v1/chat/completions '{"messages":[{"role":"user"}]}'); if [ "$code" = 400 ]; then ok server_message_no_content; else fail server_message_no_content "code $code"; fi
 code=$(post /v1/nothing '{}'); if [ "$code" = 404 ]; then ok server_404; else fail server_404 "code $code"; fi
 code=$(post /v1/completions '{"prompt":"x","max_tokens":-1}'); if [ "$code" = 400 ]; then ok server_bad_max_tokens; else fail server_bad_max_tokens "code $code"; fi
+code=$(post /v1/completions '{"prompt":"x","max_tokens":1e300}'); if [ "$code" = 400 ]; then ok server_huge_max_tokens; else fail server_huge_max_tokens "code $code"; fi
+code=$(post /v1/completions '{"prompt":"x","max_tokens":1,"top_k":1e20}'); if [ "$code" = 400 ] && grep -q 'top_k' "$TMPD/body"; then ok server_bad_top_k; else fail server_bad_top_k "code $code"; fi
+code=$(post /v1/completions '{"prompt":"x","max_tokens":1,"seed":-5}'); if [ "$code" = 400 ] && grep -q 'seed' "$TMPD/body"; then ok server_bad_seed; else fail server_bad_seed "code $code"; fi
 code=$(curl -s -o "$TMPD/body" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models")
 if [ "$code" = 200 ] && grep -q '"id":"kjv-moe"' "$TMPD/body"; then ok server_models; else fail server_models "$(head -c 200 "$TMPD/body")"; fi
 

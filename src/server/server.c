@@ -63,14 +63,20 @@ typedef struct {
 static int srv_parse_opts(const mr_json *j, srv_opts *o, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     mr_sampler_default_params(&o->sp);
-    o->max_tokens = (int)mr_json_get_num(j, "max_tokens", mr_json_get_num(j, "n_predict", 256));
-    if (o->max_tokens < 0 || o->max_tokens > 1000000) { snprintf(err, errlen, "max_tokens out of range"); return -1; }
+    /* integers are range-checked as doubles: converting an out-of-range double is undefined */
+    const double max_tokens = mr_json_get_num(j, "max_tokens", mr_json_get_num(j, "n_predict", 256));
+    const double top_k = mr_json_get_num(j, "top_k", o->sp.top_k);
+    const double seed = mr_json_get_num(j, "seed", (double)o->sp.seed);
+    if (!(max_tokens >= 0 && max_tokens <= 1000000)) { snprintf(err, errlen, "max_tokens out of range"); return -1; }
+    if (!(top_k >= -2147483648.0 && top_k <= 2147483647.0)) { snprintf(err, errlen, "top_k out of range"); return -1; }
+    if (!(seed >= 0 && seed < 18446744073709551616.0)) { snprintf(err, errlen, "seed out of range"); return -1; }
+    o->max_tokens = (int)max_tokens;
+    o->sp.top_k = (int32_t)top_k;
+    o->sp.seed = (uint64_t)seed;
     o->sp.temperature = (float)mr_json_get_num(j, "temperature", 0.8);
     o->sp.top_p = (float)mr_json_get_num(j, "top_p", o->sp.top_p);
-    o->sp.top_k = (int32_t)mr_json_get_num(j, "top_k", o->sp.top_k);
     o->sp.min_p = (float)mr_json_get_num(j, "min_p", o->sp.min_p);
     o->sp.repeat_penalty = (float)mr_json_get_num(j, "repeat_penalty", o->sp.repeat_penalty);
-    o->sp.seed = (uint64_t)mr_json_get_num(j, "seed", (double)o->sp.seed);
     o->stream = mr_json_get_bool(j, "stream", 0);
     const mr_json *st = mr_json_get(j, "stop");
     if (st && st->type == MR_JSON_STR && st->len) o->stop[o->n_stop++] = st->str;
