@@ -367,6 +367,51 @@ static void check_simd(int isa, const char *variant) {
     mr_set_isa(mr_cpu_best_isa());
 }
 
+/* AVX-512 GEMM blocks: every (row, column) result equals vec_dot's bit for bit, for partial blocks
+ * too (nr 1..4, nc 1..32) */
+static void check_gemm(const char *variant) {
+    if (mr_set_isa(MR_ISA_AVX512) != 0) return;
+    for (int ti = 0; ti < N_IQ; ti++) {
+        const int type = iq_types[ti].type;
+        mr_gemm_fn gm = mr_gemm_avx512[type];
+        mr_vec_dot_fn f = mr_type_vec_dot_isa(type, MR_ISA_AVX512);
+        if (!gm || !f) continue;
+        const int n = 1024, R = 6, C = 37, at = mr_type_get(type)->vec_dot_type;
+        const size_t wr = mr_row_size(type, n), xb = mr_row_size(at, n);
+        uint8_t *w = malloc(wr * R), *x = malloc(xb * C);
+        float *xf = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * R * C);
+        random_weights(type, w, wr * R);
+        for (int c = 0; c < C; c++) {
+            for (int i = 0; i < n; i++) xf[i] = rndf() * (c % 3 == 2 ? 100.f : 1.f);
+            void *xq = quantize_act(type, xf, n);
+            memcpy(x + c * xb, xq, xb);
+            free(xq);
+        }
+        int bad = 0, calls = 0;
+        /* blocks of every shape: rows from r0 in steps of nr, columns from c0 in steps of nc */
+        for (int nr = 1; nr <= MR_GEMM_NR; nr++)
+            for (int nc = 1; nc <= MR_GEMM_NC; nc += (nc < 5 ? 1 : 9)) {
+                for (int k = 0; k < R * C; k++) y[k] = NAN;
+                for (int c0 = 0; c0 < C; c0 += nc)
+                    for (int r0 = 0; r0 < R; r0 += nr) {
+                        const int br = R - r0 < nr ? R - r0 : nr, bc = C - c0 < nc ? C - c0 : nc;
+                        gm(n, w + r0 * wr, wr, br, x + c0 * xb, xb, bc, y + (size_t)c0 * R + r0, R);
+                        calls++;
+                    }
+                for (int r = 0; r < R; r++)
+                    for (int c = 0; c < C; c++) {
+                        float s = NAN;
+                        f(n, &s, w + r * wr, x + c * xb);
+                        bad += memcmp(&s, &y[(size_t)c * R + r], sizeof s) != 0;
+                    }
+            }
+        printf("# %s avx512%s GEMM blocks: %d calls, %d results differ from vec_dot\n", iq_types[ti].name, variant, calls, bad);
+        CHECK(bad == 0, "%s avx512%s: %d GEMM block results differ from vec_dot", iq_types[ti].name, variant, bad);
+        free(w); free(x); free(xf); free(y);
+    }
+    mr_set_isa(mr_cpu_best_isa());
+}
+
 /* every i-quant and MXFP4 has a vec_dot and a 4-column kernel in both SIMD tables */
 static void test_simd_tables(void) {
     for (int ti = 0; ti < N_IQ; ti++) {
@@ -380,9 +425,11 @@ static void test_simd_tables(void) {
 static void test_simd_avx2(void) { check_simd(MR_ISA_AVX2, ""); }
 static void test_simd_avx512(void) {
     check_simd(MR_ISA_AVX512, "");
+    check_gemm("");
     /* the kernels for AVX-512 CPUs without VBMI (where this CPU has it, the above took the VBMI ones) */
     mr_avx512_no_vbmi = 1;
     check_simd(MR_ISA_AVX512, " (no VBMI)");
+    check_gemm(" (no VBMI)");
     mr_avx512_no_vbmi = 0;
 }
 

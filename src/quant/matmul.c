@@ -6,7 +6,9 @@
  *    shared machine takes fewer chunks and is not waited for).
  *    GEMV (one column): one vec_dot per row. GEMM: within a chunk of rows, columns go by four
  *    through the type's 4-column kernel, which unpacks each weight block once for the four columns;
- *    leftover columns (and types without a 4-column kernel) use vec_dot.
+ *    leftover columns (and types without a 4-column kernel) use vec_dot. Types with a GEMM block
+ *    kernel (quant_simd.h: IQ2_XXS, IQ3_S) take blocks of MR_GEMM_NR rows x MR_GEMM_NC columns
+ *    instead, unpacking each weight block once per MR_GEMM_NC columns.
  * The 4-column kernels run, per column, exactly the float operations of vec_dot (quant_simd.h), and
  * which thread computes a chunk does not change its arithmetic, so every Y[j][r] is the same
  * whatever ncols and the thread count. */
@@ -55,6 +57,7 @@ typedef struct {
     uint8_t *Xp;           /* prepared activations for dot4 (quant_simd.h), or NULL */
     size_t xp_row;
     mr_prep_fn prep;
+    mr_gemm_fn gemm;       /* GEMM blocks (quant_simd.h), or NULL */
     long chunk_rows;
 } mr_matmul_job;
 
@@ -68,6 +71,18 @@ static void mr_matmul_rows(mr_matmul_job *j, long r0, long r1) {
     const uint8_t *xs = j->Xq ? j->Xq : (const uint8_t *)j->X;
     if (j->ncols == 1) {
         for (long r = r0; r < r1; r++) j->dot(n, &j->Y[r], j->W + (size_t)r * j->w_row, xs);
+        return;
+    }
+    if (j->gemm) {
+        /* column blocks outer: the chunk's weight rows stay in L2 while the blocks pass */
+        for (int64_t c = 0; c < j->ncols; c += MR_GEMM_NC) {
+            const int nc = (int)(j->ncols - c < MR_GEMM_NC ? j->ncols - c : MR_GEMM_NC);
+            for (long r = r0; r < r1; r += MR_GEMM_NR) {
+                const int nr = (int)(r1 - r < MR_GEMM_NR ? r1 - r : MR_GEMM_NR);
+                j->gemm(n, j->W + (size_t)r * j->w_row, j->w_row, nr, xs + (size_t)c * j->x_row, j->x_row, nc,
+                        j->Y + c * j->rows + r, (size_t)j->rows);
+            }
+        }
         return;
     }
     int64_t c = 0;
@@ -161,6 +176,7 @@ static int mr_matmul_setup(mr_pool *pool, mr_matmul_job *job, const void *W, int
                 return -1;
             }
         }
+        if (ncols >= 2 && kisa == MR_ISA_AVX512 && !job->prep) job->gemm = mr_gemm_avx512[wtype];
     }
     int nth = mr_pool_size(pool);
     if (ncols == 1) {

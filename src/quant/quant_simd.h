@@ -27,6 +27,16 @@ extern const mr_vec_dot_x4_fn mr_vec_dot_x4p_avx512[MR_TYPE_COUNT];
 mr_prep_fn mr_prep_avx512(int partner);               /* NULL if none */
 size_t mr_prep_row_size(int partner, int64_t n);      /* 0 if none */
 
+/* GEMM blocks (AVX-512, types where decoding the weights dominates: IQ2_XXS, IQ3_S):
+ * s[c * s_col + r] = dot(w + r * w_row, y + c * by) for r < nr <= MR_GEMM_NR, c < nc <= MR_GEMM_NC,
+ * bit for bit the same ISA's vec_dot; each weight super-block is decoded once for all nc columns
+ * (the 4-column kernels decode it once per 4). NULL: the type has none. */
+typedef void (*mr_gemm_fn)(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc,
+                           float *s, size_t s_col);
+#define MR_GEMM_NR 4
+#define MR_GEMM_NC 32
+extern const mr_gemm_fn mr_gemm_avx512[MR_TYPE_COUNT];
+
 /* SIMD activation quantizers (to Q8_0, Q8_1, Q8_K, F16, BF16), bit for bit the scalar references'
  * from_float; indexed by the partner type, NULL where there is none. AVX2 (also used under AVX-512). */
 extern const mr_from_float_fn mr_from_float_avx2[MR_TYPE_COUNT];
