@@ -104,6 +104,18 @@ int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, int64_t r0, int64_t
         for (int64_t r = r0; r < r1; r++) dot(n, &Y[r], Wb + (size_t)r * w_row, xs);
         return 0;
     }
+    if (kisa == MR_ISA_AVX512 && a->Xq && mr_gemm_avx512[wtype]) {
+        /* GEMM blocks (quant_simd.h), as mr_matmul: bit for bit the same results */
+        for (int64_t c0 = 0; c0 < a->ncols; c0 += MR_GEMM_NC) {
+            const int nc = (int)(a->ncols - c0 < MR_GEMM_NC ? a->ncols - c0 : MR_GEMM_NC);
+            for (int64_t r = r0; r < r1; r += MR_GEMM_NR) {
+                const int nr = (int)(r1 - r < MR_GEMM_NR ? r1 - r : MR_GEMM_NR);
+                mr_gemm_avx512[wtype](n, Wb + (size_t)r * w_row, w_row, nr, xs + (size_t)c0 * x_row, x_row, nc,
+                                      Y + c0 * ldy + r, (size_t)ldy);
+            }
+        }
+        return 0;
+    }
     int64_t c = 0;
     if (dot4) {
         const uint8_t *x4 = xs;
