@@ -31,7 +31,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/libmoerun.a
 
 .SECONDARY:
-.PHONY: all test sanitize clean fuzz bench bench-kernels bench-approx bench-vs-llama bench-dot demo
+.PHONY: all test sanitize clean fuzz bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 $(BUILD)/obj/%_avx2.o: XFLAGS := $(ISA_AVX2)
@@ -71,6 +71,11 @@ bench-dot: $(BUILD)/bench/bench_dot
 # mr_matmul vs llama.cpp's CPU MUL_MAT, side by side (bench/vs_llama.sh; LLAMA=llama.cpp build tree)
 bench-vs-llama: $(BUILD)/bench/bench_mm
 	sh bench/vs_llama.sh $(BUILD)
+
+# whole models vs llama-bench, side by side (bench/compare_llama.sh; docs/PERFORMANCE.md):
+#   make bench-model MODELS="/work/models/q30-12-q4_0.gguf" BENCH_ARGS="-p 512 -n 128 -t 2"
+bench-model: $(BUILD)/moerun
+	MOERUN=$(BUILD)/moerun sh bench/compare_llama.sh $(BENCH_ARGS) $(MODELS)
 
 # MoE approximations: CPU ms/token of decode and prefill per setting (docs/APPROX.md)
 bench-approx: $(BUILD)/bench/bench_approx
