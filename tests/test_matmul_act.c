@@ -1,6 +1,7 @@
 /* matmul_act: products on activations converted once equal mr_matmul bit for bit, for every type
- * with a dot product, every ISA, 1/3/4/9 columns, strided inputs and outputs, several products in
- * one dispatch (1, 2 and 3 threads), and gathered columns. */
+ * with a dot product, every ISA, 1/2/3/4/7/9 columns (a last group of three goes zero-padded through
+ * the 4-column kernel), strided inputs and outputs, several products in one dispatch (1, 2 and 3
+ * threads), and gathered columns. */
 #include "test.h"
 #include "simd_data.h"
 #include "quant/matmul.h"
@@ -17,7 +18,7 @@ static int64_t cols_for(int bs) { return bs == 1 ? 67 : bs <= 32 ? 192 : bs * 2;
 static void check_type(int type, mr_pool **pools, int npools) {
     const mr_type_traits *t = mr_type_get(type);
     const int64_t rowsA = 37, rowsB = 300, cols = cols_for(t->block_size), ldx = cols + 5;
-    static const int ncs[] = {1, 3, 4, 9};
+    static const int ncs[] = {1, 2, 3, 4, 7, 9};
     const size_t wrow = mr_row_size(type, cols);
     uint8_t *WA = malloc(wrow * rowsA), *WB = malloc(wrow * rowsB);
     float *X = malloc(sizeof(float) * ldx * 9), *Xc = malloc(sizeof(float) * cols * 9);
