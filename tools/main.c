@@ -32,7 +32,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { usage(stderr); return 1; }
+    if (argc < 2) { usage(stderr); fprintf(stderr, "error: no command given\n"); return 1; }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version")) { printf("moerun %s\n", mr_version()); return 0; }
     for (int i = 0; i < n_cmds; i++)
