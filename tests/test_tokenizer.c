@@ -259,7 +259,7 @@ enum { BAD_NONE, BAD_NO_TOKENS, BAD_TOKENS_TYPE, BAD_SHORT_SCORES, BAD_SCORE_TYP
 static int write_vocab(const char *path, int bad) {
     mr_gguf_writer *w = mr_gguf_writer_new();
     /* the GPT-2 byte symbols for 'a', 'b', ' ' (U+0120) and merges to "ab", "Ġab" */
-    const char *toks[] = { "a", "b", "\xc4\xa0", "ab", "\xc4\xa0" "ab", "<|end|>", "" };
+    const char *toks[] = { "a", "b", "\xc4\xa0", "ab", ("\xc4\xa0" "ab"), "<|end|>", "" };
     const char *merges[] = { "a b", "\xc4\xa0 ab" };
     float scores[7] = { 0 };
     int32_t types[7] = { 1, 1, 1, 1, 1, 3, 1 };
