@@ -35,6 +35,21 @@ static inline int dot_i8(const int8_t *a, const int8_t *b, int n) {
     return s;
 }
 
+/* dst = d * (0.5 + ls[g]) * mul * q per group of len values (ggml's IQ2 / IQ3_XXS operation order) */
+static inline void dequant_groups(float *dst, const int8_t *q, const int *ls, int n_groups, int len, float d, float mul) {
+    for (int g = 0; g < n_groups; g++) {
+        const float db = d * (0.5f + (float)ls[g]) * mul;
+        for (int j = 0; j < len; j++) dst[len * g + j] = db * (float)q[len * g + j];
+    }
+}
+
+/* sum over n_groups groups of len values: (2 ls[g] + 1) * (q . y) of the group (exact in int32) */
+static inline int32_t dot_groups(const int8_t *q, const int8_t *y, const int *ls, int n_groups, int len) {
+    int32_t s = 0;
+    for (int g = 0; g < n_groups; g++) s += dot_i8(q + len * g, y + len * g, len) * (2 * ls[g] + 1);
+    return s;
+}
+
 /* ---------------------------------------------------------------- IQ2_XXS
  * per 32 values: uint32 a0 = 4 grid indices (bytes), uint32 a1 = 4x7 sign bits | scale << 28 */
 static void unpack_iq2_xxs(const mr_block_iq2_xxs *b, int8_t q[MR_QK_K], int ls[8]) {
@@ -54,10 +69,7 @@ void mr_dequant_iq2_xxs(const void *src, float *dst, int64_t k) {
     for (int64_t i = 0; i < k / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d);
         unpack_iq2_xxs(&x[i], q, ls);
-        for (int ib = 0; ib < 8; ib++) {
-            const float db = d * (0.5f + (float)ls[ib]) * 0.25f;
-            for (int j = 0; j < 32; j++) dst[32 * ib + j] = db * (float)q[32 * ib + j];
-        }
+        dequant_groups(dst, q, ls, 8, 32, d, 0.25f);
         dst += MR_QK_K;
     }
 }
@@ -71,9 +83,7 @@ void mr_vec_dot_iq2_xxs(int n, float *s, const void *w, const void *y) {
     for (int i = 0; i < n / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d) * a[i].d;
         unpack_iq2_xxs(&x[i], q, ls);
-        int32_t bsum = 0;
-        for (int ib = 0; ib < 8; ib++)
-            bsum += dot_i8(q + 32 * ib, a[i].qs + 32 * ib, 32) * (2 * ls[ib] + 1);
+        const int32_t bsum = dot_groups(q, a[i].qs, ls, 8, 32);
         sumf += d * (float)bsum;
     }
     *s = 0.125f * sumf;
@@ -99,10 +109,7 @@ void mr_dequant_iq2_xs(const void *src, float *dst, int64_t k) {
     for (int64_t i = 0; i < k / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d);
         unpack_iq2_xs(&x[i], q, ls);
-        for (int h = 0; h < 16; h++) {
-            const float db = d * (0.5f + (float)ls[h]) * 0.25f;
-            for (int j = 0; j < 16; j++) dst[16 * h + j] = db * (float)q[16 * h + j];
-        }
+        dequant_groups(dst, q, ls, 16, 16, d, 0.25f);
         dst += MR_QK_K;
     }
 }
@@ -116,9 +123,7 @@ void mr_vec_dot_iq2_xs(int n, float *s, const void *w, const void *y) {
     for (int i = 0; i < n / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d) * a[i].d;
         unpack_iq2_xs(&x[i], q, ls);
-        int32_t bsum = 0;
-        for (int h = 0; h < 16; h++)
-            bsum += dot_i8(q + 16 * h, a[i].qs + 16 * h, 16) * (2 * ls[h] + 1);
+        const int32_t bsum = dot_groups(q, a[i].qs, ls, 16, 16);
         sumf += d * (float)bsum;
     }
     *s = 0.125f * sumf;
@@ -145,10 +150,7 @@ void mr_dequant_iq2_s(const void *src, float *dst, int64_t k) {
     for (int64_t i = 0; i < k / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d);
         unpack_iq2_s(&x[i], q, ls);
-        for (int h = 0; h < 16; h++) {
-            const float db = d * (0.5f + (float)ls[h]) * 0.25f;
-            for (int j = 0; j < 16; j++) dst[16 * h + j] = db * (float)q[16 * h + j];
-        }
+        dequant_groups(dst, q, ls, 16, 16, d, 0.25f);
         dst += MR_QK_K;
     }
 }
@@ -162,9 +164,7 @@ void mr_vec_dot_iq2_s(int n, float *s, const void *w, const void *y) {
     for (int i = 0; i < n / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d) * a[i].d;
         unpack_iq2_s(&x[i], q, ls);
-        int32_t bsum = 0;
-        for (int h = 0; h < 16; h++)
-            bsum += dot_i8(q + 16 * h, a[i].qs + 16 * h, 16) * (2 * ls[h] + 1);
+        const int32_t bsum = dot_groups(q, a[i].qs, ls, 16, 16);
         sumf += d * (float)bsum;
     }
     *s = 0.125f * sumf;
@@ -193,10 +193,7 @@ void mr_dequant_iq3_xxs(const void *src, float *dst, int64_t k) {
     for (int64_t i = 0; i < k / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d);
         unpack_iq3_xxs(&x[i], q, ls);
-        for (int ib = 0; ib < 8; ib++) {
-            const float db = d * (0.5f + (float)ls[ib]) * 0.5f;
-            for (int j = 0; j < 32; j++) dst[32 * ib + j] = db * (float)q[32 * ib + j];
-        }
+        dequant_groups(dst, q, ls, 8, 32, d, 0.5f);
         dst += MR_QK_K;
     }
 }
@@ -210,9 +207,7 @@ void mr_vec_dot_iq3_xxs(int n, float *s, const void *w, const void *y) {
     for (int i = 0; i < n / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d) * a[i].d;
         unpack_iq3_xxs(&x[i], q, ls);
-        int32_t bsum = 0;
-        for (int ib = 0; ib < 8; ib++)
-            bsum += dot_i8(q + 32 * ib, a[i].qs + 32 * ib, 32) * (2 * ls[ib] + 1);
+        const int32_t bsum = dot_groups(q, a[i].qs, ls, 8, 32);
         sumf += d * (float)bsum;
     }
     *s = 0.25f * sumf;
@@ -259,9 +254,7 @@ void mr_vec_dot_iq3_s(int n, float *s, const void *w, const void *y) {
     for (int i = 0; i < n / MR_QK_K; i++) {
         const float d = mr_fp16_to_fp32(x[i].d) * a[i].d;
         unpack_iq3_s(&x[i], q, ls);
-        int32_t bsum = 0;
-        for (int ib = 0; ib < 8; ib++)
-            bsum += dot_i8(q + 32 * ib, a[i].qs + 32 * ib, 32) * (2 * ls[ib] + 1);
+        const int32_t bsum = dot_groups(q, a[i].qs, ls, 8, 32);
         sumf += d * (float)bsum;
     }
     *s = sumf;
