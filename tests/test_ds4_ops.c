@@ -252,7 +252,7 @@ static void test_pool(void) {
 /* several heads over one key set (MQA), against a double-precision implementation of §3.7 */
 static void test_attn(void) {
     enum { D = 128, NK = 20, H = 3 };
-    float q[H * D], keys[NK * D], out[H * D], scratch[H * NK + (H + 1) * D + 16];
+    float q[H * D], keys[NK * D], out[H * D], scratch[H * NK + (H + 1) * D + NK * D + 2 * NK + 32];
     uint16_t kh16[NK * D];
     const float *kf[NK]; const uint16_t *kh[NK];
     const float sinks[H] = {0.7f, -2.0f, 3.0f};
@@ -295,6 +295,50 @@ static void test_attn(void) {
     CHECK(memcmp(one, out + D, sizeof one) == 0, "head 1 alone differs");
     ds4_attn_mqa(out, q, H, kf, kh, 0, D, scale, sinks, 0, scratch);
     for (int i = 0; i < H * D; i++) CHECK(out[i] == 0.0f, "no keys -> zero");
+}
+
+/* The AVX-512 attention (four heads per key load, blocks of keys) equals the AVX2 one bit for bit:
+ * head counts with and without a remainder of four, head dims with 32/8/scalar tails, key counts
+ * across the 64-key blocks, float / F16 / mixed key rows, probabilities that round to 0 in F16. */
+static void test_attn_isa(void) {
+    if (mr_cpu_best_isa() < MR_ISA_AVX512) { printf("# no AVX-512: AVX-512 attention not checked\n"); return; }
+    static const int Hs[] = {1, 3, 4, 8, 9}, Ds[] = {66, 128, 520}, NKs[] = {0, 1, 63, 64, 150};
+    int bad = 0, n = 0;
+    for (size_t a = 0; a < 5; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < 5; c++)
+                for (int f16 = 0; f16 < 2; f16++) {
+                    const int H = Hs[a], D = Ds[b], NK = NKs[c];
+                    float *q = malloc(sizeof(float) * H * D), *keys = malloc(sizeof(float) * (NK + 1) * D);
+                    uint16_t *kh16 = malloc(sizeof(uint16_t) * (NK + 1) * D);
+                    const float **kf = malloc(sizeof(float *) * (NK + 1));
+                    const uint16_t **kh = malloc(sizeof(uint16_t *) * (NK + 1));
+                    float *o1 = malloc(sizeof(float) * H * D), *o2 = malloc(sizeof(float) * H * D);
+                    float *scr = malloc(sizeof(float) * (size_t)ds4_attn_scratch(H, NK, D));
+                    float sinks[9];
+                    for (int h = 0; h < H; h++) sinks[h] = frand() * 2;
+                    for (int i = 0; i < H * D; i++) q[i] = frand() * 3;
+                    for (int i = 0; i < NK * D; i++) { keys[i] = frand(); kh16[i] = mr_fp32_to_fp16(keys[i]); }
+                    /* key 5 far from every query: its probability underflows */
+                    if (NK > 5) for (int i = 0; i < D; i++) keys[5 * D + i] = -q[i % D] * 40.0f;
+                    for (int j = 0; j < NK; j++) {
+                        kf[j] = (f16 && j % 3 == 0) ? NULL : keys + (int64_t)j * D;
+                        kh[j] = kh16 + (int64_t)j * D;
+                        if (f16 && kf[j]) { for (int i = 0; i < D; i++) keys[(int64_t)j * D + i] = mr_fp16_to_fp32(kh16[(int64_t)j * D + i]); }
+                    }
+                    mr_set_isa(MR_ISA_AVX2);
+                    ds4_attn_mqa(o1, q, H, kf, kh, NK, D, 0.05f, sinks, f16, scr);
+                    mr_set_isa(MR_ISA_AVX512);
+                    ds4_attn_mqa(o2, q, H, kf, kh, NK, D, 0.05f, sinks, f16, scr);
+                    if (memcmp(o1, o2, sizeof(float) * H * D)) {
+                        if (!bad) printf("# AVX-512 attention differs: H %d D %d nk %d f16 %d\n", H, D, NK, f16);
+                        bad++;
+                    }
+                    n++;
+                    free(q); free(keys); free(kh16); free(kf); free(kh); free(o1); free(o2); free(scr);
+                }
+    mr_set_isa(mr_cpu_best_isa());
+    CHECK(bad == 0, "%d of %d cases differ between the AVX2 and AVX-512 attention", bad, n);
 }
 
 /* vector kernels: the dispatched (AVX2) versions agree with plain loops */
@@ -383,6 +427,7 @@ int main(void) {
     RUN(test_rope);
     RUN(test_pool);
     RUN(test_attn);
+    RUN(test_attn_isa);
     RUN(test_vec_kernels);
     RUN(test_route);
     RUN(test_swiglu_topk);

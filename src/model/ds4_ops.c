@@ -248,6 +248,10 @@ void ds4_f16_to_f32(float *y, const uint16_t *x, int n) {
 
 void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
                   float kq_scale, const float *sinks, int f16, float *scratch) {
+    if (mr_isa() >= MR_ISA_AVX512) {
+        ds4_attn_mqa_avx512(out, q, H, kf, kh, nk, D, kq_scale, sinks, f16, scratch);
+        return;
+    }
     const int avx2 = mr_isa() >= MR_ISA_AVX2;
     float (*dot)(const float *, const float *, int) = avx2 ? ds4_dot_f32_avx2 : ds4_dot_f32_ref;
     void (*axpy)(float *, float, const float *, int) = avx2 ? ds4_axpy_f32_avx2 : ds4_axpy_f32_ref;

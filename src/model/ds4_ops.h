@@ -68,10 +68,16 @@ void ds4_pool(float *out, const float *const *kv, const float *const *sc, int n,
  * (F16). For head h < H: out[h*D..] = sum_j softmax_with_sink(q[h*D..] . key_j * kq_scale, sinks[h]) key_j.
  * f16: the keys are F16 values (an F16 cache), so q is rounded to F16 for the dot products and the
  * probabilities are rounded to F16 before the value sum, like ggml's mul_mat with F16 K and V.
- * scratch: ds4_attn_scratch(H, nk, D) floats. Each key row is read once for all heads (MQA). */
-static inline int64_t ds4_attn_scratch(int H, int nk, int D) { return (int64_t)H * nk + (int64_t)(H + 1) * D + 16; }
+ * scratch: ds4_attn_scratch(H, nk, D) floats. Each key row is read once for all heads (MQA).
+ * With AVX-512 the register-blocked build is used (same results as the AVX2 one). */
+static inline int64_t ds4_attn_scratch(int H, int nk, int D) {
+    return (int64_t)H * nk + (int64_t)(H + 1) * D + (int64_t)nk * D + 2 * (int64_t)nk + 32;
+}
 void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
                   float kq_scale, const float *sinks, int f16, float *scratch);
+/* the AVX-512 build (ds4_ops_avx512.c): four heads per key load, bit for bit the AVX2 path */
+void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk,
+                         int D, float kq_scale, const float *sinks, int f16, float *scratch);
 
 /* vector kernels (AVX2 when available, else scalar): dot products accumulate in float */
 float ds4_dot_f32(const float *x, const float *y, int n);
