@@ -11,14 +11,15 @@
 
 typedef struct { char magic[4]; uint32_t version, n_vocab, n_ctx, n_chunks, rows; } mr_ppl_header;
 
-/* log-probabilities of one row, in double: lp[i] = x[i] - max - log(sum exp(x - max)) */
+/* log-probabilities of one row as llama-perplexity computes them: lp[i] = (x[i] - max) - log(sum),
+ * sum = sum of expf(x - max) (float exponentials, double sum) */
 static void mr_log_softmax(const float *x, int n, double *lp) {
     float mx = x[0];
     for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     double s = 0;
-    for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    for (int i = 0; i < n; i++) s += expf(x[i] - mx);
     double ls = log(s);
-    for (int i = 0; i < n; i++) lp[i] = (double)x[i] - mx - ls;
+    for (int i = 0; i < n; i++) lp[i] = (double)(x[i] - mx) - ls;
 }
 
 static int cmp_double(const void *a, const void *b) {
