@@ -329,7 +329,7 @@ static int measure(mr_model *m, const char *spec, float *l, mr_logits_cmp *c, mr
 /* A mild setting keeps the output close to the exact model. The bounds are ~3x what was measured on
  * these 64 tokens (x86-64 AVX-512, also the same with MOERUN_ISA=scalar: the kernels are bit-exact),
  * which leaves room for other machines. On the whole validation text (docs/APPROX.md) the same
- * settings give mean KL 3.4e-3 (prune=0.9) and 1.2e-3 (skip=0.02). The bounds discriminate: a strong
+ * settings give mean KL 3.0e-3 (prune=0.9) and 9.0e-4 (skip=0.02). The bounds discriminate: a strong
  * setting (prune=0.5: about half the experts dropped, the size of error a wrong selection or
  * weighting produces) must exceed them, checked below. */
 static int within(const mr_logits_cmp *c, double mean, double p95, double top1) {
