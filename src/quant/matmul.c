@@ -7,7 +7,7 @@
  *    GEMV (one column): one vec_dot per row. GEMM: within a chunk of rows, columns go by four
  *    through the type's 4-column kernel, which unpacks each weight block once for the four columns;
  *    leftover columns (and types without a 4-column kernel) use vec_dot. Types with a GEMM block
- *    kernel (quant_simd.h: IQ2_XXS, IQ3_S) take blocks of MR_GEMM_NR rows x MR_GEMM_NC columns
+ *    kernel (quant_simd.h: the super-block i-quants) take blocks of MR_GEMM_NR rows x MR_GEMM_NC columns
  *    instead, unpacking each weight block once per MR_GEMM_NC columns.
  * The 4-column kernels run, per column, exactly the float operations of vec_dot (quant_simd.h), and
  * which thread computes a chunk does not change its arithmetic, so every Y[j][r] is the same

@@ -160,6 +160,12 @@ KI __m512i sb_dot(const sb_dec *o, const int8_t *q) {
         else gemm_##T(n, w, w_row, nr, y, by, nc, s, s_col);                                       \
     }
 
+/* entry points of a type with one decoder */
+#define SB_ENTRIES_PLAIN(T, BLK, FINAL)                                                            \
+    SB_DOT_KERNEL(KI, k_##T, BLK, tab_##T, init_##T, dec_##T, FINAL)                               \
+    SB_GEMM_KERNEL(static, mr_gemm_##T##_avx512, BLK, tab_##T, init_##T, dec_##T, FINAL)           \
+    ENTRIES(T)
+
 /* ------------------------------------------------------------------------------------ IQ2_XXS */
 /* int16 lanes 0..15 <- word 2 g of ls (group 2 g), 16..31 <- word 2 g + 1 */
 typedef struct { __m512i pick0; } tab_iq2_xxs;
@@ -368,46 +374,34 @@ KI __m512i lut256_epi16(const __m512i T[8], __m512i idx) {
     return _mm512_mask_blend_epi16(b7, p[0], p[1]);
 }
 
-KI void k_iq3_xxs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
-    const mr_block_iq3_xxs *x = w;
-    __m512i T[8];
+typedef struct { __m512i T[8], lev, pick0; } tab_iq3_xxs;
+KI void init_iq3_xxs(tab_iq3_xxs *t) {
 #pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) T[k] = _mm512_loadu_si512(mr_iq3xxs_grid_nib + 32 * k);
-    const __m512i lev = _mm512_broadcast_i32x4(_mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0));
-    const __m512i pick0 = _mm512_set_epi64(0x0001000100010001ll, 0x0001000100010001ll, 0x0001000100010001ll,
-                                           0x0001000100010001ll, 0, 0, 0, 0);
-    const __m512i two = _mm512_set1_epi16(2);
-    __m512 acc[4];
-    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        const __m512i qs = _mm512_loadu_si512(x[i].qs);
-        const __m512i ra = lut256_epi16(T, _mm512_cvtepu8_epi16(_mm512_castsi512_si256(qs)));
-        const __m512i rb = lut256_epi16(T, _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(qs, 1)));
-        const __m512i t = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(x[i].qs + MR_QK_K / 4)));
-        uint64_t sg[4];
-        _mm256_storeu_si256((__m256i *)sg, even_signs_block(t));
-        const __m512i ls = _mm512_castsi128_si512(_mm512_cvtepi64_epi16(
-            _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(t, 28), 1), _mm512_set1_epi64(1))));
-        __m512i pick = pick0, sumi[4];
-        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
-        UNROLL4 for (int g = 0; g < 4; g++) {
-            const __m512i r = g < 2 ? ra : rb;
-            const __m512i grid = _mm512_shuffle_epi8(lev, nib_expand(g & 1 ? _mm512_extracti64x4_epi64(r, 1) : _mm512_castsi512_si256(r)));
-            const __m512i sc = _mm512_permutexvar_epi16(pick, ls);
-            UNROLL4 for (int c = 0; c < nc; c++) {
-                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
-                q = _mm512_mask_sub_epi8(q, sg[g], _mm512_setzero_si512(), q);
-                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
-            }
-            pick = _mm512_add_epi16(pick, two);
-        }
-        const float dx = h2f(x[i].d);
-        UNROLL4 for (int c = 0; c < nc; c++)
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
-    }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.25f * _mm512_reduce_add_ps(acc[c]);
+    for (int k = 0; k < 8; k++) t->T[k] = _mm512_loadu_si512(mr_iq3xxs_grid_nib + 32 * k);
+    t->lev = _mm512_broadcast_i32x4(_mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0));
+    t->pick0 = _mm512_set_epi64(0x0001000100010001ll, 0x0001000100010001ll, 0x0001000100010001ll,
+                                0x0001000100010001ll, 0, 0, 0, 0);
 }
-ENTRIES(iq3_xxs)
+KI void dec_iq3_xxs(const mr_block_iq3_xxs *x, const tab_iq3_xxs *t, sb_dec *o) {
+    const __m512i qs = _mm512_loadu_si512(x->qs);
+    const __m512i ra = lut256_epi16(t->T, _mm512_cvtepu8_epi16(_mm512_castsi512_si256(qs)));
+    const __m512i rb = lut256_epi16(t->T, _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(qs, 1)));
+    const __m512i w = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(x->qs + MR_QK_K / 4)));
+    uint64_t sg[4];
+    _mm256_storeu_si256((__m256i *)sg, even_signs_block(w));
+    const __m512i ls = _mm512_castsi128_si512(_mm512_cvtepi64_epi16(
+        _mm512_add_epi64(_mm512_slli_epi64(_mm512_srli_epi64(w, 28), 1), _mm512_set1_epi64(1))));
+    __m512i pick = t->pick0;
+    UNROLL4 for (int g = 0; g < 4; g++) {
+        const __m512i r = g < 2 ? ra : rb;
+        o->grid[g] = _mm512_shuffle_epi8(t->lev, nib_expand(g & 1 ? _mm512_extracti64x4_epi64(r, 1) : _mm512_castsi512_si256(r)));
+        o->sc[g] = _mm512_permutexvar_epi16(pick, ls);
+        o->neg[g] = _cvtu64_mask64(sg[g]);
+        pick = _mm512_add_epi16(pick, _mm512_set1_epi16(2));
+    }
+    o->d = h2f(x->d);
+}
+SB_ENTRIES_PLAIN(iq3_xxs, mr_block_iq3_xxs, 0.25f)
 
 /* ------------------------------------------------------------------------------ IQ2_XS / IQ2_S
  * Scalar grid loads (8 values each) through indices stored by a vector pass; 4-bit scales per
@@ -421,91 +415,70 @@ KI __m256i scales16_4bit(const uint8_t *sc) {   /* 8 bytes, 2 scales each -> 16 
     return _mm256_add_epi16(_mm256_slli_epi16(l, 1), _mm256_set1_epi16(1));
 }
 
-KI void k_iq2_xs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
-    const mr_block_iq2_xs *x = w;
-    const uint64_t *G = mr_iq2xs_grid;
+typedef struct { __m512i pick0; } tab_g16;   /* chunk g, word m <- scale group 4 g + m / 8 */
+KI void init_g16(tab_g16 *t) {
     const long long c1 = 0x0001000100010001ll;
-    const __m512i pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0), four = _mm512_set1_epi16(4);
-    __m512 acc[4];
-    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        /* 32 words: 9-bit grid index | 7 sign bits << 9 */
-        const __m512i qw = _mm512_loadu_si512(x[i].qs);
-        uint16_t k[32];
-        _mm512_storeu_si512(k, _mm512_and_si512(qw, _mm512_set1_epi16(511)));
-        uint64_t sg[4];
-        {
-            /* 7-bit sign fields to bytes, then the parity bit (as even_signs_block) */
-            const __m256i v = _mm512_cvtepi16_epi8(_mm512_srli_epi16(qw, 9));
-            __m256i p = _mm256_xor_si256(v, _mm256_srli_epi64(v, 4));
-            p = _mm256_xor_si256(p, _mm256_srli_epi64(p, 2));
-            p = _mm256_xor_si256(p, _mm256_srli_epi64(p, 1));
-            _mm256_storeu_si256((__m256i *)sg, _mm256_ternarylogic_epi64(v, _mm256_slli_epi64(p, 7), _mm256_set1_epi8((char)0x80), 0xf8));
-        }
-        const __m512i lz = _mm512_castsi256_si512(scales16_4bit(x[i].scales));
-        __m512i pick = pick0, sumi[4];
-        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
-        UNROLL4 for (int g = 0; g < 4; g++) {
-            const uint16_t *kk = k + 8 * g;
-            const __m512i grid = _mm512_set_epi64(
-                (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
-                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
-            const __m512i sc = _mm512_permutexvar_epi16(pick, lz);
-            UNROLL4 for (int c = 0; c < nc; c++) {
-                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
-                q = _mm512_mask_sub_epi8(q, sg[g], _mm512_setzero_si512(), q);
-                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
-            }
-            pick = _mm512_add_epi16(pick, four);
-        }
-        const float dx = h2f(x[i].d);
-        UNROLL4 for (int c = 0; c < nc; c++)
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
-    }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * _mm512_reduce_add_ps(acc[c]);
+    t->pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0);
 }
-ENTRIES(iq2_xs)
+#define tab_iq2_xs tab_g16
+#define init_iq2_xs init_g16
+#define tab_iq2_s tab_g16
+#define init_iq2_s init_g16
 
-KI void k_iq2_s(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
-    const mr_block_iq2_s *x = w;
+KI void dec_iq2_xs(const mr_block_iq2_xs *x, const tab_g16 *t, sb_dec *o) {
+    const uint64_t *G = mr_iq2xs_grid;
+    /* 32 words: 9-bit grid index | 7 sign bits << 9 */
+    const __m512i qw = _mm512_loadu_si512(x->qs);
+    uint16_t k[32];
+    _mm512_storeu_si512(k, _mm512_and_si512(qw, _mm512_set1_epi16(511)));
+    uint64_t sg[4];
+    {
+        /* 7-bit sign fields to bytes, then the parity bit (as even_signs_block) */
+        const __m256i v = _mm512_cvtepi16_epi8(_mm512_srli_epi16(qw, 9));
+        __m256i p = _mm256_xor_si256(v, _mm256_srli_epi64(v, 4));
+        p = _mm256_xor_si256(p, _mm256_srli_epi64(p, 2));
+        p = _mm256_xor_si256(p, _mm256_srli_epi64(p, 1));
+        _mm256_storeu_si256((__m256i *)sg, _mm256_ternarylogic_epi64(v, _mm256_slli_epi64(p, 7), _mm256_set1_epi8((char)0x80), 0xf8));
+    }
+    const __m512i lz = _mm512_castsi256_si512(scales16_4bit(x->scales));
+    __m512i pick = t->pick0;
+    UNROLL4 for (int g = 0; g < 4; g++) {
+        const uint16_t *kk = k + 8 * g;
+        o->grid[g] = _mm512_set_epi64(
+            (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
+            (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
+        o->sc[g] = _mm512_permutexvar_epi16(pick, lz);
+        o->neg[g] = _cvtu64_mask64(sg[g]);
+        pick = _mm512_add_epi16(pick, _mm512_set1_epi16(4));
+    }
+    o->d = h2f(x->d);
+}
+SB_ENTRIES_PLAIN(iq2_xs, mr_block_iq2_xs, 0.125f)
+
+KI void dec_iq2_s(const mr_block_iq2_s *x, const tab_g16 *t, sb_dec *o) {
     const uint64_t *G = mr_iq2s_grid;
     const long long c1 = 0x0001000100010001ll;
-    const __m512i pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0), four = _mm512_set1_epi16(4);
     /* index word k: qs[k] | 2 bits of qh[k/4] (bits 2 (k%4)) at bits 8..9 */
     const __m512i rep4 = _mm512_set_epi64(7 * c1, 6 * c1, 5 * c1, 4 * c1, 3 * c1, 2 * c1, c1, 0);
-    const __m512i shl = _mm512_set1_epi64(0x0002000400060008ll);
-    __m512 acc[4];
-    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        __m512i hi = _mm512_permutexvar_epi16(rep4, _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)x[i].qh))));
-        hi = _mm512_and_si512(_mm512_sllv_epi16(hi, shl), _mm512_set1_epi16(0x300));
-        uint16_t k[32];
-        _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x[i].qs)), hi));
-        const uint8_t *signs = x[i].qs + MR_QK_K / 8;
-        const __m512i lz = _mm512_castsi256_si512(scales16_4bit(x[i].scales));
-        __m512i pick = pick0, sumi[4];
-        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
-        UNROLL4 for (int g = 0; g < 4; g++) {
-            const uint16_t *kk = k + 8 * g;
-            const __m512i grid = _mm512_set_epi64(
-                (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
-                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
-            const __mmask64 neg = ld64(signs + 8 * g);
-            const __m512i sc = _mm512_permutexvar_epi16(pick, lz);
-            UNROLL4 for (int c = 0; c < nc; c++) {
-                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
-                q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
-                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(grid, q), sc);
-            }
-            pick = _mm512_add_epi16(pick, four);
-        }
-        const float dx = h2f(x[i].d);
-        UNROLL4 for (int c = 0; c < nc; c++)
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+    __m512i hi = _mm512_permutexvar_epi16(rep4, _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)x->qh))));
+    hi = _mm512_and_si512(_mm512_sllv_epi16(hi, _mm512_set1_epi64(0x0002000400060008ll)), _mm512_set1_epi16(0x300));
+    uint16_t k[32];
+    _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x->qs)), hi));
+    const uint8_t *signs = x->qs + MR_QK_K / 8;
+    const __m512i lz = _mm512_castsi256_si512(scales16_4bit(x->scales));
+    __m512i pick = t->pick0;
+    UNROLL4 for (int g = 0; g < 4; g++) {
+        const uint16_t *kk = k + 8 * g;
+        o->grid[g] = _mm512_set_epi64(
+            (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
+            (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
+        o->neg[g] = _cvtu64_mask64(ld64(signs + 8 * g));
+        o->sc[g] = _mm512_permutexvar_epi16(pick, lz);
+        pick = _mm512_add_epi16(pick, _mm512_set1_epi16(4));
     }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * _mm512_reduce_add_ps(acc[c]);
+    o->d = h2f(x->d);
 }
-ENTRIES(iq2_s)
+SB_ENTRIES_PLAIN(iq2_s, mr_block_iq2_s, 0.125f)
 
 /* -------------------------------------------------------------------------------------- IQ1_S
  * Grid values g in {-1, 0, 1} are fed as g + 1 (unsigned); the shift and the +1 are folded into
@@ -764,39 +737,29 @@ KI void k_mxfp4(int n, float *s, const void *w, const void *vy, size_t by, const
 ENTRIES(iq4_nl)
 ENTRIES(mxfp4)
 
-KI void k_iq4_xs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
-    const mr_block_iq4_xs *x = w;
-    const __m512i lut = lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
-    __m512 acc[4];
-    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm512_setzero_ps();
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        const unsigned sh = x[i].scales_h;
-        __m512i sumi[4];
-        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
-        UNROLL4 for (int g = 0; g < 4; g++) {
-            const __m512i cw = nibbles2(x[i].qs + 32 * g, x[i].qs + 32 * g + 16);
-            const __mmask64 neg = _mm512_cmplt_epu8_mask(cw, eight);
-            const __m512i mag = _mm512_shuffle_epi8(lut, cw);
-            const unsigned sl = x[i].scales_l[g];
-            const int la = (int)((sl & 0xf) | ((sh >> (4 * g)) & 3) << 4) - 32;
-            const int lb = (int)((sl >> 4) | ((sh >> (4 * g + 2)) & 3) << 4) - 32;
-            const __m512i sc = scale2_epi16(la, lb);
-            UNROLL4 for (int c = 0; c < nc; c++) {
-                __m512i q = _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g);
-                q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
-                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(mag, q), sc);
-            }
-        }
-        const float dx = h2f(x[i].d);
-        UNROLL4 for (int c = 0; c < nc; c++)
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+typedef struct { __m512i lut; } tab_iq4_xs;
+KI void init_iq4_xs(tab_iq4_xs *t) { t->lut = lut_iq4nl_abs(); }
+KI void dec_iq4_xs(const mr_block_iq4_xs *x, const tab_iq4_xs *t, sb_dec *o) {
+    const unsigned sh = x->scales_h;
+    UNROLL4 for (int g = 0; g < 4; g++) {
+        const __m512i cw = nibbles2(x->qs + 32 * g, x->qs + 32 * g + 16);
+        o->neg[g] = _mm512_cmplt_epu8_mask(cw, _mm512_set1_epi8(8));
+        o->grid[g] = _mm512_shuffle_epi8(t->lut, cw);
+        const unsigned sl = x->scales_l[g];
+        const int la = (int)((sl & 0xf) | ((sh >> (4 * g)) & 3) << 4) - 32;
+        const int lb = (int)((sl >> 4) | ((sh >> (4 * g + 2)) & 3) << 4) - 32;
+        o->sc[g] = scale2_epi16(la, lb);
     }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]);
+    o->d = h2f(x->d);
 }
-ENTRIES(iq4_xs)
+SB_ENTRIES_PLAIN(iq4_xs, mr_block_iq4_xs, 1.0f)
 
 /* GEMM blocks (quant_simd.h) */
 const mr_gemm_fn mr_gemm_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_IQ2_XXS] = mr_gemm_iq2_xxs_avx512,
     [MR_TYPE_IQ3_S] = mr_gemm_iq3_s_avx512,
+    [MR_TYPE_IQ3_XXS] = mr_gemm_iq3_xxs_avx512,
+    [MR_TYPE_IQ2_XS] = mr_gemm_iq2_xs_avx512,
+    [MR_TYPE_IQ2_S] = mr_gemm_iq2_s_avx512,
+    [MR_TYPE_IQ4_XS] = mr_gemm_iq4_xs_avx512,
 };
