@@ -68,12 +68,28 @@ static int mr_prof_cmp(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* "parent/child" names are sub-operators: timed inside the parent's bracket, so they are listed
+ * under it (indented) and left out of the totals */
+static int mr_prof_is_child_of(const char *op, const char *parent) {
+    size_t n = strlen(parent);
+    return !strncmp(op, parent, n) && op[n] == '/';
+}
+
+static int mr_prof_has_parent(const mr_prof_entry *tab, int n, const char *op) {
+    const char *slash = strchr(op, '/');
+    if (!slash) return 0;
+    for (int i = 0; i < n; i++)
+        if (!strchr(tab[i].op, '/') && mr_prof_is_child_of(op, tab[i].op)) return 1;
+    return 0;
+}
+
 void mr_profile_report(FILE *out) {
     static const char *names[2] = {"prefill", "decode"};
     for (int ph = 0; ph < 2; ph++) {
         if (!mr_prof_ntok[ph]) continue;
         double total = 0;
-        for (int i = 0; i < mr_prof_n; i++) total += mr_prof_tab[i].sec[ph];
+        for (int i = 0; i < mr_prof_n; i++)
+            if (!mr_prof_has_parent(mr_prof_tab, mr_prof_n, mr_prof_tab[i].op)) total += mr_prof_tab[i].sec[ph];
         double wall = mr_prof_wall[ph] > 0 ? mr_prof_wall[ph] : total;
         double ntok = (double)mr_prof_ntok[ph];
         fprintf(out, "\n%s: %llu tokens in %llu evals, %.3f ms/token (%.2f tok/s); operators:\n", names[ph],
@@ -85,9 +101,16 @@ void mr_profile_report(FILE *out) {
         memcpy(sorted, mr_prof_tab, sizeof sorted);
         qsort(sorted, (size_t)mr_prof_n, sizeof sorted[0], mr_prof_cmp);
         for (int i = 0; i < mr_prof_n; i++) {
-            if (!sorted[i].calls[ph]) continue;
+            if (!sorted[i].calls[ph] || mr_prof_has_parent(sorted, mr_prof_n, sorted[i].op)) continue;
             fprintf(out, "  %-28s %12.2f %12.3f %7.1f%%\n", sorted[i].op, (double)sorted[i].calls[ph] / ntok,
                     1e3 * sorted[i].sec[ph] / ntok, 100.0 * sorted[i].sec[ph] / wall);
+            for (int k = 0; k < mr_prof_n; k++) {
+                if (!sorted[k].calls[ph] || !mr_prof_is_child_of(sorted[k].op, sorted[i].op)) continue;
+                char sub[48];
+                snprintf(sub, sizeof sub, "  . %s", sorted[k].op + strlen(sorted[i].op) + 1);
+                fprintf(out, "  %-28s %12.2f %12.3f %7.1f%%\n", sub, (double)sorted[k].calls[ph] / ntok,
+                        1e3 * sorted[k].sec[ph] / ntok, 100.0 * sorted[k].sec[ph] / wall);
+            }
         }
         if (wall > total)
             fprintf(out, "  %-28s %12s %12.3f %7.1f%%\n", "(unattributed)", "", 1e3 * (wall - total) / ntok,

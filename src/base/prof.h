@@ -7,7 +7,9 @@
 #include "base/base.h"
 
 extern int mr_prof_on;
-void mr_prof_add(const char *op, double sec);      /* op: any string (copied, up to 31 chars) */
+/* op: any string (copied, up to 31 chars). "parent/child" is a sub-operator timed inside the
+ * parent's bracket: the report lists it under the parent and leaves it out of the totals. */
+void mr_prof_add(const char *op, double sec);
 /* Time of a weight product, named after its tensor: "blk.3.attn_q.weight" -> "mm attn_q". */
 void mr_prof_add_matmul(const char *tensor_name, double sec);
 void mr_prof_tokens(int phase, int n_tokens);      /* phase 0 prefill, 1 decode: tokens evaluated */

@@ -3,6 +3,7 @@
 #include "model/moe_approx.h"
 #include "model/ops.h"
 #include "quant/matmul.h"
+#include "base/prof.h"
 
 #include <stdlib.h>
 
@@ -109,6 +110,7 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
     float *u = malloc(sizeof(float) * (size_t)(rows * F));
     mr_matmul_task *tk = malloc(sizeof(mr_matmul_task) * 2 * (size_t)n_ids);
     if ((n > 1 && !xs) || !y || !g || !u || !tk) { mr_set_error("moe: out of memory"); goto done; }
+    MR_PROF_BEGIN(t_gather);
     if (n > 1)
         for (int64_t r = 0; r < rows; r++) memcpy(xs + r * d, x + (int64_t)(list[r] / K) * d, sizeof(float) * (size_t)d);
     int nt = 0;
@@ -120,8 +122,13 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
         tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_UP], tu->type, F, d, xe, count[e], u + (int64_t)start[e] * F};
         if (tg) tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_GATE], tg->type, F, d, xe, count[e], g + (int64_t)start[e] * F};
     }
+    MR_PROF_END(t_gather, "moe_experts/gather");
+    MR_PROF_BEGIN(t_gu);
     if (mr_matmul_many(m->pool, tk, nt)) goto done;
+    MR_PROF_END(t_gu, "moe_experts/gate+up");
+    MR_PROF_BEGIN(t_act);
     for (int64_t r = 0; r < rows; r++) moe_act_row(c, tg != NULL, g + r * F, u + r * F, F, w[list[r]]);
+    MR_PROF_END(t_act, "moe_experts/act");
     nt = 0;
     for (int ii = 0; ii < n_ids; ii++) {
         const int e = ids[ii];
@@ -130,7 +137,10 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
         tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_DOWN], td->type, d, F, u + (int64_t)start[e] * F, count[e],
                                     y + (int64_t)start[e] * d};
     }
+    MR_PROF_BEGIN(t_down);
     if (mr_matmul_many(m->pool, tk, nt)) goto done;
+    MR_PROF_END(t_down, "moe_experts/down");
+    MR_PROF_BEGIN(t_sum);
     {
         /* out_t = its slots' outputs (times the weight) added in slot order; row_of[t*K + j] = work row */
         int *row_of = malloc(sizeof(int) * (size_t)rows);
@@ -151,6 +161,7 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
         }
         free(row_of);
     }
+    MR_PROF_END(t_sum, "moe_experts/weighted_sum");
     rc = 0;
 done:
     if (n > 1) free(xs); else free(y);
