@@ -2,9 +2,11 @@
  * `test-backend-ops perf` times MUL_MAT, so the two can be compared side by side.
  *
  * Per type, shape (rows x cols) and column count: one weight matrix (random valid blocks; it stays
- * in cache, as in test-backend-ops), one warm-up call, then windows of >= 50 ms of calls until
+ * in cache, as in test-backend-ops), one warm-up call, then windows of >= 20 ms of calls until
  * --min-time seconds have passed; prints the best and the median window's microseconds per call
- * (the best is the least disturbed on a shared machine). The activations are converted to the
+ * (the best is the least disturbed on a shared machine). With one thread the windows are timed in
+ * the thread's CPU time, so time spent descheduled by other load does not count; with several,
+ * in wall time. The activations are converted to the
  * partner type inside every call, as ggml does per MUL_MAT node. bench/ggml_mm.c times ggml the
  * same way.
  *
@@ -24,6 +26,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* one thread: the thread's CPU time (time spent descheduled on a shared machine does not count);
+ * several: wall time */
+static double bm_clock(int cpu) {
+    struct timespec ts;
+    clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 #define GGML_OP_MUL_MAT 29
 
@@ -118,8 +129,8 @@ int main(int argc, char **argv) {
     float *x = malloc(sizeof(float) * (size_t)max_cn), *y = malloc(sizeof(float) * (size_t)max_rn);
     if (!w || !x || !y) { fprintf(stderr, "error: out of memory\n"); return 1; }
     for (int64_t i = 0; i < max_cn; i++) x[i] = sd_normalish();
-    printf("# moerun bench_mm: ISA %s, %d threads, average over >= %.1f s per case\n", mr_isa_name(mr_isa()),
-           nthreads, min_time);
+    printf("# moerun bench_mm: ISA %s, %d threads, windows of >= 20 ms (%s time) over >= %.1f s per case\n", mr_isa_name(mr_isa()),
+           nthreads, nthreads == 1 ? "CPU" : "wall", min_time);
     for (int ti = 0; ti < ntypes; ti++) {
         const int type = types[ti];
         for (int s = 0; s < nshapes; s++) {
@@ -132,16 +143,17 @@ int main(int argc, char **argv) {
                 if (mr_matmul(pool, w, type, rows, cols, x, n, y) != 0) { fprintf(stderr, "error: %s\n", mr_get_error()); return 1; }
                 double win[4096];
                 int nw = 0;
+                const int cpu = nthreads == 1;
                 const double t0 = mr_now();
                 while ((mr_now() - t0 < min_time || nw < 3) && nw < 4096) {
                     long runs = 0;
-                    const double w0 = mr_now();
+                    const double w0 = bm_clock(cpu);
                     double t;
                     do {
                         if (mr_matmul(pool, w, type, rows, cols, x, n, y) != 0) return 1;
                         runs++;
-                        t = mr_now() - w0;
-                    } while (t < 0.05);
+                        t = bm_clock(cpu) - w0;
+                    } while (t < 0.02);
                     win[nw++] = t / runs;
                 }
                 qsort(win, nw, sizeof win[0], cmp_d);

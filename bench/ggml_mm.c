@@ -6,8 +6,9 @@
  * Per type / shape / column count: a graph of K copies of one MUL_MAT node (as test-backend-ops
  * perf builds it) on the CPU backend; weights quantized by ggml_quantize_chunk from uniform
  * [-1, 1) floats (dummy all-ones importance matrix, as test-backend-ops), 512 rows quantized and
- * repeated (blocks are independent; the matrix stays in cache either way). Windows of >= 50 ms
- * until --min-time; prints the best and the median window's microseconds per node.
+ * repeated (blocks are independent; the matrix stays in cache either way). Windows of >= 20 ms
+ * (one thread: of its CPU time, as bench_mm) until --min-time; prints the best and the median
+ * window's microseconds per node.
  *
  * Output lines: "ggml TYPE ROWS COLS N US_BEST US_MEDIAN" (same arguments as bench_mm). */
 #include "ggml.h"
@@ -23,6 +24,12 @@
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+/* one thread (ggml computes on the calling thread): its CPU time; several: wall time */
+static double bm_clock(int cpu) {
+    struct timespec ts;
+    clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -64,7 +71,7 @@ int main(int argc, char **argv) {
     ggml_cpu_init();
     ggml_backend_t be = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(be, nthreads);
-    printf("# ggml_mm: %d threads, windows of >= 50 ms over >= %.1f s per case\n", nthreads, min_time);
+    printf("# ggml_mm: %d threads, windows of >= 20 ms (%s time) over >= %.1f s per case\n", nthreads, nthreads == 1 ? "CPU" : "wall", min_time);
 
     char tbuf[1024];
     snprintf(tbuf, sizeof tbuf, "%s", types_s);
@@ -89,7 +96,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < nshapes; s++)
             for (int k = 0; k < nn; k++) {
                 const long long rows = shapes[s][0], cols = shapes[s][1], n = ncols[k];
-                const int nodes = n == 1 ? 64 : 4;
+                const int nodes = n == 1 ? 16 : 1;
                 struct ggml_init_params ip = {ggml_tensor_overhead() * 16 + ggml_graph_overhead_custom(256, false), NULL, true};
                 struct ggml_context *ctx = ggml_init(ip);
                 struct ggml_tensor *a = ggml_new_tensor_2d(ctx, (enum ggml_type)type, cols, rows);
@@ -114,13 +121,13 @@ int main(int argc, char **argv) {
                 const double t0 = now();
                 while ((now() - t0 < min_time || nw < 3) && nw < 4096) {
                     long runs = 0;
-                    const double w0 = now();
+                    const double w0 = bm_clock(nthreads == 1);
                     double t;
                     do {
                         ggml_backend_graph_compute(be, gf);
                         runs += nodes;
-                        t = now() - w0;
-                    } while (t < 0.05);
+                        t = bm_clock(nthreads == 1) - w0;
+                    } while (t < 0.02);
                     win[nw++] = t / runs;
                 }
                 qsort(win, nw, sizeof win[0], cmp_d);

@@ -7,6 +7,8 @@
 #   LLAMA=/work/ref/llama  llama.cpp tree with build/bin/libggml*.so (default /work/ref/llama)
 #   ROUNDS=2  THREADS=2  MIN_TIME=1  TYPES=iq3_s,mxfp4,...  SHAPES=4096x2048,4096x4096  NCOLS=1,512
 # Run it nice'd on a machine as quiet as you can get; it prints the load average before and after.
+# With THREADS=1 both sides are timed in the thread's CPU time (robust to other load); with more
+# threads in wall time (then the load average matters: ggml's threads wait for each other).
 set -e
 BUILD=${1:-build}
 LLAMA=${LLAMA:-/work/ref/llama}
@@ -25,7 +27,7 @@ if [ ! -x "$GGML_BIN" ] || [ bench/ggml_mm.c -nt "$GGML_BIN" ]; then
     cc -std=gnu11 -O2 -o "$GGML_BIN" bench/ggml_mm.c -I"$LLAMA/ggml/include" -L"$LIBDIR" \
         -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$LIBDIR"
 fi
-OUT=$BUILD/bench/vs_llama.txt
+OUT=$BUILD/bench/vs_llama_t$THREADS.txt
 : > "$OUT"
 ARGS="--types $TYPES --shapes $SHAPES --ncols $NCOLS --threads $THREADS --min-time $MIN_TIME"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
