@@ -480,126 +480,167 @@ KI void dec_iq2_s(const mr_block_iq2_s *x, const tab_g16 *t, sb_dec *o) {
 }
 SB_ENTRIES_PLAIN(iq2_s, mr_block_iq2_s, 0.125f)
 
-/* -------------------------------------------------------------------------------------- IQ1_S
- * Grid values g in {-1, 0, 1} are fed as g + 1 (unsigned); the shift and the +1 are folded into
- * one correction per 32 values using the activation sums (bsums):
- *   sum l * (g + delta) q = l * dot(g + 1, q) + l * S * (delta - 1), delta = +-1/8, S = sum q. */
-KI void k_iq1_s(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
-    const mr_block_iq1_s *x = w;
-    const uint64_t *G = mr_iq1s_grid;
-    const long long c1 = 0x0001000100010001ll;
-    const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi16(2);
-    const __m512i rep4 = _mm512_set_epi64(7 * c1, 6 * c1, 5 * c1, 4 * c1, 3 * c1, 2 * c1, c1, 0); /* word k <- qh[k/4] */
-    const __m512i shl = _mm512_set1_epi64(0x0000000200050008ll), shr = _mm512_set1_epi64(0x0001000000000000ll);
-    const __m512i pick0 = _mm512_set_epi64(c1, c1, c1, c1, 0, 0, 0, 0);
-    __m512 acc[4];
-    __m256 acc_corr[4];
-    UNROLL4 for (int c = 0; c < nc; c++) { acc[c] = _mm512_setzero_ps(); acc_corr[c] = _mm256_setzero_ps(); }
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        /* 32 11-bit indices (group k: qs[k] | bits 3(k%4).. of qh[k/4] at bit 8), through memory
-         * to the scalar grid loads */
-        const __m128i qh = _mm_loadu_si128((const __m128i *)x[i].qh);
-        __m512i hi = _mm512_permutexvar_epi16(rep4, _mm512_castsi128_si512(qh));
-        hi = _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hi, shl), shr), _mm512_set1_epi16(0x700));
-        uint16_t k[32];
-        _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x[i].qs)), hi));
-        /* scales 2 l + 1 of the 8 groups (int16) */
-        const __m128i l8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
-        const __m512i lz = _mm512_castsi128_si512(l8);
-        __m512i pick = pick0, sumi[4];
-        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
-        UNROLL4 for (int g = 0; g < 4; g++) {
-            const uint16_t *kk = k + 8 * g;
-            const __m512i grid = _mm512_add_epi8(_mm512_set_epi64(
-                (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
-                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]), one);
-            const __m512i sc = _mm512_permutexvar_epi16(pick, lz);
-            UNROLL4 for (int c = 0; c < nc; c++) {
-                const __m512i p = _mm512_maddubs_epi16(grid, _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g));
-                sumi[c] = _mm512_dpwssd_epi32(sumi[c], p, sc);
-            }
-            pick = _mm512_add_epi16(pick, two);
-        }
-        /* l S (8 delta - 8) per group, S = the group's activation sum (two bsums) */
-        const __m128i f = _mm_mullo_epi16(l8, _mm_blendv_epi8(_mm_set1_epi16(-7), _mm_set1_epi16(-9), _mm_srai_epi16(qh, 15)));
-        const __m256i f32 = _mm256_cvtepi16_epi32(f);
-        const float dx = h2f(x[i].d);
-        UNROLL4 for (int c = 0; c < nc; c++) {
-            const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;
-            const __m256i S = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
-            const __m256i corr = _mm256_mullo_epi32(S, f32);
-            const float d = dx * a->d;
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
-            acc_corr[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(corr), acc_corr[c]);
-        }
-    }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]) + 0.125f * hsum8_ps(acc_corr[c]);
-}
-ENTRIES(iq1_s)
+/* ------------------------------------------------------------------------------- IQ1_S / IQ1_M
+ * Decoded like the types above (sb1_dec: unsigned grid bytes and scale words per chunk) plus a
+ * correction per column from the activation sums (bsums): corr1_T(o, a) gives its 8 int32 lanes.
+ * Grid lookups are scalar loads (2048 entries: a vpgatherdq per chunk measured slower on Zen 4). */
+typedef struct { __m512i grid[4], sc[4]; __m256i f; float d; } sb1_dec;
 
-/* -------------------------------------------------------------------------------------- IQ1_M
- * Eight times a weight is the integer 8 g + delta8 (delta8 = +-1 per 8 values); fed unsigned as
- * u = 8 (g + 1) + 1 + delta8 = 8 (g + 1) + (delta8 > 0 ? 2 : 0), so
- *   8 sum w q = dot(u, q) - 9 S, S = sum q per 16 values (bsums), the scale group. */
-KI void k_iq1_m(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
-    const mr_block_iq1_m *x = w;
-    const uint64_t *G = mr_iq1s_grid;
+KI __m512i sb1_dot(const sb1_dec *o, const int8_t *q) {
+    __m512i sumi = _mm512_setzero_si512();
+    UNROLL4 for (int g = 0; g < 4; g++)
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(o->grid[g], _mm512_loadu_si512(q + 64 * g)), o->sc[g]);
+    return sumi;
+}
+
+/* vec_dot / 4 columns; FINAL(main, corr) combines the two float sums */
+#define SB1_DOT_KERNEL(NAME, BLK, TAB, INIT, DEC, CORR, FINAL)                                     \
+    KI void NAME(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {        \
+        const BLK *x = w;                                                                          \
+        TAB t;                                                                                     \
+        INIT(&t);                                                                                  \
+        __m512 acc[4];                                                                             \
+        __m256 acc_corr[4];                                                                        \
+        UNROLL4 for (int c = 0; c < nc; c++) { acc[c] = _mm512_setzero_ps(); acc_corr[c] = _mm256_setzero_ps(); } \
+        for (int i = 0; i < n / MR_QK_K; i++) {                                                    \
+            sb1_dec o;                                                                             \
+            DEC(x + i, &t, &o);                                                                    \
+            UNROLL4 for (int c = 0; c < nc; c++) {                                                 \
+                const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;                        \
+                const float d = o.d * a->d;                                                        \
+                acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sb1_dot(&o, a->qs)), acc[c]); \
+                acc_corr[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(CORR(&o, a)), acc_corr[c]); \
+            }                                                                                      \
+        }                                                                                          \
+        UNROLL4 for (int c = 0; c < nc; c++) s[c] = FINAL(_mm512_reduce_add_ps(acc[c]), hsum8_ps(acc_corr[c])); \
+    }
+
+#define SB1_GEMM_KERNEL(NAME, BLK, TAB, INIT, DEC, CORR, FINAL)                                    \
+    static void NAME(int n, const void *w, size_t w_row, int nr, const void *vy, size_t by, int nc, \
+                     float *s, size_t s_col) {                                                     \
+        TAB t;                                                                                     \
+        INIT(&t);                                                                                  \
+        __m512 acc[MR_GEMM_NR * MR_GEMM_NC];                                                       \
+        __m256 acc_corr[MR_GEMM_NR * MR_GEMM_NC];                                                  \
+        for (int k = 0; k < nr * nc; k++) { acc[k] = _mm512_setzero_ps(); acc_corr[k] = _mm256_setzero_ps(); } \
+        for (int i = 0; i < n / MR_QK_K; i++)                                                      \
+            for (int r = 0; r < nr; r++) {                                                         \
+                sb1_dec o;                                                                         \
+                DEC((const BLK *)((const uint8_t *)w + (size_t)r * w_row) + i, &t, &o);            \
+                for (int c = 0; c < nc; c++) {                                                     \
+                    const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;                    \
+                    const float d = o.d * a->d;                                                    \
+                    const int k = r * nc + c;                                                      \
+                    acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sb1_dot(&o, a->qs)), acc[k]); \
+                    acc_corr[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(CORR(&o, a)), acc_corr[k]); \
+                }                                                                                  \
+            }                                                                                      \
+        for (int r = 0; r < nr; r++)                                                               \
+            for (int c = 0; c < nc; c++)                                                           \
+                s[(size_t)c * s_col + r] = FINAL(_mm512_reduce_add_ps(acc[r * nc + c]), hsum8_ps(acc_corr[r * nc + c])); \
+    }
+
+#define SB1_ENTRIES(T, BLK)                                                                        \
+    SB1_DOT_KERNEL(k_##T, BLK, tab_##T, init_##T, dec_##T, corr_##T, final_##T)                    \
+    SB1_GEMM_KERNEL(mr_gemm_##T##_avx512, BLK, tab_##T, init_##T, dec_##T, corr_##T, final_##T)    \
+    ENTRIES(T)
+
+/* IQ1_S: grid values g in {-1, 0, 1} are fed as g + 1 (unsigned); the shift and the +1 are folded
+ * into one correction per 32 values:
+ *   sum l * (g + delta) q = l * dot(g + 1, q) + l * S * (delta - 1), delta = +-1/8, S = sum q;
+ * f = l (8 delta - 8) per group, corr = S * f, and the result is main + corr / 8. */
+typedef struct { __m512i rep4, shl, shr, pick0; } tab_iq1_s;
+KI void init_iq1_s(tab_iq1_s *t) {
     const long long c1 = 0x0001000100010001ll;
-    const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2), four = _mm512_set1_epi16(4);
+    t->rep4 = _mm512_set_epi64(7 * c1, 6 * c1, 5 * c1, 4 * c1, 3 * c1, 2 * c1, c1, 0); /* word k <- qh[k/4] */
+    t->shl = _mm512_set1_epi64(0x0000000200050008ll);
+    t->shr = _mm512_set1_epi64(0x0001000000000000ll);
+    t->pick0 = _mm512_set_epi64(c1, c1, c1, c1, 0, 0, 0, 0);
+}
+KI void dec_iq1_s(const mr_block_iq1_s *x, const tab_iq1_s *t, sb1_dec *o) {
+    const uint64_t *G = mr_iq1s_grid;
+    /* 32 11-bit indices (group k: qs[k] | bits 3(k%4).. of qh[k/4] at bit 8), through memory
+     * to the scalar grid loads */
+    const __m128i qh = _mm_loadu_si128((const __m128i *)x->qh);
+    __m512i hi = _mm512_permutexvar_epi16(t->rep4, _mm512_castsi128_si512(qh));
+    hi = _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(hi, t->shl), t->shr), _mm512_set1_epi16(0x700));
+    uint16_t k[32];
+    _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x->qs)), hi));
+    /* scales 2 l + 1 of the 8 groups (int16) */
+    const __m128i l8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
+    const __m512i lz = _mm512_castsi128_si512(l8);
+    __m512i pick = t->pick0;
+    UNROLL4 for (int g = 0; g < 4; g++) {
+        const uint16_t *kk = k + 8 * g;
+        o->grid[g] = _mm512_add_epi8(_mm512_set_epi64(
+            (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
+            (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]), _mm512_set1_epi8(1));
+        o->sc[g] = _mm512_permutexvar_epi16(pick, lz);
+        pick = _mm512_add_epi16(pick, _mm512_set1_epi16(2));
+    }
+    o->f = _mm256_cvtepi16_epi32(_mm_mullo_epi16(l8, _mm_blendv_epi8(_mm_set1_epi16(-7), _mm_set1_epi16(-9), _mm_srai_epi16(qh, 15))));
+    o->d = h2f(x->d);
+}
+KI __m256i corr_iq1_s(const sb1_dec *o, const mr_block_q8_k *a) {
+    const __m256i S = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+    return _mm256_mullo_epi32(S, o->f);
+}
+#define final_iq1_s(m, c) ((m) + 0.125f * (c))
+SB1_ENTRIES(iq1_s, mr_block_iq1_s)
+
+/* IQ1_M: eight times a weight is the integer 8 g + delta8 (delta8 = +-1 per 8 values); fed
+ * unsigned as u = 8 (g + 1) + 1 + delta8 = 8 (g + 1) + (delta8 > 0 ? 2 : 0), so
+ *   8 sum w q = dot(u, q) - 9 S, S = sum q per 16 values (bsums), the scale group;
+ * f holds the 16 scales 2 l + 1 (words) and corr = madd(f, bsums). */
+typedef struct { __m512i rep2, shl, pick0; __m256i rep4, shr; } tab_iq1_m;
+KI void init_iq1_m(tab_iq1_m *t) {
+    const long long c1 = 0x0001000100010001ll;
     /* index words: word k <- qh byte k/2, its nibble k%2 (low 3 bits) moved to bits 8..10 */
     const long long h2 = 0x0001000100000000ll;
-    const __m512i rep2 = _mm512_set_epi64(14 * c1 + h2, 12 * c1 + h2, 10 * c1 + h2, 8 * c1 + h2,
-                                          6 * c1 + h2, 4 * c1 + h2, 2 * c1 + h2, h2);
-    const __m512i shl = _mm512_set1_epi32(0x00040008);                   /* 8 for even k, 4 for odd */
+    t->rep2 = _mm512_set_epi64(14 * c1 + h2, 12 * c1 + h2, 10 * c1 + h2, 8 * c1 + h2,
+                               6 * c1 + h2, 4 * c1 + h2, 2 * c1 + h2, h2);
+    t->shl = _mm512_set1_epi32(0x00040008);                   /* 8 for even k, 4 for odd */
     /* scale words: word j <- scales word j/4, shifted right by 3 (j%4) */
-    const __m256i rep4 = _mm256_set_epi64x(3 * c1, 2 * c1, c1, 0);
-    const __m256i shr = _mm256_set1_epi64x(0x0009000600030000ll);
+    t->rep4 = _mm256_set_epi64x(3 * c1, 2 * c1, c1, 0);
+    t->shr = _mm256_set1_epi64x(0x0009000600030000ll);
     /* int16 lane m of chunk g takes scale 4g + m/8 */
-    const __m512i pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0);
-    __m512 acc[4];
-    __m256 acc_corr[4];
-    UNROLL4 for (int c = 0; c < nc; c++) { acc[c] = _mm512_setzero_ps(); acc_corr[c] = _mm256_setzero_ps(); }
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        uint16_t sc[4];
-        memcpy(sc, x[i].scales, 8);
-        const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-        __m512i hi = _mm512_permutexvar_epi16(rep2, _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x[i].qh))));
-        hi = _mm512_and_si512(_mm512_sllv_epi16(hi, shl), _mm512_set1_epi16(0x700));
-        uint16_t k[32];
-        _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x[i].qs)), hi));
-        /* 2 l + 1 for the 16 scale groups of 16 values */
-        __m256i ls = _mm256_permutexvar_epi16(rep4, _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)x[i].scales)));
-        ls = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi16(ls, shr), _mm256_set1_epi16(7)), 1), _mm256_set1_epi16(1));
-        const __m512i lz = _mm512_castsi256_si512(ls);
-        __m512i pick = pick0, sumi[4];
-        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm512_setzero_si512();
-        UNROLL4 for (int g = 0; g < 4; g++) {
-            const uint16_t *kk = k + 8 * g;
-            const __m512i grid = _mm512_set_epi64(
-                (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
-                (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
-            /* bit 3 of nibble k clear: positive shift for the 8 values of group k */
-            const uint64_t pos = _pdep_u64(_pext_u32(~ld32(x[i].qh + 4 * g), 0x88888888u), 0x0101010101010101ull) * 0xff;
-            __m512i u = _mm512_slli_epi16(_mm512_add_epi8(grid, one), 3);   /* bytes stay < 32 */
-            u = _mm512_mask_add_epi8(u, pos, u, two);
-            const __m512i scv = _mm512_permutexvar_epi16(pick, lz);
-            UNROLL4 for (int c = 0; c < nc; c++)
-                sumi[c] = _mm512_dpwssd_epi32(sumi[c], _mm512_maddubs_epi16(u, _mm512_loadu_si512(ACT(mr_block_q8_k, vy, by, c)[i].qs + 64 * g)), scv);
-            pick = _mm512_add_epi16(pick, four);
-        }
-        const float dx = h2f(d16);
-        UNROLL4 for (int c = 0; c < nc; c++) {
-            const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;
-            /* the -9 S term: sum over the 16 scale groups of (2 l + 1) * bsum */
-            const __m256i corr = _mm256_madd_epi16(ls, _mm256_loadu_si256((const __m256i *)a->bsums));
-            const float d = dx * a->d;
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
-            acc_corr[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(corr), acc_corr[c]);
-        }
-    }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * (_mm512_reduce_add_ps(acc[c]) - 9.0f * hsum8_ps(acc_corr[c]));
+    t->pick0 = _mm512_set_epi64(3 * c1, 3 * c1, 2 * c1, 2 * c1, c1, c1, 0, 0);
 }
-ENTRIES(iq1_m)
+KI void dec_iq1_m(const mr_block_iq1_m *x, const tab_iq1_m *t, sb1_dec *o) {
+    const uint64_t *G = mr_iq1s_grid;
+    uint16_t sc[4];
+    memcpy(sc, x->scales, 8);
+    const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+    __m512i hi = _mm512_permutexvar_epi16(t->rep2, _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x->qh))));
+    hi = _mm512_and_si512(_mm512_sllv_epi16(hi, t->shl), _mm512_set1_epi16(0x700));
+    uint16_t k[32];
+    _mm512_storeu_si512(k, _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x->qs)), hi));
+    /* 2 l + 1 for the 16 scale groups of 16 values */
+    __m256i ls = _mm256_permutexvar_epi16(t->rep4, _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)x->scales)));
+    ls = _mm256_add_epi16(_mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi16(ls, t->shr), _mm256_set1_epi16(7)), 1), _mm256_set1_epi16(1));
+    const __m512i lz = _mm512_castsi256_si512(ls);
+    __m512i pick = t->pick0;
+    UNROLL4 for (int g = 0; g < 4; g++) {
+        const uint16_t *kk = k + 8 * g;
+        const __m512i grid = _mm512_set_epi64(
+            (long long)G[kk[7]], (long long)G[kk[6]], (long long)G[kk[5]], (long long)G[kk[4]],
+            (long long)G[kk[3]], (long long)G[kk[2]], (long long)G[kk[1]], (long long)G[kk[0]]);
+        /* bit 3 of nibble k clear: positive shift for the 8 values of group k */
+        const uint64_t pos = _pdep_u64(_pext_u32(~ld32(x->qh + 4 * g), 0x88888888u), 0x0101010101010101ull) * 0xff;
+        __m512i u = _mm512_slli_epi16(_mm512_add_epi8(grid, _mm512_set1_epi8(1)), 3);   /* bytes stay < 32 */
+        o->grid[g] = _mm512_mask_add_epi8(u, pos, u, _mm512_set1_epi8(2));
+        o->sc[g] = _mm512_permutexvar_epi16(pick, lz);
+        pick = _mm512_add_epi16(pick, _mm512_set1_epi16(4));
+    }
+    o->f = ls;
+    o->d = h2f(d16);
+}
+KI __m256i corr_iq1_m(const sb1_dec *o, const mr_block_q8_k *a) {
+    /* the -9 S term: sum over the 16 scale groups of (2 l + 1) * bsum */
+    return _mm256_madd_epi16(o->f, _mm256_loadu_si256((const __m256i *)a->bsums));
+}
+#define final_iq1_m(m, c) (0.125f * ((m) - 9.0f * (c)))
+SB1_ENTRIES(iq1_m, mr_block_iq1_m)
 
 /* ----------------------------------------------------------------------- IQ4_NL / IQ4_XS / MXFP4
  * 4-bit codes: |level| by an in-lane byte shuffle, the sign as a mask on the activations. */
@@ -762,4 +803,6 @@ const mr_gemm_fn mr_gemm_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_IQ2_XS] = mr_gemm_iq2_xs_avx512,
     [MR_TYPE_IQ2_S] = mr_gemm_iq2_s_avx512,
     [MR_TYPE_IQ4_XS] = mr_gemm_iq4_xs_avx512,
+    [MR_TYPE_IQ1_S] = mr_gemm_iq1_s_avx512,
+    [MR_TYPE_IQ1_M] = mr_gemm_iq1_m_avx512,
 };

@@ -28,7 +28,7 @@ mr_prep_fn mr_prep_avx512(int partner);               /* NULL if none */
 size_t mr_prep_row_size(int partner, int64_t n);      /* 0 if none */
 
 /* GEMM blocks (AVX-512, types where decoding the weights dominates: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
- * IQ3_S, IQ4_XS):
+ * IQ3_S, IQ4_XS, IQ1_S, IQ1_M):
  * s[c * s_col + r] = dot(w + r * w_row, y + c * by) for r < nr <= MR_GEMM_NR, c < nc <= MR_GEMM_NC,
  * bit for bit the same ISA's vec_dot; each weight super-block is decoded once for all nc columns
  * (the 4-column kernels decode it once per 4). NULL: the type has none. */
