@@ -29,7 +29,7 @@ grep -q '^\[{"model":"kjv-moe-q8_0.gguf","arch":"qwen3moe",.*"test":"tg","n":4,"
 # excluded), attention and the expert products among the operators, shares <= 100%
 expect_ok bench_profile $MOERUN bench -m "$K" -p 16 -n 4 -r 3 --depth 5 --profile
 if grep -q '^prefill: 48 tokens in 3 evals' "$TMPD/o" && grep -q '^decode: 12 tokens in 12 evals' "$TMPD/o" &&
-   grep -q '^  attention ' "$TMPD/o" && grep -q '^  moe_experts ' "$TMPD/o" && grep -q '^  mm attn_q ' "$TMPD/o"; then
+   grep -q '^  attention ' "$TMPD/o" && grep -q '^  moe_experts ' "$TMPD/o" && grep -q '^  mm attn_q+k+v ' "$TMPD/o"; then
     ok bench_profile_table
 else fail bench_profile_table "$(cat "$TMPD/o")"; fi
 awk '/%$/ { s = $NF; sub(/%/, "", s); if (s + 0 > 100.0) bad = 1 } END { exit bad }' "$TMPD/o" &&

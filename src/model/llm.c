@@ -1,6 +1,7 @@
 /* Generic llama-like decoder (see llm.h). */
 #include "model/llm.h"
 #include "base/prof.h"
+#include "quant/matmul.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,13 +222,14 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     float *h = malloc(sizeof(float) * (size_t)(n * d));
     float *qkv = malloc(sizeof(float) * (size_t)(n * (nq + 2 * nkv)));
     float *att = malloc(sizeof(float) * (size_t)(n * nq));
+    float *kvt = malloc(sizeof(float) * (size_t)(n * 2 * nkv)); /* k and v of the separate projections */
     float *o = malloc(sizeof(float) * (size_t)(n * d));
     float *g = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
     float *u = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
     float *rl = E ? malloc(sizeof(float) * (size_t)(n * E)) : NULL;
     int32_t *sel = E ? malloc(sizeof(int32_t) * (size_t)(n * K)) : NULL;
     float *w = E ? malloc(sizeof(float) * (size_t)(n * K)) : NULL;
-    if (!x || !h || !qkv || !att || !o || !g || !u || (E && (!rl || !sel || !w))) { mr_set_error("eval: out of memory"); goto done; }
+    if (!x || !h || !qkv || !att || !kvt || !o || !g || !u || (E && (!rl || !sel || !w))) { mr_set_error("eval: out of memory"); goto done; }
 
     for (int t = 0; t < n; t++)
         if (mr_tensor_get_row(L->tok_embd, tok[t], x + t * d)) goto done;
@@ -245,13 +247,19 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
             if (mr_model_matmul(m, &l->wqkv, h, n, qkv)) goto done;
             add_bias(qkv, l->bqkv, qs, n, qs);
         } else {
-            /* separate projections into a temporary then interleave into the q|k|v rows */
-            if (mr_model_matmul(m, &l->wq, h, n, att)) goto done;
-            for (int t = 0; t < n; t++) memcpy(q + t * qs, att + t * nq, sizeof(float) * (size_t)nq);
-            if (mr_model_matmul(m, &l->wk, h, n, att)) goto done;
-            for (int t = 0; t < n; t++) memcpy(k + t * qs, att + t * nkv, sizeof(float) * (size_t)nkv);
-            if (mr_model_matmul(m, &l->wv, h, n, att)) goto done;
-            for (int t = 0; t < n; t++) memcpy(v + t * qs, att + t * nkv, sizeof(float) * (size_t)nkv);
+            /* separate projections in one dispatch (h converted once) into temporaries, then
+             * interleaved into the q|k|v rows */
+            MR_PROF_BEGIN(tp);
+            const mr_matmul_task tk[3] = {{l->wq.data, l->wq.type, l->wq.rows, l->wq.cols, h, n, att},
+                                          {l->wk.data, l->wk.type, l->wk.rows, l->wk.cols, h, n, kvt},
+                                          {l->wv.data, l->wv.type, l->wv.rows, l->wv.cols, h, n, kvt + n * nkv}};
+            if (mr_matmul_many(m->pool, tk, 3)) goto done;
+            MR_PROF_END(tp, "mm attn_q+k+v");
+            for (int t = 0; t < n; t++) {
+                memcpy(q + t * qs, att + t * nq, sizeof(float) * (size_t)nq);
+                memcpy(k + t * qs, kvt + t * nkv, sizeof(float) * (size_t)nkv);
+                memcpy(v + t * qs, kvt + (n + t) * nkv, sizeof(float) * (size_t)nkv);
+            }
             add_bias(q, l->bq, nq, n, qs);
             add_bias(k, l->bk, nkv, n, qs);
             add_bias(v, l->bv, nkv, n, qs);
@@ -293,7 +301,11 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
         mr_rms_norm_rows(h, x, l->ffn_norm, d, n, L->eps);
         mr_model_dump(m, "ffn_norm", il, h, d, n);
         if (!l->is_moe) {
-            if (mr_model_matmul(m, &l->ffn_up, h, n, u) || mr_model_matmul(m, &l->ffn_gate, h, n, g)) goto done;
+            MR_PROF_BEGIN(tf);
+            const mr_matmul_task tk[2] = {{l->ffn_up.data, l->ffn_up.type, l->ffn_up.rows, l->ffn_up.cols, h, n, u},
+                                          {l->ffn_gate.data, l->ffn_gate.type, l->ffn_gate.rows, l->ffn_gate.cols, h, n, g}};
+            if (mr_matmul_many(m->pool, tk, 2)) goto done;
+            MR_PROF_END(tf, "mm ffn_up+gate");
             mr_swiglu(g, g, u, n * (int64_t)L->n_ff);
             if (mr_model_matmul(m, &l->ffn_down, g, n, o)) goto done;
         } else {
@@ -319,6 +331,6 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     }
     rc = 0;
 done:
-    free(x); free(h); free(qkv); free(att); free(o); free(g); free(u); free(rl); free(sel); free(w);
+    free(x); free(h); free(qkv); free(att); free(kvt); free(o); free(g); free(u); free(rl); free(sel); free(w);
     return rc;
 }
