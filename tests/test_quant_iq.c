@@ -368,46 +368,51 @@ static void check_simd(int isa, const char *variant) {
 }
 
 /* AVX-512 GEMM blocks: every (row, column) result equals vec_dot's bit for bit, for partial blocks
- * too (nr 1..4, nc 1..32) */
+ * too (nr 1..MR_GEMM_NR, nc 1..MR_GEMM_NC), and for the 32-value types with lengths that leave 1, 2
+ * or 3 blocks after the groups of 4 and span several scratch segments */
 static void check_gemm(const char *variant) {
     if (mr_set_isa(MR_ISA_AVX512) != 0) return;
+    static const int nrs[] = {1, 2, 3, 4, 5, 8, 15, 16}, ncs[] = {1, 2, 3, 5, 14, 31, 32};
     for (int ti = 0; ti < N_IQ; ti++) {
         const int type = iq_types[ti].type;
         mr_gemm_fn gm = mr_gemm_avx512[type];
         mr_vec_dot_fn f = mr_type_vec_dot_isa(type, MR_ISA_AVX512);
         if (!gm || !f) continue;
-        const int n = 1024, R = 6, C = 37, at = mr_type_get(type)->vec_dot_type;
-        const size_t wr = mr_row_size(type, n), xb = mr_row_size(at, n);
-        uint8_t *w = malloc(wr * R), *x = malloc(xb * C);
-        float *xf = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * R * C);
-        random_weights(type, w, wr * R);
-        for (int c = 0; c < C; c++) {
-            for (int i = 0; i < n; i++) xf[i] = rndf() * (c % 3 == 2 ? 100.f : 1.f);
-            void *xq = quantize_act(type, xf, n);
-            memcpy(x + c * xb, xq, xb);
-            free(xq);
-        }
+        const int bs = mr_type_get(type)->block_size;
+        const int lens[3] = {1024, bs < 256 ? 32 * 131 : 2048, bs < 256 ? 32 * 37 : 512};
         int bad = 0, calls = 0;
-        /* blocks of every shape: rows from r0 in steps of nr, columns from c0 in steps of nc */
-        for (int nr = 1; nr <= MR_GEMM_NR; nr++)
-            for (int nc = 1; nc <= MR_GEMM_NC; nc += (nc < 5 ? 1 : 9)) {
-                for (int k = 0; k < R * C; k++) y[k] = NAN;
-                for (int c0 = 0; c0 < C; c0 += nc)
-                    for (int r0 = 0; r0 < R; r0 += nr) {
-                        const int br = R - r0 < nr ? R - r0 : nr, bc = C - c0 < nc ? C - c0 : nc;
-                        gm(n, w + r0 * wr, wr, br, x + c0 * xb, xb, bc, y + (size_t)c0 * R + r0, R);
-                        calls++;
-                    }
-                for (int r = 0; r < R; r++)
-                    for (int c = 0; c < C; c++) {
-                        float s = NAN;
-                        f(n, &s, w + r * wr, x + c * xb);
-                        bad += memcmp(&s, &y[(size_t)c * R + r], sizeof s) != 0;
-                    }
+        for (int li = 0; li < 3; li++) {
+            const int n = lens[li], R = 18, C = 37, at = mr_type_get(type)->vec_dot_type;
+            const size_t wr = mr_row_size(type, n), xb = mr_row_size(at, n);
+            uint8_t *w = malloc(wr * R), *x = malloc(xb * C);
+            float *xf = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * R * C), *ref = malloc(sizeof(float) * R * C);
+            random_weights(type, w, wr * R);
+            for (int c = 0; c < C; c++) {
+                for (int i = 0; i < n; i++) xf[i] = rndf() * (c % 3 == 2 ? 100.f : 1.f);
+                void *xq = quantize_act(type, xf, n);
+                memcpy(x + c * xb, xq, xb);
+                free(xq);
             }
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++) f(n, &ref[(size_t)c * R + r], w + r * wr, x + c * xb);
+            /* blocks of every shape: rows from r0 in steps of nr, columns from c0 in steps of nc */
+            for (size_t a = 0; a < sizeof nrs / sizeof nrs[0]; a++)
+                for (size_t b = 0; b < sizeof ncs / sizeof ncs[0]; b++) {
+                    const int nr = nrs[a], nc = ncs[b];
+                    if (li > 0 && (a + b) % 3) continue;   /* fewer shapes on the other lengths */
+                    for (int k = 0; k < R * C; k++) y[k] = NAN;
+                    for (int c0 = 0; c0 < C; c0 += nc)
+                        for (int r0 = 0; r0 < R; r0 += nr) {
+                            const int br = R - r0 < nr ? R - r0 : nr, bc = C - c0 < nc ? C - c0 : nc;
+                            gm(n, w + r0 * wr, wr, br, x + c0 * xb, xb, bc, y + (size_t)c0 * R + r0, R);
+                            calls++;
+                        }
+                    for (int k = 0; k < R * C; k++) bad += memcmp(&ref[k], &y[k], sizeof(float)) != 0;
+                }
+            free(w); free(x); free(xf); free(y); free(ref);
+        }
         printf("# %s avx512%s GEMM blocks: %d calls, %d results differ from vec_dot\n", iq_types[ti].name, variant, calls, bad);
         CHECK(bad == 0, "%s avx512%s: %d GEMM block results differ from vec_dot", iq_types[ti].name, variant, bad);
-        free(w); free(x); free(xf); free(y);
     }
     mr_set_isa(mr_cpu_best_isa());
 }

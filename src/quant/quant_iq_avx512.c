@@ -122,28 +122,33 @@ KI __m512i sb_dot(const sb_dec *o, const int8_t *q) {
         UNROLL4 for (int c = 0; c < nc; c++) s[c] = FINAL * _mm512_reduce_add_ps(acc[c]);         \
     }
 
-/* GEMM block (mr_gemm_fn): nr <= MR_GEMM_NR rows x nc <= MR_GEMM_NC columns; super-block i of each
- * row is decoded once and used for all nc columns (whose blocks i, 9 KB for 32 columns, stay in L1
- * across the rows); the float accumulators live in a stack array. */
+/* GEMM block (mr_gemm_fn): nr <= MR_GEMM_NR rows x nc <= MR_GEMM_NC columns, 4 rows at a time;
+ * super-block i of each row is decoded once and used for all nc columns (whose blocks i, 9 KB for
+ * 32 columns, stay in L1 across the 4 rows); the float accumulators live in a stack array. */
 #define SB_GEMM_KERNEL(ATTR, NAME, BLK, TAB, INIT, DEC, FINAL)                                     \
     ATTR void NAME(int n, const void *w, size_t w_row, int nr, const void *vy, size_t by, int nc,  \
                    float *s, size_t s_col) {                                                       \
         TAB t;                                                                                     \
         INIT(&t);                                                                                  \
-        __m512 acc[MR_GEMM_NR * MR_GEMM_NC];                                                       \
-        for (int k = 0; k < nr * nc; k++) acc[k] = _mm512_setzero_ps();                            \
-        for (int i = 0; i < n / MR_QK_K; i++)                                                      \
-            for (int r = 0; r < nr; r++) {                                                         \
-                sb_dec o;                                                                          \
-                DEC((const BLK *)((const uint8_t *)w + (size_t)r * w_row) + i, &t, &o);            \
-                for (int c = 0; c < nc; c++) {                                                     \
-                    const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;                    \
-                    acc[r * nc + c] = _mm512_fmadd_ps(_mm512_set1_ps(o.d * a->d),                  \
-                                                      _mm512_cvtepi32_ps(sb_dot(&o, a->qs)), acc[r * nc + c]); \
+        __m512 acc[4 * MR_GEMM_NC];                                                                \
+        for (int r0 = 0; r0 < nr; r0 += 4) {                                                       \
+            const int nr4 = nr - r0 < 4 ? nr - r0 : 4;                                             \
+            const uint8_t *w0 = (const uint8_t *)w + (size_t)r0 * w_row;                          \
+            for (int k = 0; k < nr4 * nc; k++) acc[k] = _mm512_setzero_ps();                       \
+            for (int i = 0; i < n / MR_QK_K; i++)                                                  \
+                for (int r = 0; r < nr4; r++) {                                                    \
+                    sb_dec o;                                                                      \
+                    DEC((const BLK *)(w0 + (size_t)r * w_row) + i, &t, &o);                        \
+                    for (int c = 0; c < nc; c++) {                                                 \
+                        const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;                \
+                        acc[r * nc + c] = _mm512_fmadd_ps(_mm512_set1_ps(o.d * a->d),              \
+                                                          _mm512_cvtepi32_ps(sb_dot(&o, a->qs)), acc[r * nc + c]); \
+                    }                                                                              \
                 }                                                                                  \
-            }                                                                                      \
-        for (int r = 0; r < nr; r++)                                                               \
-            for (int c = 0; c < nc; c++) s[(size_t)c * s_col + r] = FINAL * _mm512_reduce_add_ps(acc[r * nc + c]); \
+            for (int r = 0; r < nr4; r++)                                                          \
+                for (int c = 0; c < nc; c++)                                                       \
+                    s[(size_t)c * s_col + r0 + r] = FINAL * _mm512_reduce_add_ps(acc[r * nc + c]); \
+        }                                                                                          \
     }
 
 /* entry points of a type with a plain and a VBMI decoder */
@@ -520,24 +525,28 @@ KI __m512i sb1_dot(const sb1_dec *o, const int8_t *q) {
                      float *s, size_t s_col) {                                                     \
         TAB t;                                                                                     \
         INIT(&t);                                                                                  \
-        __m512 acc[MR_GEMM_NR * MR_GEMM_NC];                                                       \
-        __m256 acc_corr[MR_GEMM_NR * MR_GEMM_NC];                                                  \
-        for (int k = 0; k < nr * nc; k++) { acc[k] = _mm512_setzero_ps(); acc_corr[k] = _mm256_setzero_ps(); } \
-        for (int i = 0; i < n / MR_QK_K; i++)                                                      \
-            for (int r = 0; r < nr; r++) {                                                         \
-                sb1_dec o;                                                                         \
-                DEC((const BLK *)((const uint8_t *)w + (size_t)r * w_row) + i, &t, &o);            \
-                for (int c = 0; c < nc; c++) {                                                     \
-                    const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;                    \
-                    const float d = o.d * a->d;                                                    \
-                    const int k = r * nc + c;                                                      \
-                    acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sb1_dot(&o, a->qs)), acc[k]); \
-                    acc_corr[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(CORR(&o, a)), acc_corr[k]); \
+        __m512 acc[4 * MR_GEMM_NC];                                                                \
+        __m256 acc_corr[4 * MR_GEMM_NC];                                                           \
+        for (int r0 = 0; r0 < nr; r0 += 4) {                                                       \
+            const int nr4 = nr - r0 < 4 ? nr - r0 : 4;                                             \
+            const uint8_t *w0 = (const uint8_t *)w + (size_t)r0 * w_row;                          \
+            for (int k = 0; k < nr4 * nc; k++) { acc[k] = _mm512_setzero_ps(); acc_corr[k] = _mm256_setzero_ps(); } \
+            for (int i = 0; i < n / MR_QK_K; i++)                                                  \
+                for (int r = 0; r < nr4; r++) {                                                    \
+                    sb1_dec o;                                                                     \
+                    DEC((const BLK *)(w0 + (size_t)r * w_row) + i, &t, &o);                        \
+                    for (int c = 0; c < nc; c++) {                                                 \
+                        const mr_block_q8_k *a = ACT(mr_block_q8_k, vy, by, c) + i;                \
+                        const float d = o.d * a->d;                                                \
+                        const int k = r * nc + c;                                                  \
+                        acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sb1_dot(&o, a->qs)), acc[k]); \
+                        acc_corr[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(CORR(&o, a)), acc_corr[k]); \
+                    }                                                                              \
                 }                                                                                  \
-            }                                                                                      \
-        for (int r = 0; r < nr; r++)                                                               \
-            for (int c = 0; c < nc; c++)                                                           \
-                s[(size_t)c * s_col + r] = FINAL(_mm512_reduce_add_ps(acc[r * nc + c]), hsum8_ps(acc_corr[r * nc + c])); \
+            for (int r = 0; r < nr4; r++)                                                          \
+                for (int c = 0; c < nc; c++)                                                       \
+                    s[(size_t)c * s_col + r0 + r] = FINAL(_mm512_reduce_add_ps(acc[r * nc + c]), hsum8_ps(acc_corr[r * nc + c])); \
+        }                                                                                          \
     }
 
 #define SB1_ENTRIES(T, BLK)                                                                        \
@@ -726,26 +735,13 @@ KI const void *fp4_blk(const void *w, int i, int mx) {
     return mx ? (const void *)&((const mr_block_mxfp4 *)w)[i] : (const void *)&((const mr_block_iq4_nl *)w)[i];
 }
 
-KI void k_fp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc, const int mx) {
+/* 2-block and 1-block steps of the IQ4_NL / MXFP4 kernel from block i0 on (columns c < nc of acc
+ * and tail): shared by vec_dot, the 4-column kernel and the GEMM block */
+KI void fp4_steps_tail(const void *w, const void *vy, size_t by, int nc, int i0, int nb, __m512 *acc, float *tail,
+                       const int mx) {
     const __m512i lut = mx ? lut_mxfp4_abs() : lut_iq4nl_abs(), eight = _mm512_set1_epi8(8);
     const int8_t *kv = mx ? mr_kvalues_mxfp4 : mr_kvalues_iq4nl;
-    __m512 acc[4];
-    float tail[4];
-    UNROLL4 for (int c = 0; c < nc; c++) { acc[c] = _mm512_setzero_ps(); tail[c] = 0.f; }
-    const int nb = n / 32;
-    int i = 0;
-    for (; i + 3 < nb; i += 4) {
-        const codes4 cw = codes4_load(fp4_codes(w, i, mx), fp4_codes(w, i + 1, mx), fp4_codes(w, i + 2, mx),
-                                      fp4_codes(w, i + 3, mx), lut, mx);
-        const __m128 dx = _mm_setr_ps(fp4_wscale(fp4_blk(w, i, mx), mx), fp4_wscale(fp4_blk(w, i + 1, mx), mx),
-                                      fp4_wscale(fp4_blk(w, i + 2, mx), mx), fp4_wscale(fp4_blk(w, i + 3, mx), mx));
-        UNROLL4 for (int c = 0; c < nc; c++) {
-            const mr_block_q8_0 *a = ACT(mr_block_q8_0, vy, by, c) + i;
-            const __m512i dot = codes4_dot(cw, a);
-            const __m128 d = _mm_mul_ps(dx, fp16x4(a[0].d, a[1].d, a[2].d, a[3].d));
-            acc[c] = _mm512_fmadd_ps(spread4_ps(d), _mm512_cvtepi32_ps(dot), acc[c]);
-        }
-    }
+    int i = i0;
     for (; i + 1 < nb; i += 2) {
         const __m512i cw = nibbles2(fp4_codes(w, i, mx), fp4_codes(w, i + 1, mx));
         const __mmask64 neg = mx ? _mm512_test_epi8_mask(cw, eight) : _mm512_cmplt_epu8_mask(cw, eight);
@@ -771,12 +767,112 @@ KI void k_fp4(int n, float *s, const void *w, const void *vy, size_t by, const i
             tail[c] += xd * h2f(a->d) * (float)s1;
         }
     }
+}
+
+KI __m128 fp4_dx4(const void *w, int i, const int mx) {
+    return _mm_setr_ps(fp4_wscale(fp4_blk(w, i, mx), mx), fp4_wscale(fp4_blk(w, i + 1, mx), mx),
+                       fp4_wscale(fp4_blk(w, i + 2, mx), mx), fp4_wscale(fp4_blk(w, i + 3, mx), mx));
+}
+
+KI void k_fp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc, const int mx) {
+    const __m512i lut = mx ? lut_mxfp4_abs() : lut_iq4nl_abs();
+    __m512 acc[4];
+    float tail[4];
+    UNROLL4 for (int c = 0; c < nc; c++) { acc[c] = _mm512_setzero_ps(); tail[c] = 0.f; }
+    const int nb = n / 32;
+    int i = 0;
+    for (; i + 3 < nb; i += 4) {
+        const codes4 cw = codes4_load(fp4_codes(w, i, mx), fp4_codes(w, i + 1, mx), fp4_codes(w, i + 2, mx),
+                                      fp4_codes(w, i + 3, mx), lut, mx);
+        const __m128 dx = fp4_dx4(w, i, mx);
+        UNROLL4 for (int c = 0; c < nc; c++) {
+            const mr_block_q8_0 *a = ACT(mr_block_q8_0, vy, by, c) + i;
+            const __m512i dot = codes4_dot(cw, a);
+            const __m128 d = _mm_mul_ps(dx, fp16x4(a[0].d, a[1].d, a[2].d, a[3].d));
+            acc[c] = _mm512_fmadd_ps(spread4_ps(d), _mm512_cvtepi32_ps(dot), acc[c]);
+        }
+    }
+    fp4_steps_tail(w, vy, by, nc, i, nb, acc, tail, mx);
     UNROLL4 for (int c = 0; c < nc; c++) s[c] = _mm512_reduce_add_ps(acc[c]) + tail[c];
 }
 KI void k_iq4_nl(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { k_fp4(n, s, w, vy, by, nc, 0); }
 KI void k_mxfp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { k_fp4(n, s, w, vy, by, nc, 1); }
 ENTRIES(iq4_nl)
 ENTRIES(mxfp4)
+
+/* GEMM block for IQ4_NL / MXFP4. The 4-column kernel spends most of its time on each column's
+ * activations (gathering the halves of 4 blocks into the lane order of codes4, fp16 scales), so
+ * the block first rewrites its columns' activations, per 4 blocks, into that order with the
+ * quants + 128 as unsigned bytes and the scales as floats (fp4_act, scratch on the stack, FP4_SEG
+ * groups of 4 blocks at a time), and the weights become signed levels: per row, column and 4
+ * blocks two vpdpbusd started from -128 * sum(w) (the same for every column) give exactly
+ * codes4_dot's lanes, and the float operations are k_fp4's, so the results are vec_dot's. */
+typedef struct { uint8_t q[128]; float d[4]; } fp4_act;
+#define FP4_SEG 16   /* 32 columns x 16 groups x 144 bytes = 72 KB, used by up to 16 rows */
+
+KI void gemm_fp4(int n, const void *w, size_t w_row, int nr, const void *vy, size_t by, int nc, float *s,
+                 size_t s_col, const int mx) {
+    const int nb = n / 32, ng = nb / 4;
+    const __m512i m0f = _mm512_set1_epi8(0x0f), c128 = _mm512_set1_epi8((char)0x80);
+    const __m512i kv = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(mx ? mr_kvalues_mxfp4 : mr_kvalues_iq4nl)));
+    __m512 acc[MR_GEMM_NR * MR_GEMM_NC];
+    float tail[MR_GEMM_NR * MR_GEMM_NC];
+    fp4_act scr[MR_GEMM_NC * FP4_SEG] __attribute__((aligned(64)));
+    for (int k = 0; k < nr * nc; k++) { acc[k] = _mm512_setzero_ps(); tail[k] = 0.f; }
+    for (int g0 = 0; g0 < ng; g0 += FP4_SEG) {
+        const int gn = ng - g0 < FP4_SEG ? ng - g0 : FP4_SEG;
+        for (int c = 0; c < nc; c++)
+            for (int gi = 0; gi < gn; gi++) {
+                const mr_block_q8_0 *a = ACT(mr_block_q8_0, vy, by, c) + 4 * (g0 + gi);
+                const __m512i qab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[0].qs)),
+                                                       _mm256_loadu_si256((const __m256i *)a[1].qs), 1);
+                const __m512i qcd = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[2].qs)),
+                                                       _mm256_loadu_si256((const __m256i *)a[3].qs), 1);
+                fp4_act *p = &scr[c * FP4_SEG + gi];
+                _mm512_storeu_si512(p->q, _mm512_xor_si512(_mm512_shuffle_i64x2(qab, qcd, _MM_SHUFFLE(2, 0, 2, 0)), c128));
+                _mm512_storeu_si512(p->q + 64, _mm512_xor_si512(_mm512_shuffle_i64x2(qab, qcd, _MM_SHUFFLE(3, 1, 3, 1)), c128));
+                _mm_store_ps(p->d, fp16x4(a[0].d, a[1].d, a[2].d, a[3].d));
+            }
+        for (int r0 = 0; r0 < nr; r0 += 4) {   /* 4 rows at a time: their accumulators stay in L1 */
+            const int r1 = nr - r0 < 4 ? nr : r0 + 4;
+            for (int gi = 0; gi < gn; gi++) {
+                const int i = 4 * (g0 + gi);
+                for (int r = r0; r < r1; r++) {
+                    const void *wr = (const uint8_t *)w + (size_t)r * w_row;
+                    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)fp4_codes(wr, i, mx)));
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)fp4_codes(wr, i + 1, mx)), 1);
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)fp4_codes(wr, i + 2, mx)), 2);
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)fp4_codes(wr, i + 3, mx)), 3);
+                    const __m512i wlo = _mm512_shuffle_epi8(kv, _mm512_and_si512(z, m0f));
+                    const __m512i whi = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(z, 4), m0f));
+                    const __m512i ncorr = _mm512_sub_epi32(_mm512_setzero_si512(),
+                        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, wlo), c128, whi));
+                    const __m128 dx = fp4_dx4(wr, i, mx);
+                    for (int c = 0; c < nc; c++) {
+                        const fp4_act *p = &scr[c * FP4_SEG + gi];
+                        const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ncorr, _mm512_loadu_si512(p->q), wlo),
+                                                                _mm512_loadu_si512(p->q + 64), whi);
+                        const __m128 d = _mm_mul_ps(dx, _mm_load_ps(p->d));
+                        acc[r * nc + c] = _mm512_fmadd_ps(spread4_ps(d), _mm512_cvtepi32_ps(dot), acc[r * nc + c]);
+                    }
+                }
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        fp4_steps_tail((const uint8_t *)w + (size_t)r * w_row, vy, by, nc, 4 * ng, nb, acc + r * nc, tail + r * nc, mx);
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++)
+            s[(size_t)c * s_col + r] = _mm512_reduce_add_ps(acc[r * nc + c]) + tail[r * nc + c];
+}
+static void mr_gemm_iq4_nl_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc,
+                                  float *s, size_t s_col) {
+    gemm_fp4(n, w, w_row, nr, y, by, nc, s, s_col, 0);
+}
+static void mr_gemm_mxfp4_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc,
+                                 float *s, size_t s_col) {
+    gemm_fp4(n, w, w_row, nr, y, by, nc, s, s_col, 1);
+}
 
 typedef struct { __m512i lut; } tab_iq4_xs;
 KI void init_iq4_xs(tab_iq4_xs *t) { t->lut = lut_iq4nl_abs(); }
@@ -805,4 +901,6 @@ const mr_gemm_fn mr_gemm_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_IQ4_XS] = mr_gemm_iq4_xs_avx512,
     [MR_TYPE_IQ1_S] = mr_gemm_iq1_s_avx512,
     [MR_TYPE_IQ1_M] = mr_gemm_iq1_m_avx512,
+    [MR_TYPE_IQ4_NL] = mr_gemm_iq4_nl_avx512,
+    [MR_TYPE_MXFP4] = mr_gemm_mxfp4_avx512,
 };

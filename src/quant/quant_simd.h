@@ -34,7 +34,7 @@ size_t mr_prep_row_size(int partner, int64_t n);      /* 0 if none */
  * (the 4-column kernels decode it once per 4). NULL: the type has none. */
 typedef void (*mr_gemm_fn)(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc,
                            float *s, size_t s_col);
-#define MR_GEMM_NR 4
+#define MR_GEMM_NR 16
 #define MR_GEMM_NC 32
 extern const mr_gemm_fn mr_gemm_avx512[MR_TYPE_COUNT];
 
