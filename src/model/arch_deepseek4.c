@@ -314,6 +314,7 @@ static void ds4_state_free(mr_model *m, void *p) {
         free(ls->kvs); free(ls->scs); free(ls->ikvs); free(ls->iscs);
     }
     free(s->l);
+    free(s->kconv);
     free(s);
 }
 

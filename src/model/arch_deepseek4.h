@@ -76,6 +76,8 @@ typedef struct {
     int n_ctx;
     ds4_lstate *l;
     int n_layers;
+    float *kconv;       /* scratch kept between steps: a short batch's F16 keys as floats */
+    size_t kconv_cap;   /* floats */
 } ds4_state;
 
 /* one batch of n tokens at positions pos0.. (n <= the scratch limit of ds4_eval) */

@@ -345,7 +345,7 @@ typedef struct {
     int max_keys;         /* per token */
     const float **kf;     /* [n][max_keys] key rows (floats) ... */
     const uint16_t **kh;  /* ... or F16 rows */
-    float *kconv;         /* [n][max_keys][D] converted keys (phase 1b) */
+    ds4_state *st;        /* kconv: [n][max_keys][D] converted keys (phase 1b), kept in the state */
     int *nk;              /* [n] keys per token */
     int f16;              /* keys are F16 values */
     int n_chunk;          /* head groups per token in phase 2 */
@@ -476,7 +476,7 @@ static void ds4_conv_item(void *arg, long i) {
     const uint16_t **kh = j->kh + t * (int64_t)j->max_keys;
     for (int k = k0; k < k0 + DS4_CONV_ROWS && k < j->nk[t]; k++) {
         if (kf[k]) continue;
-        float *dst = j->kconv + (t * (int64_t)j->max_keys + k) * D;
+        float *dst = j->st->kconv + (t * (int64_t)j->max_keys + k) * D;
         ds4_f16_to_f32(dst, kh[k], D);
         kf[k] = dst;
         kh[k] = NULL;
@@ -533,8 +533,14 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
     if (job->err) goto done;
     MR_PROF_BEGIN(th);
     if (short_batch && job->f16) {
-        job->kconv = malloc(sizeof(float) * (size_t)n * (size_t)job->max_keys * (size_t)M->D);
-        if (!job->kconv) goto done;
+        /* kept in the session: a decode step reuses it instead of faulting in fresh pages */
+        const size_t need = (size_t)n * (size_t)job->max_keys * (size_t)M->D;
+        if (job->st->kconv_cap < need) {
+            free(job->st->kconv);
+            job->st->kconv_cap = 0;
+            if (!(job->st->kconv = malloc(sizeof(float) * need))) goto done;
+            job->st->kconv_cap = need;
+        }
         const int nb = (job->max_keys + DS4_CONV_ROWS - 1) / DS4_CONV_ROWS;
         ds4_pfor(m, (long)n * nb, ds4_conv_item, job);
     }
@@ -544,8 +550,8 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
     MR_PROF_END(th, "attn_heads");
     if (!job->err) rc = 0;
 done:
-    free(job->kf); free(job->kh); free(job->nk); free(job->scores); free(job->stask); free(job->kconv);
-    job->kf = NULL; job->kh = NULL; job->nk = NULL; job->scores = NULL; job->stask = NULL; job->kconv = NULL;
+    free(job->kf); free(job->kh); free(job->nk); free(job->scores); free(job->stask);
+    job->kf = NULL; job->kh = NULL; job->nk = NULL; job->scores = NULL; job->stask = NULL;
     if (rc) mr_set_error("deepseek4: out of memory in attention");
     return rc;
 }
@@ -628,7 +634,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
     MR_PROF_END(tr, "rope+fp8");
 
     ds4_attn_job job = {.m = m, .M = M, .ly = ly, .ls = ls, .il = il, .n = n, .pos0 = pos0, .prefill = prefill,
-                        .dump = dump, .n_ctx = st->n_ctx, .q = B->q, .kvb = B->kvb, .o = B->o};
+                        .dump = dump, .n_ctx = st->n_ctx, .q = B->q, .kvb = B->kvb, .o = B->o, .st = st};
     if (r > 0) {
         const int Wd = (r == 4 ? 2 : 1) * D, Di = M->Di, IWd = 2 * Di;
         if (r == 4) { job.qI = B->qI; job.wI = B->wI; }
