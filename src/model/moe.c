@@ -3,6 +3,7 @@
 #include "model/moe_approx.h"
 #include "model/ops.h"
 #include "quant/matmul.h"
+#include "quant/matmul_act.h"
 #include "base/prof.h"
 
 #include <stdlib.h>
@@ -93,79 +94,152 @@ static void moe_act_row(const mr_moe_cfg *c, int has_gate, float *gr, float *ur,
     if (c->weight_before_down) for (int64_t i = 0; i < F; i++) ur[i] *= wr;
 }
 
-/* All experts of the batch at once (no paging): rows of the work buffers are in `list` order (grouped by
- * expert); each matrix product is the one the per-expert loop computes (same kernels, same columns),
- * so the result is bit-identical to it, with 2 pool dispatches (plus conversions) instead of 3 per
- * expert. A single-token batch multiplies every expert with x itself, so its conversion is shared. */
+/* All experts of the batch at once (no paging), in two pool dispatches:
+ *   1. gate + up + activation, fused: the input is converted once (a token's converted row is
+ *      copied to each expert that takes it, which equals converting the gathered floats); every
+ *      expert's F rows are cut in chunks, and a chunk computes its rows of gate and up for the
+ *      expert's tokens (matmul_act.h: mr_matmul's kernels) and applies the clamp, SwiGLU and the
+ *      weight-before-down to those rows right away;
+ *   2. the down products of every expert (their activations converted once each).
+ * Work rows are in `list` order (grouped by expert). Every number is the one the per-expert loop
+ * computes (same kernels and columns, same element operations), so the logits are bit-identical. */
+typedef struct {
+    const void *pg, *pu, *pd;
+    int cnt, start;
+    mr_mm_act ax;          /* gathered input (n > 1) */
+    mr_mm_act ah;          /* activation rows converted for the down product */
+} moe_xp;
+
+typedef struct {
+    moe_xp *xp;
+    const mr_mm_act *ax_all;
+    const mr_moe_cfg *c;
+    int has_gate, tg, tu, td, K, n;
+    int64_t d, F;
+    const int *list;
+    const float *w;
+    float *g, *u;
+    long *task, *crow;
+    int err;
+} moe_batch_job;
+
+static void moe_gather_task(void *arg, long i) {
+    moe_batch_job *j = arg;
+    moe_xp *x = &j->xp[i];
+    int idx[256], *ip = x->cnt <= 256 ? idx : malloc(sizeof(int) * (size_t)x->cnt);
+    if (!ip) { j->err = 1; return; }
+    for (int r = 0; r < x->cnt; r++) ip[r] = j->list[x->start + r] / j->K; /* the slot's token */
+    if (mr_mm_act_alloc(&x->ax, j->ax_all->vdtype, j->d, x->cnt, 1)) j->err = 1;
+    else mr_mm_act_gather(&x->ax, j->ax_all, ip, x->cnt);
+    if (ip != idx) free(ip);
+}
+
+static void moe_gate_up_task(void *arg, long i) {
+    moe_batch_job *j = arg;
+    moe_xp *x = &j->xp[j->task[i] >> 32];
+    const long ch = j->task[i] & 0xffffffffL, crow = j->crow[j->task[i] >> 32];
+    const int64_t F = j->F, r0 = (int64_t)ch * crow, r1 = r0 + crow < F ? r0 + crow : F;
+    const mr_mm_act *a = j->n > 1 ? &x->ax : j->ax_all;
+    float *g = j->g + (int64_t)x->start * F, *u = j->u + (int64_t)x->start * F;
+    if (mr_mm_rows(a, j->tu, x->pu, r0, r1, u, F) || (j->has_gate && mr_mm_rows(a, j->tg, x->pg, r0, r1, g, F))) {
+        j->err = 1;
+        return;
+    }
+    for (int r = 0; r < x->cnt; r++)
+        moe_act_row(j->c, j->has_gate, g + (int64_t)r * F + r0, u + (int64_t)r * F + r0, r1 - r0,
+                    j->w[j->list[x->start + r]]);
+}
+
+static void moe_down_act_task(void *arg, long i) {
+    moe_batch_job *j = arg;
+    moe_xp *x = &j->xp[i];
+    if (mr_mm_act_make(NULL, &x->ah, j->td, j->u + (int64_t)x->start * j->F, j->F, x->cnt, j->F)) j->err = 1;
+}
+
 static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const float *w,
                                const int *ids, int n_ids, const int *count, const int *start, const int *list,
                                const mr_gguf_tensor *tg, const mr_gguf_tensor *tu, const mr_gguf_tensor *td,
                                float *out) {
-    const int K = c->n_used;
+    const int K = c->n_used, nth = mr_pool_size(m->pool);
     const int64_t d = tu->ne[0], F = tu->ne[1], rows = (int64_t)n * K;
     int rc = -1;
-    float *xs = n > 1 ? malloc(sizeof(float) * (size_t)(rows * d)) : NULL; /* gathered inputs, then outputs */
-    float *y = n > 1 ? xs : malloc(sizeof(float) * (size_t)(rows * d));
     float *g = malloc(sizeof(float) * (size_t)(rows * F));
     float *u = malloc(sizeof(float) * (size_t)(rows * F));
-    mr_matmul_task *tk = malloc(sizeof(mr_matmul_task) * 2 * (size_t)n_ids);
-    if ((n > 1 && !xs) || !y || !g || !u || !tk) { mr_set_error("moe: out of memory"); goto done; }
+    float *y = malloc(sizeof(float) * (size_t)(rows * d));
+    moe_xp *xp = calloc((size_t)n_ids, sizeof *xp);
+    long *crow = malloc(sizeof(long) * (size_t)n_ids);
+    long *task = NULL;
+    mr_mm_part *parts = malloc(sizeof(mr_mm_part) * (size_t)n_ids);
+    int *row_of = malloc(sizeof(int) * (size_t)rows);
+    mr_mm_act ax = {0};
+    if (!g || !u || !y || !xp || !crow || !parts || !row_of) goto oom;
+    for (int ii = 0; ii < n_ids; ii++) {
+        const void *ptr[MR_PAGER_MATS];
+        if (mr_pager_get(m->pager, layer, ids[ii], ptr)) goto done;
+        xp[ii] = (moe_xp){.pg = ptr[MR_PAGER_GATE], .pu = ptr[MR_PAGER_UP], .pd = ptr[MR_PAGER_DOWN],
+                          .cnt = count[ids[ii]], .start = start[ids[ii]]};
+    }
+    moe_batch_job j = {.xp = xp, .ax_all = &ax, .c = c, .has_gate = tg != NULL, .tg = tg ? tg->type : -1,
+                       .tu = tu->type, .td = td->type, .K = K, .n = n, .d = d, .F = F, .list = list, .w = w,
+                       .g = g, .u = u, .crow = crow};
     MR_PROF_BEGIN(t_gather);
-    if (n > 1)
-        for (int64_t r = 0; r < rows; r++) memcpy(xs + r * d, x + (int64_t)(list[r] / K) * d, sizeof(float) * (size_t)d);
-    int nt = 0;
-    for (int ii = 0; ii < n_ids; ii++) {
-        const int e = ids[ii];
-        const void *ptr[MR_PAGER_MATS];
-        if (mr_pager_get(m->pager, layer, e, ptr)) goto done;
-        const float *xe = n > 1 ? xs + (int64_t)start[e] * d : x;
-        tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_UP], tu->type, F, d, xe, count[e], u + (int64_t)start[e] * F};
-        if (tg) tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_GATE], tg->type, F, d, xe, count[e], g + (int64_t)start[e] * F};
+    if (mr_mm_act_make(m->pool, &ax, tu->type, x, d, n, d)) goto done;
+    if (n > 1) {
+        mr_pool_run_chunks(m->pool, moe_gather_task, &j, n_ids);
+        if (j.err) goto oom;
     }
-    MR_PROF_END(t_gather, "moe_experts/gather");
+    MR_PROF_END(t_gather, "moe_experts/convert+gather");
     MR_PROF_BEGIN(t_gu);
-    if (mr_matmul_many(m->pool, tk, nt)) goto done;
-    MR_PROF_END(t_gu, "moe_experts/gate+up");
-    MR_PROF_BEGIN(t_act);
-    for (int64_t r = 0; r < rows; r++) moe_act_row(c, tg != NULL, g + r * F, u + r * F, F, w[list[r]]);
-    MR_PROF_END(t_act, "moe_experts/act");
-    nt = 0;
-    for (int ii = 0; ii < n_ids; ii++) {
-        const int e = ids[ii];
-        const void *ptr[MR_PAGER_MATS];
-        if (mr_pager_get(m->pager, layer, e, ptr)) goto done;
-        tk[nt++] = (mr_matmul_task){ptr[MR_PAGER_DOWN], td->type, d, F, u + (int64_t)start[e] * F, count[e],
-                                    y + (int64_t)start[e] * d};
+    {
+        const size_t wr = mr_row_size(tu->type, d) + (tg ? mr_row_size(tg->type, d) : 0);
+        const size_t total = wr * (size_t)F * (size_t)n_ids;
+        long ntask = 0;
+        for (int ii = 0; ii < n_ids; ii++) {
+            crow[ii] = mr_mm_chunk_rows(F, wr, xp[ii].cnt, total, nth);
+            ntask += (long)((F + crow[ii] - 1) / crow[ii]);
+        }
+        if (!(task = malloc(sizeof(long) * (size_t)ntask))) goto oom;
+        long i = 0;
+        for (int ii = 0; ii < n_ids; ii++)
+            for (long ch = 0; ch * crow[ii] < F; ch++) task[i++] = (long)ii << 32 | ch;
+        j.task = task;
+        mr_pool_run_chunks(m->pool, moe_gate_up_task, &j, ntask);
+        if (j.err) { mr_set_error("moe: no expert product for these weight types"); goto done; }
     }
+    MR_PROF_END(t_gu, "moe_experts/gate+up+act");
     MR_PROF_BEGIN(t_down);
-    if (mr_matmul_many(m->pool, tk, nt)) goto done;
+    mr_pool_run_chunks(n > 1 ? m->pool : NULL, moe_down_act_task, &j, n_ids);
+    if (j.err) goto oom;
+    for (int ii = 0; ii < n_ids; ii++)
+        parts[ii] = (mr_mm_part){xp[ii].pd, td->type, d, &xp[ii].ah, y + (int64_t)xp[ii].start * d, d};
+    if (mr_matmul_parts(m->pool, parts, n_ids)) goto done;
     MR_PROF_END(t_down, "moe_experts/down");
     MR_PROF_BEGIN(t_sum);
-    {
-        /* out_t = its slots' outputs (times the weight) added in slot order; row_of[t*K + j] = work row */
-        int *row_of = malloc(sizeof(int) * (size_t)rows);
-        if (!row_of) { mr_set_error("moe: out of memory"); goto done; }
-        for (int64_t r = 0; r < rows; r++) row_of[list[r]] = (int)r;
-        for (int t = 0; t < n; t++) {
-            float *o = out + (int64_t)t * d;
-            for (int j = 0; j < K; j++) {
-                const int i = t * K + j;
-                const float *src = y + (int64_t)row_of[i] * d;
-                const float wr = c->weight_before_down ? 1.0f : w[i];
-                if (j == 0) {
-                    if (c->weight_before_down) memcpy(o, src, sizeof(float) * (size_t)d);
-                    else for (int64_t k = 0; k < d; k++) o[k] = src[k] * wr;
-                } else if (c->weight_before_down) mr_add(o, o, src, d);
-                else for (int64_t k = 0; k < d; k++) o[k] = o[k] + src[k] * wr;
-            }
+    /* out_t = its slots' outputs (times the weight) added in slot order; row_of[t*K + j] = work row */
+    for (int64_t r = 0; r < rows; r++) row_of[list[r]] = (int)r;
+    for (int t = 0; t < n; t++) {
+        float *o = out + (int64_t)t * d;
+        for (int k = 0; k < K; k++) {
+            const int i = t * K + k;
+            const float *src = y + (int64_t)row_of[i] * d;
+            const float wr = w[i];
+            if (k == 0) {
+                if (c->weight_before_down) memcpy(o, src, sizeof(float) * (size_t)d);
+                else for (int64_t e = 0; e < d; e++) o[e] = src[e] * wr;
+            } else if (c->weight_before_down) mr_add(o, o, src, d);
+            else for (int64_t e = 0; e < d; e++) o[e] = o[e] + src[e] * wr;
         }
-        free(row_of);
     }
     MR_PROF_END(t_sum, "moe_experts/weighted_sum");
     rc = 0;
+    goto done;
+oom:
+    mr_set_error("moe: out of memory");
 done:
-    if (n > 1) free(xs); else free(y);
-    free(g); free(u); free(tk);
+    if (xp)
+        for (int ii = 0; ii < n_ids; ii++) { mr_mm_act_free(&xp[ii].ax); mr_mm_act_free(&xp[ii].ah); }
+    mr_mm_act_free(&ax);
+    free(g); free(u); free(y); free(xp); free(crow); free(task); free(parts); free(row_of);
     return rc;
 }
 
@@ -204,7 +278,7 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
 
     if (mr_pager_prefetch(m->pager, layer, ids, n_ids)) goto done;
     prefetched = 1;
-    if (!mr_pager_paging(m->pager)) {
+    if (!mr_pager_paging(m->pager) && (!tg || mr_mm_partner(tg->type) == mr_mm_partner(tu->type))) {
         /* every expert is in the mmap: all gate/up products in one dispatch, then all down products */
         if (moe_experts_batched(m, layer, c, x, n, w, ids, n_ids, count, start, list, tg, tu, td, out)) goto done;
         rc = 0;
