@@ -58,6 +58,7 @@ typedef struct {
     size_t xp_row;
     mr_prep_fn prep;
     mr_gemm_fn gemm;       /* GEMM blocks (quant_simd.h), or NULL */
+    int wtype, p1;         /* p1: single column through the prepared-activation GEMV (quant_simd.h) */
     long chunk_rows;
 } mr_matmul_job;
 
@@ -70,6 +71,7 @@ static void mr_matmul_rows(mr_matmul_job *j, long r0, long r1) {
     const int n = (int)j->cols;
     const uint8_t *xs = j->Xq ? j->Xq : (const uint8_t *)j->X;
     if (j->ncols == 1) {
+        if (j->p1 && mr_gemv_rows_p1(j->wtype, n, j->W, j->w_row, xs, r0, r1, j->Y)) return;
         for (long r = r0; r < r1; r++) j->dot(n, &j->Y[r], j->W + (size_t)r * j->w_row, xs);
         return;
     }
@@ -151,6 +153,8 @@ static int mr_matmul_setup(mr_pool *pool, mr_matmul_job *job, const void *W, int
     if (!job->dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); return -1; }
     job->W = W;
     job->w_row = w_row;
+    job->wtype = wtype;
+    job->p1 = kisa == MR_ISA_AVX512 && wt->vec_dot_type != MR_TYPE_F32 && mr_vec_dot_p1_avx512[wtype] != NULL;
     job->X = X;
     job->x_row = x_row;
     job->rows = rows;

@@ -110,6 +110,7 @@ int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, int64_t r0, int64_t
     const uint8_t *xs = a->Xq ? a->Xq : (const uint8_t *)a->X;
     const size_t x_row = a->Xq ? a->x_row : sizeof(float) * (size_t)a->ldx;
     if (a->ncols == 1) {
+        if (kisa == MR_ISA_AVX512 && a->Xq && mr_gemv_rows_p1(wtype, n, Wb, w_row, a->Xq, r0, r1, Y)) return 0;
         for (int64_t r = r0; r < r1; r++) dot(n, &Y[r], Wb + (size_t)r * w_row, xs);
         return 0;
     }

@@ -38,6 +38,17 @@ typedef void (*mr_gemm_fn)(int n, const void *w, size_t w_row, int nr, const voi
 #define MR_GEMM_NC 32
 extern const mr_gemm_fn mr_gemm_avx512[MR_TYPE_COUNT];
 
+/* GEMV on prepared activations (AVX-512 VNNI; gemv_avx512.c): for weight types in
+ * mr_vec_dot_p1_avx512 (Q4_0), a single-column kernel on the partner row prepared with
+ * mr_gemv_prep_avx512(wtype) (n values -> mr_gemv_prep_row_size(wtype, n) bytes, 0 if none),
+ * bit for bit the AVX-512 vec_dot but with less work per block. */
+extern const mr_vec_dot_fn mr_vec_dot_p1_avx512[MR_TYPE_COUNT];
+mr_prep_fn mr_gemv_prep_avx512(int wtype);            /* NULL if none */
+size_t mr_gemv_prep_row_size(int wtype, int64_t n);   /* 0 if none */
+/* A single-column row range with it when the type has one (prepares into a stack buffer):
+ * Y[r] = dot(W[r], xq) for r in [r0, r1). Returns 0 when it did not apply (caller uses vec_dot). */
+int mr_gemv_rows_p1(int wtype, int n, const uint8_t *W, size_t w_row, const void *xq, int64_t r0, int64_t r1, float *Y);
+
 /* SIMD activation quantizers (to Q8_0, Q8_1, Q8_K, F16, BF16), bit for bit the scalar references'
  * from_float; indexed by the partner type, NULL where there is none. AVX2 (also used under AVX-512). */
 extern const mr_from_float_fn mr_from_float_avx2[MR_TYPE_COUNT];
