@@ -4,6 +4,7 @@
 #include "test.h"
 #include "simd_data.h"
 #include "quant/matmul.h"
+#include "quant/quant_simd.h"
 #include "base/pool.h"
 
 #include <math.h>
@@ -57,6 +58,30 @@ static void test_many_equals_single(void) {
     CHECK(mr_matmul_many(NULL, tk, 0) == 0, "no tasks");
 }
 
+/* one column through mr_matmul (the prepared-activation GEMV where the type has one, gemv_avx512.c)
+ * equals the ISA's vec_dot row by row, for even and odd numbers of blocks per row */
+static void test_gemv_equals_vec_dot(void) {
+    const int types[] = {MR_TYPE_Q4_0, MR_TYPE_Q8_0, MR_TYPE_Q4_K};
+    for (int ti = 0; ti < 3; ti++)
+        for (int nb = 1; nb <= 9; nb++) {
+            const int type = types[ti], bs = mr_type_get(type)->block_size;
+            const int64_t cols = (int64_t)bs * nb, rows = 13;
+            const int xtype = mr_type_get(type)->vec_dot_type;
+            uint8_t *W = malloc(mr_row_size(type, cols) * rows), *xq = malloc(mr_row_size(xtype, cols));
+            float *X = malloc(sizeof(float) * cols), Y[13], ref;
+            sd_weights(type, W, cols * rows, 0);
+            for (int64_t i = 0; i < cols; i++) X[i] = sd_normalish();
+            CHECK(mr_matmul(NULL, W, type, rows, cols, X, 1, Y) == 0, "%s", mr_get_error());
+            mr_type_from_float(xtype)(X, xq, cols);
+            for (int r = 0; r < rows; r++) {
+                mr_type_vec_dot(type)((int)cols, &ref, W + mr_row_size(type, cols) * r, xq);
+                CHECK(!memcmp(&ref, &Y[r], sizeof ref), "%s, %d blocks, row %d: %.9g != vec_dot %.9g", mr_type_name(type),
+                      nb, r, Y[r], ref);
+            }
+            free(W); free(xq); free(X);
+        }
+}
+
 static void test_many_errors(void) {
     float x[64] = {0}, y[8];
     uint8_t w[8 * 64 * 4] = {0};
@@ -69,6 +94,7 @@ static void test_many_errors(void) {
 
 int main(void) {
     RUN(test_many_equals_single);
+    RUN(test_gemv_equals_vec_dot);
     RUN(test_many_errors);
     return t_finish();
 }

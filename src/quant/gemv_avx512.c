@@ -8,26 +8,33 @@
  * same (d = dw * dy; acc = fma(d, float(p), acc) with even / odd blocks in two accumulators; the same
  * horizontal sum), so the results are identical; per block the work drops from ~16 to ~12 operations.
  *
- * Prepared row (mr_gemv_prep_row_size): per 32-value block, int32 corr[8], int8 qs[32], float d. */
+ * Prepared row (mr_gemv_prep_row_size): per pair of 32-value blocks, int32 corr[16], int8 qs[64] and
+ * float dy[16] (each block's scale eight times). */
 #include "quant/quant_simd.h"
 #include "quant/quant_blocks.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-typedef struct { int32_t corr[8]; int8_t qs[32]; float d; } mr_gemv_q8p;
-_Static_assert(sizeof(mr_gemv_q8p) == 68, "prepared q8_0 block for the GEMV");
+/* Blocks go in pairs through 512-bit vectors: the lower half of every vector is the even block, the
+ * upper half the odd one, so the float accumulator's halves are exactly vec_dot's two chains. */
+typedef struct { int32_t corr[16]; int8_t qs[64]; float dy[16]; } mr_gemv_q8p2;
+_Static_assert(sizeof(mr_gemv_q8p2) == 192, "prepared pair of q8_0 blocks for the GEMV");
 
 static void mr_gemv_prep_q8_0(const void *src, void *dst, int n) {
     const mr_block_q8_0 *x = src;
-    mr_gemv_q8p *y = dst;
+    mr_gemv_q8p2 *y = dst;
+    const int nb = n / 32;
     const __m256i eight = _mm256_set1_epi8(8);
-    for (int i = 0; i < n / 32; i++) {
+    memset(y, 0, sizeof(mr_gemv_q8p2) * (size_t)((nb + 1) / 2));
+    for (int i = 0; i < nb; i++) {
+        mr_gemv_q8p2 *p = &y[i / 2];
+        const int h = i & 1;
         const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i s8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, q); /* 8 * lane sums */
-        _mm256_storeu_si256((__m256i *)y[i].corr, _mm256_sub_epi32(_mm256_setzero_si256(), s8));
-        _mm256_storeu_si256((__m256i *)y[i].qs, q);
-        y[i].d = _cvtsh_ss(x[i].d);
+        _mm256_storeu_si256((__m256i *)(p->corr + 8 * h), _mm256_sub_epi32(_mm256_setzero_si256(), s8));
+        _mm256_storeu_si256((__m256i *)(p->qs + 32 * h), q);
+        _mm256_storeu_ps(p->dy + 8 * h, _mm256_set1_ps(_cvtsh_ss(x[i].d)));
     }
 }
 
@@ -39,27 +46,37 @@ static inline float mr_gemv_hsum(__m256 v) {
     return _mm_cvtss_f32(a);
 }
 
-static inline __m256 mr_gemv_blk_q4_0(const mr_block_q4_0 *b, const mr_gemv_q8p *y, __m256 acc) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)b->qs);
-    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)y->corr), nib,
-                                          _mm256_loadu_si256((const __m256i *)y->qs));
-    const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16((short)b->d));
-    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(y->d));
-    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-}
-
 static void mr_vd1p_q4_0_avx512(int n, float *s, const void *w, const void *vy) {
     const int nb = n / 32;
     const mr_block_q4_0 *x = w;
-    const mr_gemv_q8p *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    const mr_gemv_q8p2 *y = vy;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc = _mm512_setzero_ps();
     int ib = 0;
     for (; ib + 1 < nb; ib += 2) {
-        a0 = mr_gemv_blk_q4_0(&x[ib], &y[ib], a0);
-        a1 = mr_gemv_blk_q4_0(&x[ib + 1], &y[ib + 1], a1);
+        const mr_gemv_q8p2 *p = &y[ib / 2];
+        const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x[ib].qs)),
+                                                  _mm_loadu_si128((const __m128i *)x[ib + 1].qs), 1);
+        /* [t0 | t1 | t0 >> 4 | t1 >> 4] -> [t0 | t0 >> 4 | t1 | t1 >> 4]: each block's low then high nibbles */
+        const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
+        const __m512i nib = _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), m4);
+        const __m512i q = _mm512_dpbusd_epi32(_mm512_loadu_si512(p->corr), nib, _mm512_loadu_si512(p->qs));
+        const __m256i dh = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)x[ib].d)),
+                                                   _mm_set1_epi16((short)x[ib + 1].d), 1);
+        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(dh), _mm512_loadu_ps(p->dy));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(q), acc);
     }
-    if (ib < nb) a0 = mr_gemv_blk_q4_0(&x[ib], &y[ib], a0);
+    __m256 a0 = _mm512_castps512_ps256(acc);
+    const __m256 a1 = _mm512_extractf32x8_ps(acc, 1);
+    if (ib < nb) { /* the last, even block: into the even chain */
+        const mr_gemv_q8p2 *p = &y[ib / 2];
+        const __m128i t = _mm_loadu_si128((const __m128i *)x[ib].qs);
+        const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+        const __m256i q = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)p->corr), nib,
+                                              _mm256_loadu_si256((const __m256i *)p->qs));
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)x[ib].d)), _mm256_loadu_ps(p->dy));
+        a0 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), a0);
+    }
     *s = mr_gemv_hsum(_mm256_add_ps(a0, a1));
 }
 
@@ -72,7 +89,7 @@ mr_prep_fn mr_gemv_prep_avx512(int wtype) {
 }
 
 size_t mr_gemv_prep_row_size(int wtype, int64_t n) {
-    return wtype == MR_TYPE_Q4_0 && n % 32 == 0 ? (size_t)(n / 32) * sizeof(mr_gemv_q8p) : 0;
+    return wtype == MR_TYPE_Q4_0 && n % 32 == 0 ? (size_t)((n / 32 + 1) / 2) * sizeof(mr_gemv_q8p2) : 0;
 }
 
 int mr_gemv_rows_p1(int wtype, int n, const uint8_t *W, size_t w_row, const void *xq, int64_t r0, int64_t r1, float *Y) {
