@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the small fixed-count loops over vectors must be unrolled so the vectors stay in registers */
+#define MR_UNROLL _Pragma("GCC unroll 16")
+
 /* exp(x) for x <= 0 (including large negative; no NaN/inf input): Cody-Waite reduction by ln 2 and
  * the Cephes expf polynomial (constants from Cephes' expf.c), then scaling by 2^n with scalef, which
  * flushes to 0 below the float range. About 1 ulp. */
@@ -44,12 +47,12 @@ static inline __m512 mr_exp512(__m512 x) {
 /* v[0..15] -> one vector whose lane j is the sum of the lanes of v[j] */
 static inline __m512 mr_hsum16(__m512 v[16]) {
     __m512 w[8], u[4], z[2];
-    for (int k = 0; k < 8; k++)  /* per 128-bit lane: (a0+a2, b0+b2, a1+a3, b1+b3) */
+    MR_UNROLL for (int k = 0; k < 8; k++)  /* per 128-bit lane: (a0+a2, b0+b2, a1+a3, b1+b3) */
         w[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]), _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
-    for (int k = 0; k < 4; k++)  /* per 128-bit lane: one partial sum for each of 4 inputs */
+    MR_UNROLL for (int k = 0; k < 4; k++)  /* per 128-bit lane: one partial sum for each of 4 inputs */
         u[k] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                              _mm512_shuffle_ps(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    for (int k = 0; k < 2; k++)  /* lanes (0+1, 2+3) of u[2k] then of u[2k+1] */
+    MR_UNROLL for (int k = 0; k < 2; k++)  /* lanes (0+1, 2+3) of u[2k] then of u[2k+1] */
         z[k] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                              _mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
     return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
@@ -124,10 +127,10 @@ static void mr_attn512_chunk(void *arg, long c) {
             if (jt > pos || jt + 15 < rlo) continue;
             const float *qr = q + (size_t)r * hd;
             __m512 s[16];
-            for (int jj = 0; jj < 16; jj++) s[jj] = _mm512_setzero_ps();
+            MR_UNROLL for (int jj = 0; jj < 16; jj++) s[jj] = _mm512_setzero_ps();
             for (int i = 0; i < nv; i++) {
                 const __m512 qi = _mm512_load_ps(qr + 16 * i);
-                for (int jj = 0; jj < 16; jj++) s[jj] = _mm512_fmadd_ps(qi, _mm512_load_ps(kv + (size_t)jj * hd + 16 * i), s[jj]);
+                MR_UNROLL for (int jj = 0; jj < 16; jj++) s[jj] = _mm512_fmadd_ps(qi, _mm512_load_ps(kv + (size_t)jj * hd + 16 * i), s[jj]);
             }
             __m512 d = _mm512_mul_ps(mr_hsum16(s), vscale);
             const __m512i jv = _mm512_add_epi32(lane, _mm512_set1_epi32(jt));
@@ -175,16 +178,21 @@ static void mr_attn512_chunk(void *arg, long c) {
             const int ja = rlo > jt ? rlo - jt : 0, jb = pos < jt + 15 ? pos - jt : 15;
             const float *pr = sc + (size_t)r * W + 16 * k;
             float *ar = acc + (size_t)r * hd;
-            for (int i = 0; i < nv; i += 4) {
-                const int m = nv - i < 4 ? nv - i : 4;
+            int i = 0;
+            for (; i + 4 <= nv; i += 4) { /* four vectors of the output row in registers */
                 __m512 o[4];
-                for (int u = 0; u < m; u++) o[u] = _mm512_load_ps(ar + 16 * (i + u));
+                MR_UNROLL for (int u = 0; u < 4; u++) o[u] = _mm512_load_ps(ar + 16 * (i + u));
                 for (int jj = ja; jj <= jb; jj++) {
                     const __m512 p = _mm512_set1_ps(pr[jj]);
                     const float *vr = kv + (size_t)jj * hd + 16 * i;
-                    for (int u = 0; u < m; u++) o[u] = _mm512_fmadd_ps(p, _mm512_load_ps(vr + 16 * u), o[u]);
+                    MR_UNROLL for (int u = 0; u < 4; u++) o[u] = _mm512_fmadd_ps(p, _mm512_load_ps(vr + 16 * u), o[u]);
                 }
-                for (int u = 0; u < m; u++) _mm512_store_ps(ar + 16 * (i + u), o[u]);
+                MR_UNROLL for (int u = 0; u < 4; u++) _mm512_store_ps(ar + 16 * (i + u), o[u]);
+            }
+            for (; i < nv; i++) {
+                __m512 o = _mm512_load_ps(ar + 16 * i);
+                for (int jj = ja; jj <= jb; jj++) o = _mm512_fmadd_ps(_mm512_set1_ps(pr[jj]), _mm512_load_ps(kv + (size_t)jj * hd + 16 * i), o);
+                _mm512_store_ps(ar + 16 * i, o);
             }
         }
     }
