@@ -50,7 +50,7 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
     long count = 0, top1 = 0;
 
     s = mr_session_new(m, n_ctx);
-    logits = malloc(sizeof(float) * (size_t)n_ctx * (size_t)n_vocab);
+    logits = malloc(sizeof(float) * (size_t)(n_ctx - first) * (size_t)n_vocab); /* positions first .. n_ctx-1 */
     lp = malloc(sizeof(double) * (size_t)n_vocab);
     chunk = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!s) goto fail;
@@ -84,7 +84,11 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
         memcpy(chunk, tokens + (size_t)c * n_ctx, sizeof(int32_t) * (size_t)n_ctx);
         if (bos >= 0) chunk[0] = bos;
         mr_session_reset(s);
-        if (mr_session_eval(s, chunk, n_ctx, logits, 1) != 0) goto fail;
+        /* the first half needs no logits (the engine's results do not depend on how a sequence is split
+         * into batches): evaluate it without the output layer, then the scored half with all logits */
+        if (mr_session_eval(s, chunk, first, NULL, 0) != 0 ||
+            mr_session_eval(s, chunk + first, n_ctx - first, logits, 1) != 0)
+            goto fail;
         if (fbase && (fread(base_tgt, sizeof(int32_t), (size_t)rows, fbase) != (size_t)rows ||
                       fread(base_logits, sizeof(float) * (size_t)n_vocab, (size_t)rows, fbase) != (size_t)rows)) {
             mr_set_error("perplexity: %s is truncated", kl_base_path);
@@ -93,7 +97,7 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
         for (int r = 0; r < rows; r++) {
             int pos = first + r;
             int32_t tgt = chunk[pos + 1];
-            const float *row = logits + (size_t)pos * n_vocab;
+            const float *row = logits + (size_t)r * n_vocab;
             mr_log_softmax(row, n_vocab, lp);
             double l = -lp[tgt];
             nll += l;
@@ -124,7 +128,7 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
             }
         }
         if (fsave) {
-            if (fwrite(logits + (size_t)first * n_vocab, sizeof(float) * (size_t)n_vocab, (size_t)rows, fsave) != (size_t)rows) {
+            if (fwrite(logits, sizeof(float) * (size_t)n_vocab, (size_t)rows, fsave) != (size_t)rows) {
                 mr_set_error("perplexity: write error on %s", save_path);
                 goto fail;
             }
