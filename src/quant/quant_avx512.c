@@ -1,7 +1,7 @@
 /* AVX-512 (F, BW, VL, DQ, VNNI, BF16) vec_dot kernels, indexed by type; NULL entries fall back to
  * the AVX2 kernel, then the scalar reference. The integer-quant kernels are the shared template
- * quant_kern_x86.h built with vpdpbusd / vpdpwssd; the float ones (F32, F16, BF16 with vdpbf16ps)
- * use 512-bit vectors here. Each type also has a 4-column kernel for the matrix kernels that equals
+ * quant_kern_x86.h built with vpdpbusd / vpdpwssd; F32 and BF16 (vdpbf16ps) use 512-bit vectors
+ * here, F16 the template's 256-bit kernel. Each type also has a 4-column kernel for the matrix kernels that equals
  * four vec_dot calls bit for bit (quant_simd.h). */
 #include "quant/quant.h"
 #include "quant/quant_simd.h"
@@ -14,9 +14,6 @@
  * is loaded with masks (zeros beyond n), so every column runs the same float operations ---- */
 
 KX_INLINE __m512 kz_ld_f32(const void *p, int i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, (const float *)p + i); }
-KX_INLINE __m512 kz_ld_f16(const void *p, int i, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
-}
 KX_INLINE __mmask16 kz_mask16(int r) { return r >= 16 ? (__mmask16)0xffff : r <= 0 ? 0 : (__mmask16)((1u << r) - 1); }
 
 #define KZ_KERNEL(T)                                                                               \
