@@ -2,6 +2,7 @@
 #include "model/model.h"
 #include "model/moe_approx.h"
 #include "quant/matmul.h"
+#include "quant/repack.h"
 #include "base/prof.h"
 
 #include <math.h>
@@ -36,6 +37,28 @@ void mr_model_params_default(mr_model_params *p) {
     p->dump_n = 8;
 }
 
+/* Repacked copies of the weight matrices whose kernels are faster on them (quant/repack.h: Q4_0 under
+ * AVX-512; MOERUN_NO_REPACK=1 turns it off); add = 0 removes them. Routed experts are left alone
+ * when they are paged (their bytes come from the pager's slots), the token embedding when the model
+ * has an output matrix (it is only read row by row). Logits are the same bits with or without. */
+static void mr_model_repack(mr_model *m, int add) {
+    const uint64_t nt = mr_gguf_n_tensors(m->gguf);
+    const int paging = m->pager && mr_pager_paging(m->pager);
+    const int has_output = mr_gguf_find_tensor(m->gguf, "output.weight") != NULL;
+    for (uint64_t i = 0; i < nt; i++) {
+        const mr_gguf_tensor *t = mr_gguf_tensor_at(m->gguf, i);
+        if (!t || !mr_repack_applies(t->type, t->ne[0])) continue;
+        if (!add) { mr_repack_remove(t->data); continue; }
+        if (t->n_dims < 2 || t->ne[1] % 16 || (has_output && !strcmp(t->name, "token_embd.weight"))) continue;
+        int expert = 0;
+        for (int l = 0; paging && m->exp_layers && l < m->n_layer; l++)
+            for (int k = 0; k < MR_PAGER_MATS; k++) expert |= m->exp_layers[l].mat[k] == t;
+        if (expert) continue;
+        if (mr_repack_add(m->pool, t->data, t->type, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3]) < 0)
+            mr_log(1, "%s: no memory to repack %s; it is used as stored\n", m->path, t->name);
+    }
+}
+
 mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     mr_model *m = calloc(1, sizeof *m);
     if (!m) { mr_set_error("model: out of memory"); return NULL; }
@@ -58,6 +81,7 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     m->pool = mr_pool_create(m->params.n_threads);
     if (!m->pool) goto fail;
     if (m->arch->load(m)) goto fail;
+    mr_model_repack(m, 1);
     /* the tokenizer is optional for evaluation (ids can be fed directly); its absence is logged */
     m->tok = mr_tokenizer_load(path);
     if (!m->tok) mr_log(2, "%s: no usable tokenizer: %s\n", path, mr_get_error());
@@ -77,6 +101,7 @@ fail:
 
 void mr_model_free(mr_model *m) {
     if (!m) return;
+    if (m->gguf) mr_model_repack(m, 0);
     if (m->arch && m->arch->free && m->priv) m->arch->free(m);
     mr_tokenizer_free(m->tok);
     mr_pager_free(m->pager);

@@ -4,6 +4,7 @@
 #include "model/ops.h"
 #include "quant/matmul.h"
 #include "quant/matmul_act.h"
+#include "quant/repack.h"
 #include "base/prof.h"
 
 #include <stdlib.h>
@@ -196,6 +197,7 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
         long ntask = 0;
         for (int ii = 0; ii < n_ids; ii++) {
             crow[ii] = mr_mm_chunk_rows(F, wr, xp[ii].cnt, total, nth);
+            if (mr_repack_applies(tu->type, d)) crow[ii] = (crow[ii] + 15) / 16 * 16; /* whole repacked groups */
             ntask += (long)((F + crow[ii] - 1) / crow[ii]);
         }
         if (!(task = malloc(sizeof(long) * (size_t)ntask))) goto oom;

@@ -15,6 +15,7 @@
 #include "quant/matmul.h"
 #include "quant/quant.h"
 #include "quant/quant_simd.h"
+#include "quant/repack.h"
 #include "base/base.h"
 
 #include <stdlib.h>
@@ -58,7 +59,9 @@ typedef struct {
     size_t xp_row;
     mr_prep_fn prep;
     mr_gemm_fn gemm;       /* GEMM blocks (quant_simd.h), or NULL */
-    int wtype, p1;         /* p1: single column through the prepared-activation GEMV (quant_simd.h) */
+    const void *rp;        /* repacked copy (repack.h, Q4_0 under AVX-512): group 0 = row 0, or NULL */
+    uint8_t *Xr;           /* activations prepared for it (MR_Q4_0_RP_ACT_BYTES per block) */
+    size_t xr_row;
     long chunk_rows;
 } mr_matmul_job;
 
@@ -70,8 +73,11 @@ typedef struct {
 static void mr_matmul_rows(mr_matmul_job *j, long r0, long r1) {
     const int n = (int)j->cols;
     const uint8_t *xs = j->Xq ? j->Xq : (const uint8_t *)j->X;
+    if (j->rp) { /* chunks start at multiples of 16 rows and the matrix has whole groups */
+        mr_q4_0_rp_rows(j->rp, j->cols, r0 / 16, (r1 + 15) / 16, j->Xr, j->xr_row, j->ncols, j->Y, j->rows);
+        return;
+    }
     if (j->ncols == 1) {
-        if (j->p1 && mr_gemv_rows_p1(j->wtype, n, j->W, j->w_row, xs, r0, r1, j->Y)) return;
         for (long r = r0; r < r1; r++) j->dot(n, &j->Y[r], j->W + (size_t)r * j->w_row, xs);
         return;
     }
@@ -118,6 +124,7 @@ static void mr_matmul_convert_chunk(void *arg, long ch) {
     for (int64_t c = c0; c < c1; c++) {
         j->convert(j->X + c * j->cols, j->Xq + (size_t)c * j->x_row, j->cols);
         if (j->Xp) j->prep(j->Xq + (size_t)c * j->x_row, j->Xp + (size_t)c * j->xp_row, (int)j->cols);
+        if (j->Xr) mr_q4_0_rp_prep(j->Xq + (size_t)c * j->x_row, j->Xr + (size_t)c * j->xr_row, (int)j->cols);
     }
 }
 
@@ -153,8 +160,14 @@ static int mr_matmul_setup(mr_pool *pool, mr_matmul_job *job, const void *W, int
     if (!job->dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); return -1; }
     job->W = W;
     job->w_row = w_row;
-    job->wtype = wtype;
-    job->p1 = kisa == MR_ISA_AVX512 && wt->vec_dot_type != MR_TYPE_F32 && mr_vec_dot_p1_avx512[wtype] != NULL;
+    if (kisa == MR_ISA_AVX512 && wtype == MR_TYPE_Q4_0 && rows % 16 == 0) {
+        int64_t left = 0;
+        const void *rp = mr_repack_find(W, wtype, cols, &left);
+        if (rp && left >= rows) {
+            job->rp = rp;
+            job->xr_row = (size_t)(cols / 32) * MR_Q4_0_RP_ACT_BYTES;
+        }
+    }
     job->X = X;
     job->x_row = x_row;
     job->rows = rows;
@@ -172,10 +185,12 @@ static int mr_matmul_setup(mr_pool *pool, mr_matmul_job *job, const void *W, int
         if (alloc) {
             job->Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
             if (job->prep) job->Xp = mr_aligned_alloc(64, job->xp_row * (size_t)ncols);
-            if (!job->Xq || (job->prep && !job->Xp)) {
+            if (job->rp) job->Xr = mr_aligned_alloc(64, job->xr_row * (size_t)ncols);
+            if (!job->Xq || (job->prep && !job->Xp) || (job->rp && !job->Xr)) {
                 mr_aligned_free(job->Xq);
                 mr_aligned_free(job->Xp);
-                job->Xq = job->Xp = NULL;
+                mr_aligned_free(job->Xr);
+                job->Xq = job->Xp = job->Xr = NULL;
                 mr_set_error("matmul: out of memory");
                 return -1;
             }
@@ -193,6 +208,7 @@ static int mr_matmul_setup(mr_pool *pool, mr_matmul_job *job, const void *W, int
         if (c > fair) c = fair;
         job->chunk_rows = c < 1 ? 1 : c;
     }
+    if (job->rp) job->chunk_rows = (job->chunk_rows + 15) / 16 * 16; /* whole repacked groups */
     return 0;
 }
 
@@ -203,10 +219,11 @@ int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t col
     if (mr_matmul_setup(pool, &job, W, wtype, rows, cols, X, ncols, Y, 1, &conv)) return -1;
     if (rows <= 0 || ncols <= 0) return 0;
     if (conv) {
-        if (ncols == 1) job.convert(X, job.Xq, cols);
+        if (ncols == 1) mr_matmul_convert_chunk(&job, 0);
         else mr_pool_run_chunks(pool, mr_matmul_convert_chunk, &job, (long)((ncols + MR_CONVERT_COLS - 1) / MR_CONVERT_COLS));
     }
     mr_pool_run_chunks(pool, mr_matmul_chunk, &job, (long)((rows + job.chunk_rows - 1) / job.chunk_rows));
+    mr_aligned_free(job.Xr);
     mr_aligned_free(job.Xp);
     mr_aligned_free(job.Xq);
     return 0;
@@ -267,18 +284,20 @@ int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
         for (int k = 0; k < c.n_conv && owner[i] < 0; k++) {
             const mr_matmul_job *jk = &c.jobs[c.conv[k]];
             if (jk->X == ji->X && jk->ncols == ji->ncols && jk->cols == ji->cols && jk->convert == ji->convert &&
-                jk->x_row == ji->x_row && jk->prep == ji->prep)
+                jk->x_row == ji->x_row && jk->prep == ji->prep && !jk->rp == !ji->rp)
                 owner[i] = c.conv[k];
         }
         if (owner[i] >= 0) {
             ji->Xq = c.jobs[owner[i]].Xq;
             ji->Xp = c.jobs[owner[i]].Xp;
+            ji->Xr = c.jobs[owner[i]].Xr;
             continue;
         }
         ji->Xq = mr_aligned_alloc(64, ji->x_row * (size_t)ji->ncols);
         if (ji->prep) ji->Xp = mr_aligned_alloc(64, ji->xp_row * (size_t)ji->ncols);
+        if (ji->rp) ji->Xr = mr_aligned_alloc(64, ji->xr_row * (size_t)ji->ncols);
         c.conv[c.n_conv++] = i;
-        if (!ji->Xq || (ji->prep && !ji->Xp)) { mr_set_error("matmul: out of memory"); goto out; }
+        if (!ji->Xq || (ji->prep && !ji->Xp) || (ji->rp && !ji->Xr)) { mr_set_error("matmul: out of memory"); goto out; }
     }
     /* conversions: one column on the calling thread, more columns in one dispatch */
     c.conv_first[0] = 0;
@@ -302,6 +321,7 @@ out:
         for (int k = 0; k < c.n_conv; k++) {
             mr_aligned_free(c.jobs[c.conv[k]].Xq);
             mr_aligned_free(c.jobs[c.conv[k]].Xp);
+            mr_aligned_free(c.jobs[c.conv[k]].Xr);
         }
     free(c.jobs); free(c.first); free(c.conv); free(c.conv_first); free(owner);
     return rc;

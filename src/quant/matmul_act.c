@@ -4,6 +4,7 @@
 #include "quant/matmul_act.h"
 #include "quant/quant.h"
 #include "quant/quant_simd.h"
+#include "quant/repack.h"
 #include "base/base.h"
 
 #include <stdlib.h>
@@ -18,6 +19,7 @@ void mr_mm_act_free(mr_mm_act *a) {
     if (!a) return;
     mr_aligned_free(a->Xq);
     mr_aligned_free(a->Xp);
+    mr_aligned_free(a->Xr);
     memset(a, 0, sizeof *a);
 }
 
@@ -46,6 +48,11 @@ int mr_mm_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, int p
         if (!a->Xp) goto oom;
         for (int64_t c = ncols; c < ns; c++) mr_prep_avx512(vdtype)(a->Xq + (size_t)c * a->x_row, a->Xp + (size_t)c * a->xp_row, (int)cols);
     }
+    if (prep && ncols > 0 && vdtype == MR_TYPE_Q8_0 && mr_repack_applies(MR_TYPE_Q4_0, cols)) {
+        a->xr_row = (size_t)(cols / 32) * MR_Q4_0_RP_ACT_BYTES;
+        a->Xr = mr_aligned_alloc(64, a->xr_row * (size_t)ncols);
+        if (!a->Xr) goto oom;
+    }
     return 0;
 oom:
     mr_mm_act_free(a);
@@ -62,6 +69,10 @@ void mr_mm_act_gather(mr_mm_act *a, const mr_mm_act *src, const int *idx, int cn
             if (src->Xp) memcpy(a->Xp + (size_t)i * a->xp_row, src->Xp + (size_t)idx[i] * src->xp_row, a->xp_row);
             else mr_prep_avx512(a->vdtype)(a->Xq + (size_t)i * a->x_row, a->Xp + (size_t)i * a->xp_row, (int)a->cols);
         }
+        if (a->Xr) {
+            if (src->Xr) memcpy(a->Xr + (size_t)i * a->xr_row, src->Xr + (size_t)idx[i] * src->xr_row, a->xr_row);
+            else mr_q4_0_rp_prep(a->Xq + (size_t)i * a->x_row, a->Xr + (size_t)i * a->xr_row, (int)a->cols);
+        }
     }
 }
 
@@ -75,6 +86,7 @@ static void mr_act_chunk(void *arg, long ch) {
     for (int64_t c = c0; c < c1; c++) {
         j->convert(j->X + c * a->ldx, a->Xq + (size_t)c * a->x_row, a->cols);
         if (a->Xp) j->prep(a->Xq + (size_t)c * a->x_row, a->Xp + (size_t)c * a->xp_row, (int)a->cols);
+        if (a->Xr) mr_q4_0_rp_prep(a->Xq + (size_t)c * a->x_row, a->Xr + (size_t)c * a->xr_row, (int)a->cols);
     }
 }
 
@@ -96,7 +108,26 @@ int mr_mm_act_make(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, int64
     return 0;
 }
 
+static int mr_mm_rows_plain(const mr_mm_act *a, int wtype, const void *W, int64_t r0, int64_t r1, float *Y, int64_t ldy);
+
 int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, int64_t r0, int64_t r1, float *Y, int64_t ldy) {
+    if (a->Xr && wtype == MR_TYPE_Q4_0 && mr_mm_partner(wtype) == a->vdtype) {
+        /* repacked weights (repack.h): whole 16-row groups through the repacked kernel, the rows
+         * around them through the plain ones (the same numerics, so the same bits) */
+        int64_t left = 0;
+        const void *rp = mr_repack_find(W, wtype, a->cols, &left);
+        int64_t g0 = (r0 + 15) / 16, g1 = r1 / 16;
+        if (rp && 16 * g1 > left) g1 = left / 16;
+        if (rp && g1 > g0) {
+            if (16 * g0 > r0 && mr_mm_rows_plain(a, wtype, W, r0, 16 * g0, Y, ldy)) return -1;
+            mr_q4_0_rp_rows(rp, a->cols, g0, g1, a->Xr, a->xr_row, a->ncols, Y, ldy);
+            return r1 > 16 * g1 ? mr_mm_rows_plain(a, wtype, W, 16 * g1, r1, Y, ldy) : 0;
+        }
+    }
+    return mr_mm_rows_plain(a, wtype, W, r0, r1, Y, ldy);
+}
+
+static int mr_mm_rows_plain(const mr_mm_act *a, int wtype, const void *W, int64_t r0, int64_t r1, float *Y, int64_t ldy) {
     mr_vec_dot_fn dot;
     mr_vec_dot_x4_fn dot4;
     const int kisa = mr_type_kernels(wtype, mr_isa(), &dot, &dot4);
@@ -110,7 +141,6 @@ int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, int64_t r0, int64_t
     const uint8_t *xs = a->Xq ? a->Xq : (const uint8_t *)a->X;
     const size_t x_row = a->Xq ? a->x_row : sizeof(float) * (size_t)a->ldx;
     if (a->ncols == 1) {
-        if (kisa == MR_ISA_AVX512 && a->Xq && mr_gemv_rows_p1(wtype, n, Wb, w_row, a->Xq, r0, r1, Y)) return 0;
         for (int64_t r = r0; r < r1; r++) dot(n, &Y[r], Wb + (size_t)r * w_row, xs);
         return 0;
     }
@@ -230,6 +260,8 @@ int mr_matmul_parts(mr_pool *pool, const mr_mm_part *parts, int n_parts) {
         const size_t w_row = mr_row_size(parts[i].wtype, parts[i].act->cols);
         first[i] = nch;
         crow[i] = w_row ? mr_mm_chunk_rows(parts[i].rows, w_row, parts[i].act->ncols, total, nth) : 1;
+        if (parts[i].act->Xr && parts[i].wtype == MR_TYPE_Q4_0 && mr_repack_find(parts[i].W, parts[i].wtype, parts[i].act->cols, NULL))
+            crow[i] = (crow[i] + 15) / 16 * 16; /* whole repacked groups per chunk */
         if (parts[i].rows > 0 && parts[i].act->ncols > 0) nch += (long)((parts[i].rows + crow[i] - 1) / crow[i]);
     }
     first[n_parts] = nch;

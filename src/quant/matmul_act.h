@@ -27,6 +27,8 @@ typedef struct {
     size_t x_row;
     uint8_t *Xp;           /* AVX-512 prepared columns for the 4-column kernels (quant_simd.h), or NULL */
     size_t xp_row;
+    uint8_t *Xr;           /* Q8_0 columns prepared for repacked Q4_0 weights (repack.h), or NULL */
+    size_t xr_row;
 } mr_mm_act;
 
 /* Convert ncols columns of cols floats (column j at X + j*ldx; ldx >= cols) for products with

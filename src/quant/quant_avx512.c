@@ -82,7 +82,6 @@ KX_ENTRY(f32, _avx512)
 KX_ENTRY(f16, _avx512)
 KX_ENTRY(bf16, _avx512)
 KX_ENTRY(q8_0, _avx512)
-KX_ENTRY(q4_0, _avx512)
 KX_ENTRY(q5_0, _avx512)
 KX_ENTRY(q4_1, _avx512)
 KX_ENTRY(q5_1, _avx512)
@@ -93,7 +92,6 @@ KX_ENTRY(q5_k, _avx512)
 KX_ENTRY(q6_k, _avx512)
 KX_ENTRY(nvfp4, _avx512)
 KX_ENTRY_P(q8_0, _avx512)
-KX_ENTRY_P(q4_0, _avx512)
 KX_ENTRY_P(q5_0, _avx512)
 KX_ENTRY_P(nvfp4, _avx512)
 KX_ENTRY_P(q4_1, _avx512)
@@ -104,7 +102,7 @@ const mr_vec_dot_fn mr_vec_dot_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_F16] = mr_vd_f16_avx512,
     [MR_TYPE_BF16] = mr_vd_bf16_avx512,
     [MR_TYPE_Q8_0] = mr_vd_q8_0_avx512,
-    [MR_TYPE_Q4_0] = mr_vd_q4_0_avx512,
+    [MR_TYPE_Q4_0] = mr_vd_q4_0_bs_avx512, /* block-sum numerics (q4_0_avx512.c) */
     [MR_TYPE_Q5_0] = mr_vd_q5_0_avx512,
     [MR_TYPE_Q4_1] = mr_vd_q4_1_avx512,
     [MR_TYPE_Q5_1] = mr_vd_q5_1_avx512,
@@ -131,7 +129,7 @@ const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_F16] = mr_vd4_f16_avx512,
     [MR_TYPE_BF16] = mr_vd4_bf16_avx512,
     [MR_TYPE_Q8_0] = mr_vd4_q8_0_avx512,
-    [MR_TYPE_Q4_0] = mr_vd4_q4_0_avx512,
+    [MR_TYPE_Q4_0] = mr_vd4_q4_0_bs_avx512,
     [MR_TYPE_Q5_0] = mr_vd4_q5_0_avx512,
     [MR_TYPE_Q4_1] = mr_vd4_q4_1_avx512,
     [MR_TYPE_Q5_1] = mr_vd4_q5_1_avx512,
@@ -156,7 +154,6 @@ const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT] = {
 /* 4-column kernels on prepared Q8_0 activations (quant_simd.h), equal to the vec_dot above */
 const mr_vec_dot_x4_fn mr_vec_dot_x4p_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_Q8_0] = mr_vd4p_q8_0_avx512,
-    [MR_TYPE_Q4_0] = mr_vd4p_q4_0_avx512,
     [MR_TYPE_Q5_0] = mr_vd4p_q5_0_avx512,
     [MR_TYPE_NVFP4] = mr_vd4p_nvfp4_avx512,
     [MR_TYPE_Q4_1] = mr_vd4p_q4_1_avx512,

@@ -7,6 +7,7 @@
 #ifndef MR_QUANT_SIMD_H
 #define MR_QUANT_SIMD_H
 #include <stddef.h>
+#include <stdint.h>
 #include "quant/quant.h"
 
 /* s[0..3] = dot(w, y + c*by): w one weight row of n values, y four activation rows of the partner
@@ -38,16 +39,20 @@ typedef void (*mr_gemm_fn)(int n, const void *w, size_t w_row, int nr, const voi
 #define MR_GEMM_NC 32
 extern const mr_gemm_fn mr_gemm_avx512[MR_TYPE_COUNT];
 
-/* GEMV on prepared activations (AVX-512 VNNI; gemv_avx512.c): for weight types in
- * mr_vec_dot_p1_avx512 (Q4_0), a single-column kernel on the partner row prepared with
- * mr_gemv_prep_avx512(wtype) (n values -> mr_gemv_prep_row_size(wtype, n) bytes, 0 if none),
- * bit for bit the AVX-512 vec_dot but with less work per block. */
-extern const mr_vec_dot_fn mr_vec_dot_p1_avx512[MR_TYPE_COUNT];
-mr_prep_fn mr_gemv_prep_avx512(int wtype);            /* NULL if none */
-size_t mr_gemv_prep_row_size(int wtype, int64_t n);   /* 0 if none */
-/* A single-column row range with it when the type has one (prepares into a stack buffer):
- * Y[r] = dot(W[r], xq) for r in [r0, r1). Returns 0 when it did not apply (caller uses vec_dot). */
-int mr_gemv_rows_p1(int wtype, int n, const uint8_t *W, size_t w_row, const void *xq, int64_t r0, int64_t r1, float *Y);
+/* Q4_0 under AVX-512 VNNI (q4_0_avx512.c): block-sum numerics in every kernel (per 32-value block
+ * the exact integer sum, then acc = fma(dw * dy, sum, acc)), and weights repacked in groups of 16
+ * rows (MR_Q4_0_RP_BLOCK_BYTES per group and block; quant/repack.h keeps the copies) multiplied with
+ * prepared activations (MR_Q4_0_RP_ACT_BYTES per block, mr_q4_0_rp_prep from a Q8_0 row).
+ * mr_q4_0_rp_rows: Y[c * ldy + r] for the rows of groups [g0, g1) of a repacked matrix whose group 0
+ * is at rp, and ncols prepared columns act_row bytes apart. Bit for bit the vec_dot below. */
+#define MR_Q4_0_RP_BLOCK_BYTES 288
+#define MR_Q4_0_RP_ACT_BYTES 40
+void mr_vd_q4_0_bs_avx512(int n, float *s, const void *w, const void *y);
+void mr_vd4_q4_0_bs_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_q4_0_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
+void mr_q4_0_rp_prep(const void *q8_0_row, void *dst, int n);
+void mr_q4_0_rp_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
+                     int64_t ncols, float *Y, int64_t ldy);
 
 /* SIMD activation quantizers (to Q8_0, Q8_1, Q8_K, F16, BF16), bit for bit the scalar references'
  * from_float; indexed by the partner type, NULL where there is none. AVX2 (also used under AVX-512). */
