@@ -143,6 +143,7 @@ void mr_q4_0_rp_prep(const void *src, void *dst, int n) {
     }
 Q4R_KERNEL(1)
 Q4R_KERNEL(4)
+Q4R_KERNEL(8)
 
 void mr_q4_0_rp_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
                      int64_t ncols, float *Y, int64_t ldy) {
@@ -151,6 +152,15 @@ void mr_q4_0_rp_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const
     for (int64_t g = g0; g < g1; g++) {
         const q4r_blk *w = R + g * nb;
         int64_t c = 0;
+        for (; c + 8 <= ncols; c += 8) {
+            const q4r_act *a[8];
+            float *y[8];
+            for (int k = 0; k < 8; k++) {
+                a[k] = (const q4r_act *)((const uint8_t *)act + (size_t)(c + k) * act_row);
+                y[k] = Y + (c + k) * ldy + 16 * g;
+            }
+            q4r_rows_8(w, nb, a, y);
+        }
         for (; c + 4 <= ncols; c += 4) {
             const q4r_act *a[4];
             float *y[4];
