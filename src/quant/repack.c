@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef struct {
     const uint8_t *src;
@@ -16,7 +17,20 @@ typedef struct {
     int64_t cols, rows;
     size_t w_row;
     void *rp;
+    size_t rp_bytes;       /* of the mapping holding the copy */
 } mr_rp_entry;
+
+/* Copies live in their own anonymous mappings with transparent huge pages requested: gigabytes of
+ * copies in 4 KiB pages cost a page fault each when first written (most of the load time), and TLB
+ * misses in the kernels. */
+static void *mr_rp_map(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
 
 static pthread_rwlock_t mr_rp_lock = PTHREAD_RWLOCK_INITIALIZER;
 static mr_rp_entry *mr_rp_tab;
@@ -39,7 +53,8 @@ int mr_repack_add(mr_pool *pool, const void *data, int type, int64_t cols, int64
     if (!data || !mr_repack_applies(type, cols) || rows <= 0 || rows % 16) return 1;
     const size_t w_row = mr_row_size(type, cols);
     const int64_t groups = rows / 16;
-    void *rp = mr_aligned_alloc(64, (size_t)groups * (size_t)(cols / 32) * MR_Q4_0_RP_BLOCK_BYTES);
+    const size_t rp_bytes = (size_t)groups * (size_t)(cols / 32) * MR_Q4_0_RP_BLOCK_BYTES;
+    void *rp = mr_rp_map(rp_bytes);
     if (!rp) return -1;
     mr_rp_job2 j = {data, cols, groups, rp};
     mr_pool_run_chunks(pool, mr_rp_chunk2, &j, (long)((groups + 15) / 16));
@@ -54,12 +69,12 @@ int mr_repack_add(mr_pool *pool, const void *data, int type, int64_t cols, int64
     }
     int i = mr_rp_n;
     while (i > 0 && mr_rp_tab[i - 1].src > (const uint8_t *)data) { mr_rp_tab[i] = mr_rp_tab[i - 1]; i--; }
-    mr_rp_tab[i] = (mr_rp_entry){data, (uint64_t)w_row * (uint64_t)rows, type, cols, rows, w_row, rp};
+    mr_rp_tab[i] = (mr_rp_entry){data, (uint64_t)w_row * (uint64_t)rows, type, cols, rows, w_row, rp, rp_bytes};
     mr_rp_n++;
     mr_rp_total += (uint64_t)w_row * (uint64_t)rows;
 out:
     pthread_rwlock_unlock(&mr_rp_lock);
-    if (rc) mr_aligned_free(rp);
+    if (rc) munmap(rp, rp_bytes);
     return rc;
 }
 
@@ -67,7 +82,7 @@ void mr_repack_remove(const void *data) {
     pthread_rwlock_wrlock(&mr_rp_lock);
     for (int i = 0; i < mr_rp_n; i++)
         if (mr_rp_tab[i].src == (const uint8_t *)data) {
-            mr_aligned_free(mr_rp_tab[i].rp);
+            munmap(mr_rp_tab[i].rp, mr_rp_tab[i].rp_bytes);
             mr_rp_total -= mr_rp_tab[i].bytes;
             memmove(&mr_rp_tab[i], &mr_rp_tab[i + 1], sizeof *mr_rp_tab * (size_t)(mr_rp_n - i - 1));
             mr_rp_n--;
