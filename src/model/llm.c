@@ -211,6 +211,45 @@ static void add_bias(float *x, const float *b, int64_t dim, int64_t n, int64_t s
         for (int64_t i = 0; i < dim; i++) x[t * stride + i] += b[i];
 }
 
+/* q/k RMSNorm, RoPE (one cos/sin cache per token for its q and k heads) and the K/V cache store of
+ * tokens [8 ch, 8 ch + 8): every token is independent, so chunks go over the pool */
+typedef struct {
+    const mr_llm *L;
+    const mr_llm_layer *l;
+    mr_llm_state *s;
+    float *q, *k, *v;
+    int64_t qs, hd, nkv;
+    int il, pos0, n;
+} llm_qkr_job;
+
+static void llm_qkr_chunk(void *arg, long ch) {
+    const llm_qkr_job *j = arg;
+    const mr_llm *L = j->L;
+    const int64_t hd = j->hd, nkv = j->nkv;
+    float cache_small[512];
+    float *cache = L->rope.n_dims <= 512 ? cache_small : malloc(sizeof(float) * (size_t)L->rope.n_dims);
+    if (!cache) return; /* n_dims > 512 and out of memory: unreachable in practice */
+    for (int t = (int)ch * 8; t < j->n && t < (int)ch * 8 + 8; t++) {
+        float *qt = j->q + t * j->qs, *kt = j->k + t * j->qs, *vt = j->v + t * j->qs;
+        if (L->qk_norm) {
+            for (int hh = 0; hh < L->n_head; hh++) mr_rms_norm(qt + hh * hd, qt + hh * hd, j->l->q_norm, hd, L->eps);
+            for (int hh = 0; hh < L->n_head_kv; hh++) mr_rms_norm(kt + hh * hd, kt + hh * hd, j->l->k_norm, hd, L->eps);
+        }
+        mr_rope_cache(&L->rope, j->pos0 + t, 1.0f, cache);
+        for (int hh = 0; hh < L->n_head; hh++) mr_rope_apply(&L->rope, cache, qt + hh * hd);
+        for (int hh = 0; hh < L->n_head_kv; hh++) mr_rope_apply(&L->rope, cache, kt + hh * hd);
+        const int64_t off = (int64_t)(j->pos0 + t) * j->s->kv_dim;
+        if (j->s->kv_f16) {
+            mr_f32_to_f16_row((uint16_t *)j->s->k[j->il] + off, kt, nkv);
+            mr_f32_to_f16_row((uint16_t *)j->s->v[j->il] + off, vt, nkv);
+        } else {
+            memcpy((float *)j->s->k[j->il] + off, kt, sizeof(float) * (size_t)nkv);
+            memcpy((float *)j->s->v[j->il] + off, vt, sizeof(float) * (size_t)nkv);
+        }
+    }
+    if (cache != cache_small) free(cache);
+}
+
 int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
     mr_llm *L = m->priv;
     mr_llm_state *s = st;
@@ -265,23 +304,8 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
             add_bias(v, l->bv, nkv, n, qs);
         }
         MR_PROF_BEGIN(tr);
-        for (int t = 0; t < n; t++) {
-            float *qt = q + t * qs, *kt = k + t * qs, *vt = v + t * qs;
-            if (L->qk_norm) {
-                for (int hh = 0; hh < L->n_head; hh++) mr_rms_norm(qt + hh * hd, qt + hh * hd, l->q_norm, hd, L->eps);
-                for (int hh = 0; hh < L->n_head_kv; hh++) mr_rms_norm(kt + hh * hd, kt + hh * hd, l->k_norm, hd, L->eps);
-            }
-            mr_rope(&L->rope, qt, L->n_head, hd, pos0 + t);
-            mr_rope(&L->rope, kt, L->n_head_kv, hd, pos0 + t);
-            const int64_t off = (int64_t)(pos0 + t) * s->kv_dim;
-            if (s->kv_f16) {
-                mr_f32_to_f16_row((uint16_t *)s->k[il] + off, kt, nkv);
-                mr_f32_to_f16_row((uint16_t *)s->v[il] + off, vt, nkv);
-            } else {
-                memcpy((float *)s->k[il] + off, kt, sizeof(float) * (size_t)nkv);
-                memcpy((float *)s->v[il] + off, vt, sizeof(float) * (size_t)nkv);
-            }
-        }
+        llm_qkr_job qj = {L, l, s, q, k, v, qs, hd, nkv, il, pos0, n};
+        mr_pool_run_chunks(n > 1 ? m->pool : NULL, llm_qkr_chunk, &qj, (n + 7) / 8);
         MR_PROF_END(tr, "qk_norm+rope+kv_store");
         mr_model_dump(m, "Qcur", il, q, nq, 1);
         mr_model_dump(m, "Kcur", il, k, nkv, 1);

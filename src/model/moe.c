@@ -157,6 +157,34 @@ static void moe_down_act_task(void *arg, long i) {
     if (mr_mm_act_make(NULL, &x->ah, j->td, j->u + (int64_t)x->start * j->F, j->F, x->cnt, j->F)) j->err = 1;
 }
 
+/* the weighted sum of tokens [8 ch, 8 ch + 8) (tokens are independent) */
+typedef struct {
+    const mr_moe_cfg *c;
+    const float *y, *w;
+    const int *row_of;
+    float *out;
+    int64_t d;
+    int K, n;
+} moe_sum_job;
+
+static void moe_sum_chunk(void *arg, long ch) {
+    const moe_sum_job *j = arg;
+    const int64_t d = j->d;
+    for (int t = (int)ch * 8; t < j->n && t < (int)ch * 8 + 8; t++) {
+        float *o = j->out + (int64_t)t * d;
+        for (int k = 0; k < j->K; k++) {
+            const int i = t * j->K + k;
+            const float *src = j->y + (int64_t)j->row_of[i] * d;
+            const float wr = j->w[i];
+            if (k == 0) {
+                if (j->c->weight_before_down) memcpy(o, src, sizeof(float) * (size_t)d);
+                else for (int64_t e = 0; e < d; e++) o[e] = src[e] * wr;
+            } else if (j->c->weight_before_down) mr_add(o, o, src, d);
+            else for (int64_t e = 0; e < d; e++) o[e] = o[e] + src[e] * wr;
+        }
+    }
+}
+
 static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const float *w,
                                const int *ids, int n_ids, const int *count, const int *start, const int *list,
                                const mr_gguf_tensor *tg, const mr_gguf_tensor *tu, const mr_gguf_tensor *td,
@@ -219,19 +247,8 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
     MR_PROF_BEGIN(t_sum);
     /* out_t = its slots' outputs (times the weight) added in slot order; row_of[t*K + j] = work row */
     for (int64_t r = 0; r < rows; r++) row_of[list[r]] = (int)r;
-    for (int t = 0; t < n; t++) {
-        float *o = out + (int64_t)t * d;
-        for (int k = 0; k < K; k++) {
-            const int i = t * K + k;
-            const float *src = y + (int64_t)row_of[i] * d;
-            const float wr = w[i];
-            if (k == 0) {
-                if (c->weight_before_down) memcpy(o, src, sizeof(float) * (size_t)d);
-                else for (int64_t e = 0; e < d; e++) o[e] = src[e] * wr;
-            } else if (c->weight_before_down) mr_add(o, o, src, d);
-            else for (int64_t e = 0; e < d; e++) o[e] = o[e] + src[e] * wr;
-        }
-    }
+    moe_sum_job sj = {c, y, w, row_of, out, d, K, n};
+    mr_pool_run_chunks(n > 1 ? m->pool : NULL, moe_sum_chunk, &sj, (n + 7) / 8);
     MR_PROF_END(t_sum, "moe_experts/weighted_sum");
     rc = 0;
     goto done;
