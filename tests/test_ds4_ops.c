@@ -1,7 +1,8 @@
-/* Unit tests of the DeepSeek-V4 building blocks (src/model/ds4_ops.c) against direct
+/* Unit tests of the DeepSeek-V4 building blocks (src/model/deepseek4/ops.c) against direct
  * implementations of the formulas in ../shared/specs/deepseek4.md. */
 #include "test.h"
-#include "model/ds4_ops.h"
+#include "model/deepseek4/ops.h"
+#include "model/ops.h"
 #include "base/base.h"
 
 #include <math.h>
@@ -190,7 +191,7 @@ static void test_rmsnorm(void) {
     float x[100], w[100], y[100];
     double ss = 0;
     for (int i = 0; i < 100; i++) { x[i] = frand() * 3; w[i] = frand(); ss += (double)x[i] * x[i]; }
-    ds4_rmsnorm(y, x, 100, 1e-6f, w);
+    mr_rms_norm(y, x, w, 100, 1e-6f);
     double s = 1 / sqrt(ss / 100 + 1e-6);
     for (int i = 0; i < 100; i++) CHECK(fabs(y[i] - x[i] * s * w[i]) < 1e-5, "rmsnorm %d", i);
 }

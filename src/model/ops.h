@@ -21,8 +21,9 @@ void mr_softmax(float *y, const float *x, int64_t n);
 
 static inline float mr_silu(float x) { return x / (1.0f + expf(-x)); }
 static inline float mr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-/* ggml CPU softplus: x if x > 20 else log(1 + e^x) */
-static inline float mr_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+/* ggml CPU softplus: x if x > 20 else log(1 + e^x), written logf(1 + expf(x)) like ggml (log1pf
+ * gives the same golden KL for deepseek4's router; this form keeps its logits as they were) */
+static inline float mr_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 /* y[i] = silu(g[i]) * u[i] (ggml swiglu_split); y may alias g or u */
 void mr_swiglu(float *y, const float *g, const float *u, int64_t n);
 void mr_add(float *y, const float *a, const float *b, int64_t n);  /* y = a + b */

@@ -6,18 +6,14 @@
  *
  * Shapes: a "row" is a contiguous vector. Hyper-connection streams X are Nh rows of d floats
  * (X[h*d + i]); the comb matrix is comb[a + b*Nh] with a = output stream, b = input stream. */
-#ifndef MR_DS4_OPS_H
-#define MR_DS4_OPS_H
+#ifndef MR_DEEPSEEK4_OPS_H
+#define MR_DEEPSEEK4_OPS_H
 #include <math.h>
 #include <stdint.h>
 
 #define DS4_MAX_HC 16
 
-/* ---- norms (spec §0) ---- */
-/* 1/sqrtf(mean(x^2) + eps), squares summed in double like ggml's rms_norm */
-float ds4_rms_scale(const float *x, int64_t n, float eps);
-/* y = x * rms_scale(x) [* w]; y may equal x; w may be NULL */
-void ds4_rmsnorm(float *y, const float *x, int64_t n, float eps, const float *w);
+/* The norms (spec §0), sigmoid, softplus and SwiGLU are the shared ones of model/ops.h. */
 
 /* ---- hyper-connections (§3.1, §3.2) ---- */
 /* mix[(2+nh)*nh] -> pre[nh], post[nh], comb[nh*nh] (Sinkhorn-normalised). */
@@ -75,7 +71,7 @@ static inline int64_t ds4_attn_scratch(int H, int nk, int D) {
 }
 void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
                   float kq_scale, const float *sinks, int f16, float *scratch);
-/* the AVX-512 build (ds4_ops_avx512.c): four heads per key load, bit for bit the AVX2 path */
+/* the AVX-512 build (ops_avx512.c): four heads per key load, bit for bit the AVX2 path */
 void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk,
                          int D, float kq_scale, const float *sinks, int f16, float *scratch);
 
@@ -83,14 +79,12 @@ void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *
 float ds4_dot_f32(const float *x, const float *y, int n);
 void ds4_axpy_f32(float *y, float a, const float *x, int n);       /* y += a x */
 void ds4_f16_to_f32(float *y, const uint16_t *x, int n);
-/* the AVX2 versions (ds4_ops_avx2.c) */
+/* the AVX2 versions (ops_avx2.c) */
 float ds4_dot_f32_avx2(const float *x, const float *y, int n);
 void ds4_axpy_f32_avx2(float *y, float a, const float *x, int n);
 void ds4_f16_to_f32_avx2(float *y, const uint16_t *x, int n);
 
 /* ---- MoE (§3.9) ---- */
-/* softplus with ggml's threshold: x > 20 ? x : log(1 + e^x) */
-static inline float ds4_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 /* silu(min(g, lim)) * clamp(u, -lim, lim) when lim > 1e-6, else silu(g) * u; h may alias g or u */
 void ds4_swiglu(float *h, const float *g, const float *u, int64_t n, float lim);
 /* Router. logits[E] -> sel[k] (expert ids, slot order) and w[k].

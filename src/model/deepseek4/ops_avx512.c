@@ -1,12 +1,12 @@
 /* AVX-512 build of the DeepSeek-V4 multi-head attention over one shared key set (ds4_attn_mqa,
- * ds4_ops.h), register-blocked over four heads. It uses 8-lane vectors and exactly the float
- * operations of the AVX2 path (ds4_ops_avx2.c: a dot product keeps four 8-lane FMA accumulators
+ * ops.h), register-blocked over four heads. It uses 8-lane vectors and exactly the float
+ * operations of the AVX2 path (ops_avx2.c: a dot product keeps four 8-lane FMA accumulators
  * over steps of 32, then 8, sums them as (a0 + a1) + (a2 + a3) horizontally and adds the scalar
  * tail; a value row is accumulated by one FMA per element and key, in key order), so the results
  * are the AVX2 path's bit for bit. What changes is the loop order: four heads share each key load
  * and keep 16 independent accumulators (the AVX-512 register file holds them), and the value sum
  * runs over blocks of keys that stay in L2, with each head's output slice in registers. */
-#include "model/ds4_ops.h"
+#include "model/deepseek4/ops.h"
 #include "base/base.h"
 
 #include <immintrin.h>

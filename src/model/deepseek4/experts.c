@@ -10,7 +10,7 @@
  * Then each token's slots are summed in slot order. Every number is the one moe.c computes (same
  * kernels through matmul_act.h, same element operations in the same order), so the fast path and
  * the generic one give identical logits. */
-#include "model/arch_deepseek4.h"
+#include "model/deepseek4/ds4.h"
 #include "model/moe.h"
 #include "model/moe_approx.h"
 #include "model/ops.h"

@@ -1,5 +1,5 @@
 /* DeepSeek-V4-Flash (`deepseek4`): loader, per-sequence state and forward pass.
- * Follows ../shared/specs/deepseek4.md (§ numbers below); the building blocks are in ds4_ops.c.
+ * Follows ../shared/specs/deepseek4.md (§ numbers below); the building blocks are in ops.c.
  *
  * Paths. Like the reference, a batch that starts at position 0 is a "prefill": compressed rows come
  * from a batched compressor over the batch and its attention uses the batch's own rows. Any other
@@ -12,7 +12,7 @@
  *
  * Reference vs official (§8): params.reference (default 1) reproduces the llama.cpp fork; 0 adds the
  * official graph's indexer QAT (Hadamard + FP4 on indexer q and keys) and the shared-expert clamp. */
-#include "model/arch_deepseek4.h"
+#include "model/deepseek4/ds4.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -368,20 +368,6 @@ oom:
     mr_set_error("deepseek4: out of memory for a session of %d positions", n_ctx);
     ds4_state_free(m, s);
     return NULL;
-}
-
-/* Long batches are evaluated in pieces of DS4_MAX_BATCH tokens (the scratch grows with the batch:
- * for V4-Flash q and the attention output alone are 256 KiB per token). Every path computes the same
- * numbers (see the top of this file), so the split does not change the logits. */
-#define DS4_MAX_BATCH 256
-static int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
-    const int nv = ((ds4_model *)m->priv)->V;
-    for (int i = 0; i < n; i += DS4_MAX_BATCH) {
-        const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH, last = i + len == n;
-        float *lg = !logits ? NULL : all_logits ? logits + (size_t)i * (size_t)nv : last ? logits : NULL;
-        if (ds4_eval_batch(m, stp, tok + i, len, pos0 + i, lg, all_logits)) return -1;
-    }
-    return 0;
 }
 
 const struct mr_arch mr_arch_deepseek4 = {

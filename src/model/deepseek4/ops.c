@@ -1,32 +1,16 @@
-/* DeepSeek-V4 building blocks (see ds4_ops.h). Written from ../shared/specs/deepseek4.md. */
-#include "model/ds4_ops.h"
+/* DeepSeek-V4 building blocks (see ops.h). Written from ../shared/specs/deepseek4.md. */
+#include "model/deepseek4/ops.h"
+#include "model/ops.h"
 #include "base/base.h"
 
 #include <math.h>
 #include <string.h>
 
-/* ---- norms ---- */
-
-float ds4_rms_scale(const float *x, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / (double)n);
-    return 1.0f / sqrtf(mean + eps);
-}
-
-void ds4_rmsnorm(float *y, const float *x, int64_t n, float eps, const float *w) {
-    const float s = ds4_rms_scale(x, n, eps);
-    if (w) for (int64_t i = 0; i < n; i++) y[i] = (x[i] * s) * w[i];
-    else for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
-}
-
 /* ---- hyper-connections ---- */
-
-static inline float ds4_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
 void ds4_hc_split(const float *mix, const float scale[3], const float *base, int nh, int iters, float eps,
                   float *pre, float *post, float *comb) {
-    for (int h = 0; h < nh; h++) pre[h] = ds4_sigmoid(mix[h] * scale[0] + base[h]) + eps;
+    for (int h = 0; h < nh; h++) pre[h] = mr_sigmoid(mix[h] * scale[0] + base[h]) + eps;
     for (int h = 0; h < nh; h++) post[h] = 2.0f / (1.0f + expf(-(mix[nh + h] * scale[1] + base[nh + h])));
     /* c[a + b*nh]: a (fast) = output stream. Softmax over a for each b, then + eps. */
     float *c = comb;
@@ -88,7 +72,7 @@ void ds4_hc_expand(float *Xout, const float *X, const float *v, const float *pos
 }
 
 void ds4_hc_head_weights(float *w, const float *m, float scale, const float *base, int nh, float eps) {
-    for (int h = 0; h < nh; h++) w[h] = ds4_sigmoid(m[h] * scale + base[h]) + eps;
+    for (int h = 0; h < nh; h++) w[h] = mr_sigmoid(m[h] * scale + base[h]) + eps;
 }
 
 /* ---- RoPE ---- */
@@ -408,7 +392,7 @@ int ds4_route(const float *logits, int E, int k, const float *bias, const int32_
     float sbuf[1024], bbuf[1024];
     float *s = probs ? probs : sbuf;
     if (E > 1024) return -1;
-    for (int e = 0; e < E; e++) s[e] = sqrtf(ds4_softplus(logits[e]));
+    for (int e = 0; e < E; e++) s[e] = sqrtf(mr_softplus(logits[e]));
     if (hash_ids) {
         for (int j = 0; j < k; j++) {
             if (hash_ids[j] < 0 || hash_ids[j] >= E) return -1;

@@ -1,9 +1,11 @@
-/* DeepSeek-V4-Flash (`deepseek4`) internals shared by the loader (arch_deepseek4.c), the forward
- * pass (arch_deepseek4_fwd.c) and the routed-expert fast path (arch_deepseek4_moe.c). */
-#ifndef MR_ARCH_DEEPSEEK4_H
-#define MR_ARCH_DEEPSEEK4_H
+/* DeepSeek-V4-Flash (`deepseek4`): the model and session types shared by the files of this folder,
+ * and the entry points between them. Dependencies run one way:
+ *   load.c (loader, session state, the mr_arch) -> forward.c (ds4_eval) -> experts.c (ds4_moe_fast)
+ *   every file -> ops.h (the V4-specific math, no model). */
+#ifndef MR_DEEPSEEK4_DS4_H
+#define MR_DEEPSEEK4_DS4_H
 #include "model/model.h"
-#include "model/ds4_ops.h"
+#include "model/deepseek4/ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +82,13 @@ typedef struct {
     size_t kconv_cap;   /* floats */
 } ds4_state;
 
-/* one batch of n tokens at positions pos0.. (n <= the scratch limit of ds4_eval) */
-int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
+/* forward.c: the mr_arch eval (model.h's contract), any n (cut into batches internally) */
+int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
+
+/* experts.c: routed experts of layer il served from the mmap (no paging, no approximation), with the
+ * shared expert's down product (sh_down x hs -> sh) in the same dispatch. Returns 1 when this path
+ * does not apply (the caller then uses mr_moe_experts), 0 done, -1 error. */
+int ds4_moe_fast(mr_model *m, int il, const float *a, int n, const int32_t *sel, const float *w, float lim,
+                 const mr_weight *sh_down, const float *hs, float *sh, float *eg, float *eu, float *ey, float *out);
 
 #endif

@@ -1,6 +1,6 @@
-/* AVX2 + FMA + F16C kernels for the DeepSeek-V4 attention and indexer (ds4_ops.c dispatches to them
+/* AVX2 + FMA + F16C kernels for the DeepSeek-V4 attention and indexer (ops.c dispatches to them
  * when mr_isa() >= AVX2). Same results as the scalar ones up to float summation order. */
-#include "model/ds4_ops.h"
+#include "model/deepseek4/ops.h"
 
 #include <immintrin.h>
 

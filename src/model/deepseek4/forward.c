@@ -1,4 +1,4 @@
-/* DeepSeek-V4-Flash (`deepseek4`) forward pass (see the top of arch_deepseek4.c for the paths and
+/* DeepSeek-V4-Flash (`deepseek4`) forward pass (see the top of load.c for the paths and
  * precision choices); spec § numbers refer to ../shared/specs/deepseek4.md.
  *
  * Threads. Everything runs over the model's pool with mr_pool_run_chunks (a worker that is busy or
@@ -7,15 +7,16 @@
  *     converted once per partner type (ds4_matmuls over matmul_act.h): the attention input
  *     projections (q_a, kv, compressor and indexer projections), q_b with the indexer's q_b, the
  *     eight output groups, the router with the shared expert's gate and up;
- *   - the routed experts (arch_deepseek4_moe.c): gate+up+SwiGLU of every selected expert in one
+ *   - the routed experts (experts.c): gate+up+SwiGLU of every selected expert in one
  *     dispatch, the downs with the shared expert's down in another;
  *   - per-token work (norms, RoPE, FP8, hyper-connections) is split by token in a batch;
  *   - attention: the indexer scores split by rows of compressed keys (a single token) or by token,
  *     the heads by (token, group of heads); a decode step converts its F16 keys once.
  * Each output element is computed by the same operations in the same order whatever the split, so
  * results do not depend on the thread count or on how a sequence is cut into batches. */
-#include "model/arch_deepseek4.h"
+#include "model/deepseek4/ds4.h"
 #include "model/moe.h"
+#include "model/ops.h"
 #include "model/moe_approx.h"
 #include "quant/matmul_act.h"
 #include "base/prof.h"
@@ -80,7 +81,7 @@ typedef struct {
 static void ds4_hc_norm_item(void *arg, long t) {
     ds4_hc_job *j = arg;
     const int64_t hd = (int64_t)j->M->Nh * j->M->d;
-    ds4_rmsnorm(j->zn + t * hd, j->X + t * hd, hd, j->M->eps, NULL);
+    mr_rms_norm(j->zn + t * hd, j->X + t * hd, NULL, hd, j->M->eps);
 }
 
 /* split + combine, then the sublayer's RMSNorm (attn_norm / ffn_norm) into a */
@@ -92,7 +93,7 @@ static void ds4_hc_split_item(void *arg, long t) {
     ds4_hc_split(j->mixes + t * mix, j->scale, j->base, Nh, M->Ti, M->eps_hc, j->pre + t * Nh, j->post + t * Nh,
                  j->comb + t * Nh * Nh);
     ds4_hc_combine(j->y + t * M->d, j->X + t * hd, j->pre + t * Nh, Nh, M->d);
-    ds4_rmsnorm(j->a + t * M->d, j->y + t * M->d, M->d, M->eps, j->norm_w);
+    mr_rms_norm(j->a + t * M->d, j->y + t * M->d, j->norm_w, M->d, M->eps);
 }
 
 static void ds4_hc_post_item(void *arg, long t) {
@@ -146,7 +147,7 @@ static void ds4_hc_post(mr_model *m, const ds4_model *M, float *X, const float *
 static void ds4_comp_finish(const ds4_model *M, const ds4_layer *ly, float *row, int Dh, const float *norm, int64_t start,
                             int fp8) {
     float cs[4096];
-    ds4_rmsnorm(row, row, Dh, M->eps, norm);
+    mr_rms_norm(row, row, norm, Dh, M->eps);
     ds4_rope_cache(&ly->rope, start, 0, cs);
     ds4_rope_tail(row, Dh, M->R, cs);
     if (fp8) ds4_fp8_sim(row, Dh, M->R);
@@ -285,8 +286,8 @@ static void ds4_tok_item(void *arg, long t) {
     const int D = M->D, H = M->H, R = M->R, r = ly->ratio;
     float cs[4096];
     float *q = B->q + t * (int64_t)H * D, *kv = B->kv + t * (int64_t)D;
-    if (j->stage & DS4_ST_QNORM) for (int h = 0; h < H; h++) ds4_rmsnorm(q + (int64_t)h * D, q + (int64_t)h * D, D, M->eps, NULL);
-    if (j->stage & DS4_ST_KVNORM) ds4_rmsnorm(kv, kv, D, M->eps, ly->kv_norm);
+    if (j->stage & DS4_ST_QNORM) for (int h = 0; h < H; h++) mr_rms_norm(q + (int64_t)h * D, q + (int64_t)h * D, NULL, D, M->eps);
+    if (j->stage & DS4_ST_KVNORM) mr_rms_norm(kv, kv, ly->kv_norm, D, M->eps);
     if (j->stage & DS4_ST_ROPE) {
         ds4_rope_cache(&ly->rope, j->pos0 + t, 0, cs);
         for (int h = 0; h < H; h++) ds4_rope_tail(q + (int64_t)h * D, D, R, cs);
@@ -602,7 +603,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
     }
     DUMP("q_lora", il, B->qa, M->rq, n);
     MR_PROF_BEGIN(tn);
-    for (int t = 0; t < n; t++) ds4_rmsnorm(B->qa + (int64_t)t * M->rq, B->qa + (int64_t)t * M->rq, M->rq, M->eps, ly->q_a_norm);
+    for (int t = 0; t < n; t++) mr_rms_norm(B->qa + (int64_t)t * M->rq, B->qa + (int64_t)t * M->rq, ly->q_a_norm, M->rq, M->eps);
     MR_PROF_END(tn, "norms");
     DUMP("q_lora_norm", il, B->qa, M->rq, n);
     {
@@ -746,10 +747,6 @@ static void ds4_swiglu_item(void *arg, long t) {
     ds4_swiglu(j->sg + t * j->Fs, j->sg + t * j->Fs, j->su + t * j->Fs, j->Fs, j->lim);
 }
 
-/* routed experts without paging (arch_deepseek4_moe.c); 1 = not applicable here */
-int ds4_moe_fast(mr_model *m, int il, const float *a, int n, const int32_t *sel, const float *w, float lim,
-                 const mr_weight *sh_down, const float *hs, float *sh, float *eg, float *eu, float *ey, float *out);
-
 /* the FFN half of layer il (§3.9) */
 static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4_buf *B) {
     ds4_model *M = m->priv;
@@ -863,7 +860,7 @@ static void ds4_head_item(void *arg, long t) {
     ds4_hc_combine(j->y + t * d, j->X + t * (int64_t)Nh * d, w, Nh, d);
 }
 
-int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
     ds4_model *M = m->priv;
     ds4_state *st = stp;
     const int d = M->d, Nh = M->Nh;
@@ -901,7 +898,7 @@ int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, 
         ds4_head_job hj = {M, Xo, B.zn, B.mixes, B.y};
         ds4_pfor(m, no, ds4_head_item, &hj);
         DUMP("result_hc", -1, B.y, d, no);
-        for (int t = 0; t < no; t++) ds4_rmsnorm(B.y + (int64_t)t * d, B.y + (int64_t)t * d, d, M->eps, M->out_norm);
+        for (int t = 0; t < no; t++) mr_rms_norm(B.y + (int64_t)t * d, B.y + (int64_t)t * d, M->out_norm, d, M->eps);
         MR_PROF_END(th1, "hc_head");
         DUMP("result_norm", -1, B.y, d, no);
         if (mr_model_matmul(m, &M->output, B.y, no, logits)) goto done;
@@ -912,4 +909,18 @@ done:
     free(X); free(e);
     ds4_buf_free(&B);
     return rc;
+}
+
+/* Long batches are evaluated in pieces of DS4_MAX_BATCH tokens (the scratch grows with the batch:
+ * for V4-Flash q and the attention output alone are 256 KiB per token). Every path computes the same
+ * numbers (see the top of load.c), so the split does not change the logits. */
+#define DS4_MAX_BATCH 256
+int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+    const int nv = ((ds4_model *)m->priv)->V;
+    for (int i = 0; i < n; i += DS4_MAX_BATCH) {
+        const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH, last = i + len == n;
+        float *lg = !logits ? NULL : all_logits ? logits + (size_t)i * (size_t)nv : last ? logits : NULL;
+        if (ds4_eval_batch(m, stp, tok + i, len, pos0 + i, lg, all_logits)) return -1;
+    }
+    return 0;
 }
