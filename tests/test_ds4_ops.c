@@ -382,10 +382,10 @@ static void test_route(void) {
 
 static void test_swiglu_topk(void) {
     float g[4] = {12.0f, -3.0f, 1.0f, 50.0f}, u[4] = {20.0f, -15.0f, 0.5f, 1.0f}, h[4];
-    ds4_swiglu(h, g, u, 4, 10.0f);
+    mr_swiglu(h, g, u, 4, 10.0f, 1.0f);
     CHECK(fabsf(h[0] - 10.0f / (1 + expf(-10.0f)) * 10.0f) < 1e-4f, "clamped gate and up");
     CHECK(fabsf(h[1] - (-3.0f / (1 + expf(3.0f))) * -10.0f) < 1e-5f, "gate not clamped below");
-    ds4_swiglu(h, g, u, 4, 0.0f);
+    mr_swiglu(h, g, u, 4, 0.0f, 1.0f);
     CHECK(fabsf(h[0] - 12.0f / (1 + expf(-12.0f)) * 20.0f) < 1e-3f, "no clamp when lim = 0");
     float v[10] = {3, 9, 1, 9, 7, -1, 0, 8, 2, 5};
     int idx[4];

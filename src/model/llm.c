@@ -330,7 +330,7 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
                                           {l->ffn_gate.data, l->ffn_gate.type, l->ffn_gate.rows, l->ffn_gate.cols, h, n, g}};
             if (mr_matmul_many(m->pool, tk, 2)) goto done;
             MR_PROF_END(tf, "mm ffn_up+gate");
-            mr_swiglu(g, g, u, n * (int64_t)L->n_ff);
+            mr_swiglu(g, g, u, n * (int64_t)L->n_ff, 0.0f, 1.0f);
             if (mr_model_matmul(m, &l->ffn_down, g, n, o)) goto done;
         } else {
             if (mr_model_matmul(m, &l->ffn_gate_inp, h, n, rl)) goto done;

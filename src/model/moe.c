@@ -78,23 +78,6 @@ out:
     return rc;
 }
 
-/* SwiGLU (or SiLU without gate) of one expert row in place in u, with the optional clamp and the
- * routing weight before the down product (deepseek4) */
-static void moe_act_row(const mr_moe_cfg *c, int has_gate, float *gr, float *ur, int64_t F, float wr) {
-    if (!has_gate) { for (int64_t i = 0; i < F; i++) ur[i] = mr_silu(ur[i]); }
-    else {
-        if (c->clamp > 1e-6f) {
-            const float lim = c->clamp;
-            for (int64_t i = 0; i < F; i++) {
-                if (gr[i] > lim) gr[i] = lim;
-                ur[i] = ur[i] < -lim ? -lim : (ur[i] > lim ? lim : ur[i]);
-            }
-        }
-        mr_swiglu(ur, gr, ur, F);
-    }
-    if (c->weight_before_down) for (int64_t i = 0; i < F; i++) ur[i] *= wr;
-}
-
 /* All experts of the batch at once (no paging), in two pool dispatches:
  *   1. gate + up + activation, fused: the input is converted once (a token's converted row is
  *      copied to each expert that takes it, which equals converting the gathered floats); every
@@ -147,8 +130,8 @@ static void moe_gate_up_task(void *arg, long i) {
         return;
     }
     for (int r = 0; r < x->cnt; r++)
-        moe_act_row(j->c, j->has_gate, g + (int64_t)r * F + r0, u + (int64_t)r * F + r0, r1 - r0,
-                    j->w[j->list[x->start + r]]);
+        mr_swiglu(u + (int64_t)r * F + r0, j->has_gate ? g + (int64_t)r * F + r0 : NULL, u + (int64_t)r * F + r0, r1 - r0,
+                  j->c->clamp, j->c->weight_before_down ? j->w[j->list[x->start + r]] : 1.0f);
 }
 
 static void moe_down_act_task(void *arg, long i) {
@@ -314,22 +297,9 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
         for (int r = 0; r < cnt; r++) memcpy(xs + (int64_t)r * d, x + (int64_t)(li[r] / K) * d, sizeof(float) * (size_t)d);
         if (mr_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, u)) goto done;
         if (tg && mr_matmul(m->pool, ptr[MR_PAGER_GATE], tg->type, F, d, xs, cnt, g)) goto done;
-        for (int r = 0; r < cnt; r++) {
-            float *gr = g + (int64_t)r * F, *ur = u + (int64_t)r * F;
-            const float wr = w[li[r]];
-            if (!tg) { for (int64_t i = 0; i < F; i++) ur[i] = mr_silu(ur[i]); }
-            else {
-                if (c->clamp > 1e-6f) {
-                    const float lim = c->clamp;
-                    for (int64_t i = 0; i < F; i++) {
-                        if (gr[i] > lim) gr[i] = lim;
-                        ur[i] = ur[i] < -lim ? -lim : (ur[i] > lim ? lim : ur[i]);
-                    }
-                }
-                mr_swiglu(ur, gr, ur, F);
-            }
-            if (c->weight_before_down) for (int64_t i = 0; i < F; i++) ur[i] *= wr;
-        }
+        for (int r = 0; r < cnt; r++)
+            mr_swiglu(u + (int64_t)r * F, tg ? g + (int64_t)r * F : NULL, u + (int64_t)r * F, F, c->clamp,
+                      c->weight_before_down ? w[li[r]] : 1.0f);
         if (mr_matmul(m->pool, ptr[MR_PAGER_DOWN], td->type, d, F, u, cnt, y)) goto done;
         for (int r = 0; r < cnt; r++) {
             float *dst = slots + (int64_t)li[r] * d;

@@ -529,30 +529,10 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
                 for (int64_t i = 0; i < (int64_t)cnt * F; i++) if (!act[i]) u[i] = 0.0f;
             } else if (mr_approx_rows_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, act, u)) goto done;
         }
-        for (int r = 0; r < cnt; r++) {
-            float *gr = g + (int64_t)r * F, *ur = u + (int64_t)r * F;
-            const float wr = wk[li[r]];
-            if (!tg) { for (int64_t i = 0; i < F; i++) ur[i] = mr_silu(ur[i]); }
-            else if (skipping) {
-                /* silu(g) is already in sg (g clamped first); skipped rows have up = 0, so h = 0 */
-                const float *sr = sg + (int64_t)r * F;
-                if (c->clamp > 1e-6f) {
-                    const float lim = c->clamp;
-                    for (int64_t i = 0; i < F; i++) ur[i] = ur[i] < -lim ? -lim : (ur[i] > lim ? lim : ur[i]);
-                }
-                for (int64_t i = 0; i < F; i++) ur[i] = sr[i] * ur[i]; /* = mr_swiglu */
-            } else {
-                if (c->clamp > 1e-6f) {
-                    const float lim = c->clamp;
-                    for (int64_t i = 0; i < F; i++) {
-                        if (gr[i] > lim) gr[i] = lim;
-                        ur[i] = ur[i] < -lim ? -lim : (ur[i] > lim ? lim : ur[i]);
-                    }
-                }
-                mr_swiglu(ur, gr, ur, F);
-            }
-            if (c->weight_before_down) for (int64_t i = 0; i < F; i++) ur[i] *= wr;
-        }
+        /* skipped rows have up = 0, so h = 0 there */
+        for (int r = 0; r < cnt; r++)
+            mr_swiglu(u + (int64_t)r * F, tg ? g + (int64_t)r * F : NULL, u + (int64_t)r * F, F, c->clamp,
+                      c->weight_before_down ? wk[li[r]] : 1.0f);
         /* a batch loses the 4-column kernel (about 2x faster per column) in the sparse product: worth it
          * only when at least half of the blocks are skipped */
         if (sparse_down && cnt > 1 && group_bskipped * 2 < (int64_t)cnt * nb) sparse_down = 0;

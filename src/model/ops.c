@@ -40,8 +40,13 @@ void mr_softmax(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] *= inv;
 }
 
-void mr_swiglu(float *y, const float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = mr_silu(g[i]) * u[i];
+void mr_swiglu(float *h, const float *g, const float *u, int64_t n, float lim, float scale) {
+    if (!g) { for (int64_t i = 0; i < n; i++) h[i] = mr_silu(u[i]) * scale; return; }
+    if (!(lim > 1e-6f)) { for (int64_t i = 0; i < n; i++) h[i] = mr_silu(g[i]) * u[i] * scale; return; }
+    for (int64_t i = 0; i < n; i++) {
+        const float gv = g[i] > lim ? lim : g[i], uv = u[i] < -lim ? -lim : (u[i] > lim ? lim : u[i]);
+        h[i] = mr_silu(gv) * uv * scale;
+    }
 }
 
 void mr_add(float *y, const float *a, const float *b, int64_t n) {

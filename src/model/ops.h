@@ -24,8 +24,14 @@ static inline float mr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 /* ggml CPU softplus: x if x > 20 else log(1 + e^x), written logf(1 + expf(x)) like ggml (log1pf
  * gives the same golden KL for deepseek4's router; this form keeps its logits as they were) */
 static inline float mr_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
-/* y[i] = silu(g[i]) * u[i] (ggml swiglu_split); y may alias g or u */
-void mr_swiglu(float *y, const float *g, const float *u, int64_t n);
+/* The activation of every FFN and expert (ggml swiglu_split, with deepseek4's clamp and routing
+ * weight), element by element, h may alias g or u:
+ *   h[i] = silu(min(g[i], lim)) * clamp(u[i], -lim, lim) * scale    lim > 1e-6
+ *   h[i] = silu(g[i]) * u[i] * scale                                 otherwise
+ *   h[i] = silu(u[i]) * scale                                        g == NULL (no gate tensor)
+ * scale is the routing weight when it is applied before the down product (deepseek4), else 1
+ * (a product by 1 is exact, so the result is that of the formula without it). */
+void mr_swiglu(float *h, const float *g, const float *u, int64_t n, float lim, float scale);
 void mr_add(float *y, const float *a, const float *b, int64_t n);  /* y = a + b */
 
 /* ---- RoPE (ggml_rope_ext) ----

@@ -54,21 +54,9 @@ static void ds4_gate_up_task(void *arg, long i) {
     const mr_mm_act *a = x->own_ax ? &x->ax : j->ax_all;
     float *g = j->eg + (int64_t)x->start * F, *u = j->eu + (int64_t)x->start * F;
     if (mr_mm_rows(a, j->tg, x->pg, r0, r1, g, F) || mr_mm_rows(a, j->tu, x->pu, r0, r1, u, F)) { j->err = 1; return; }
-    const float lim = j->lim;
-    for (int c = 0; c < x->cnt; c++) {
-        float *gr = g + (int64_t)c * F, *ur = u + (int64_t)c * F;
-        const float wr = j->w[j->list[x->start + c]];
-        for (int64_t k = r0; k < r1; k++) {
-            float gv = gr[k], uv = ur[k];
-            if (lim > 1e-6f) {
-                if (gv > lim) gv = lim;
-                uv = uv < -lim ? -lim : (uv > lim ? lim : uv);
-            }
-            float h = mr_silu(gv) * uv;
-            h *= wr;
-            ur[k] = h;
-        }
-    }
+    for (int c = 0; c < x->cnt; c++)
+        mr_swiglu(u + (int64_t)c * F + r0, g + (int64_t)c * F + r0, u + (int64_t)c * F + r0, r1 - r0, j->lim,
+                  j->w[j->list[x->start + c]]);
 }
 
 static void ds4_down_act_task(void *arg, long i) {

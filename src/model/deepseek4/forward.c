@@ -744,7 +744,7 @@ oom:
 typedef struct { float *sg; const float *su; int64_t Fs; float lim; } ds4_swiglu_job;
 static void ds4_swiglu_item(void *arg, long t) {
     ds4_swiglu_job *j = arg;
-    ds4_swiglu(j->sg + t * j->Fs, j->sg + t * j->Fs, j->su + t * j->Fs, j->Fs, j->lim);
+    mr_swiglu(j->sg + t * j->Fs, j->sg + t * j->Fs, j->su + t * j->Fs, j->Fs, j->lim, 1.0f);
 }
 
 /* the FFN half of layer il (§3.9) */

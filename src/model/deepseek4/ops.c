@@ -274,18 +274,6 @@ void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, con
 
 /* ---- MoE ---- */
 
-void ds4_swiglu(float *h, const float *g, const float *u, int64_t n, float lim) {
-    const int clamp = lim > 1e-6f;
-    for (int64_t i = 0; i < n; i++) {
-        float gv = g[i], uv = u[i];
-        if (clamp) {
-            gv = gv < lim ? gv : lim;
-            uv = uv < -lim ? -lim : (uv > lim ? lim : uv);
-        }
-        h[i] = gv / (1.0f + expf(-gv)) * uv;
-    }
-}
-
 void ds4_topk(const float *v, int n, int k, int *idx) {
     /* selection by repeated insertion: n is small (experts, compressed rows up to a few thousand
      * with k <= 512), so an O(n*k) insertion into a sorted prefix is fine */

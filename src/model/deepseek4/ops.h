@@ -85,8 +85,6 @@ void ds4_axpy_f32_avx2(float *y, float a, const float *x, int n);
 void ds4_f16_to_f32_avx2(float *y, const uint16_t *x, int n);
 
 /* ---- MoE (§3.9) ---- */
-/* silu(min(g, lim)) * clamp(u, -lim, lim) when lim > 1e-6, else silu(g) * u; h may alias g or u */
-void ds4_swiglu(float *h, const float *g, const float *u, int64_t n, float lim);
 /* Router. logits[E] -> sel[k] (expert ids, slot order) and w[k].
  * hash_ids != NULL: take the ids from it (hash layers); else top-k of s + bias (bias may be NULL).
  * s = sqrt(softplus(logits)); w = s[sel], renormalised if norm (floor 6.103515625e-5), times scale
