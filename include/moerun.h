@@ -90,6 +90,7 @@ void mr_session_reset(mr_session *s);                 /* back to position 0 */
 int mr_session_truncate(mr_session *s, int n);
 int mr_session_n_past(const mr_session *s);           /* tokens evaluated so far */
 int mr_session_n_ctx(const mr_session *s);
+mr_model *mr_session_model(const mr_session *s);
 /* Evaluate n tokens after the ones already in the session (n > 1: one batch; n == 1: decode step).
  * logits (may be NULL): all_logits ? [n][n_vocab] : [n_vocab] of the last token. Fails (-1) if a
  * token id is out of range or n_past + n > n_ctx. */
@@ -225,6 +226,62 @@ typedef struct { uint64_t s[4]; } mr_rng;
 void mr_rng_seed(mr_rng *r, uint64_t seed);
 uint64_t mr_rng_next(mr_rng *r);
 double mr_rng_uniform(mr_rng *r);                        /* [0, 1), 53 random bits */
+
+/* ---- generation: the loop of run, chat and the server ----
+ * A generator samples from a session: mr_gen_prefill evaluates prompt tokens (in chunks of n_batch,
+ * calling progress between chunks: a nonzero return aborts), then each mr_gen_next samples one token
+ * and returns the text that is safe to show: whole UTF-8 characters only, never a suffix that could
+ * still grow into a stop string; at the end of the reply the rest is flushed. A stop string ends the
+ * reply and is cut from the text (with whatever followed it in the same token). Accepted tokens are
+ * evaluated lazily, at the start of the next step or the next prefill (a chat's next turn), so the
+ * last token of a reply costs no eval. mr_gen_accept takes tokens decided elsewhere (e.g. a draft
+ * verified by speculative decoding): they go through the same text / stop / limit checks and are
+ * evaluated as one batch by the next step. Greedy (temperature 0) output is the argmax chain. */
+typedef struct mr_gen mr_gen;
+enum { MR_GEN_RUNNING = 0, MR_GEN_EOG, MR_GEN_STOP, MR_GEN_LENGTH, MR_GEN_CONTEXT, MR_GEN_ABORTED };
+/* progress(user, done, total) during prefill: before the first chunk (done 0) and after each. */
+typedef int (*mr_gen_progress_fn)(void *user, int done, int total);
+typedef struct {
+    mr_sampler_params sampler;
+    int max_tokens;              /* tokens per reply; < 0 (default): until the context is full */
+    const char *const *stop;     /* stop strings (copied by mr_gen_new; empty ones ignored) */
+    int n_stop;                  /* at most 16, each at most 256 bytes */
+    int ignore_eos;              /* 1: end-of-generation tokens are never sampled (llama.cpp --ignore-eos) */
+    int n_batch;                 /* prefill chunk in tokens (default 512); results do not depend on it */
+    mr_gen_progress_fn progress; /* may be NULL */
+    void *user;
+} mr_gen_params;
+typedef struct {
+    const char *text;            /* text to show now (not NUL-terminated; valid until the next call) */
+    size_t len;
+    int n_accepted;              /* tokens accepted by this step (0 when it ended the reply on an EOG) */
+    int finish;                  /* MR_GEN_RUNNING: call again; otherwise why the reply ended */
+} mr_gen_step;
+typedef struct {
+    int n_prompt, n_gen, n_decode;   /* prompt tokens prefilled, tokens accepted, decode evals run */
+    double prefill_s, decode_s;      /* time in mr_gen_prefill; in mr_gen_next (evals + sampling) */
+} mr_gen_stats;                      /* cumulative over the generator's replies */
+void mr_gen_params_default(mr_gen_params *p);
+mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p);   /* p NULL = defaults */
+void mr_gen_free(mr_gen *g);
+/* Evaluate n prompt tokens after what the session holds (pending tokens of the last reply first)
+ * and start a new reply. 0 done, 1 aborted by progress (the chunks evaluated so far stay in the
+ * session: see mr_session_n_past), -1 error (the session must be reset). The prompt must leave room
+ * for at least one generated token. */
+int mr_gen_prefill(mr_gen *g, const int32_t *tokens, int n);
+int mr_gen_next(mr_gen *g, mr_gen_step *out);                            /* 0 or -1 (error set) */
+int mr_gen_accept(mr_gen *g, const int32_t *ids, int n, mr_gen_step *out); /* 0 or -1 */
+/* End the reply now (e.g. Ctrl-C, a closed connection): finish MR_GEN_ABORTED, the held text flushed. */
+void mr_gen_stop(mr_gen *g, mr_gen_step *out);
+/* After mr_session_reset / mr_session_truncate by the caller: forget pending tokens and logits. */
+void mr_gen_reset(mr_gen *g);
+const char *mr_gen_text(const mr_gen *g, size_t *len);      /* the reply so far (after a stop cut) */
+int mr_gen_tokens(const mr_gen *g, const int32_t **ids);     /* tokens accepted in this reply */
+int mr_gen_n_pending(const mr_gen *g);                       /* accepted tokens not yet evaluated */
+const float *mr_gen_logits(const mr_gen *g);                 /* [n_vocab] of the last evaluated token */
+mr_sampler *mr_gen_sampler(mr_gen *g);  /* e.g. mr_sampler_accept of a prompt prefix reused from a cache */
+void mr_gen_get_stats(const mr_gen *g, mr_gen_stats *out);
+const char *mr_gen_finish_name(int finish);  /* "eog", "stop", "length", "context", "aborted" */
 
 /* ---- expert pager (issue 6) ---- */
 /* Routing traces (shared/README.md format "KJVR") and the expert-cache simulator behind

@@ -49,4 +49,21 @@ int mr_cli_sampler_flag(int argc, char **argv, int *i, mr_sampler_params *sp);
 int mr_cli_approx_flag(int argc, char **argv, int *i, mr_approx_params *p);
 /* One line: the setting and, if evals ran with it, experts/token kept and skipped rows/blocks. */
 void mr_cli_approx_report(const mr_model *m, FILE *out);
+
+/* Ctrl-C and progress lines (tools/cli_progress.c). mr_cli_catch_sigint sets mr_cli_interrupted on
+ * SIGINT (without SA_RESTART). The progress callbacks draw "WHAT: done/total (p%), rate, ETA" on
+ * stderr when it is a terminal, and return mr_cli_interrupted so the library stops between chunks;
+ * commands exit 130 when Ctrl-C stopped a load or a prefill. */
+#include <signal.h>
+extern volatile sig_atomic_t mr_cli_interrupted;
+void mr_cli_catch_sigint(void);
+typedef struct {
+    const char *what, *stage;
+    double t0;
+    int tty, shown;
+} mr_cli_progress;
+void mr_cli_progress_init(mr_cli_progress *p, const char *what);
+int mr_cli_progress_gen(void *user, int done, int total);                      /* mr_gen_progress_fn */
+int mr_cli_progress_load(void *user, const char *stage, int done, int total); /* model load */
+void mr_cli_progress_clear(mr_cli_progress *p);                               /* erase the line */
 #endif

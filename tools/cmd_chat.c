@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static volatile sig_atomic_t chat_interrupted;
-static void chat_on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
 
 static void chat_usage(FILE *f) {
     fprintf(f, "usage: moerun chat -m MODEL [options]\n"
@@ -90,15 +88,15 @@ static int cmd_chat(int argc, char **argv) {
 
     int rc = 1, n_msgs = 0, cap_msgs = 16;
     mr_chat_msg *msgs = malloc(sizeof *msgs * (size_t)cap_msgs);
-    chat_str kv_text = {0};        /* the text whose tokens are in the session */
-    char *full = NULL;
+    chat_str kv_text = {0};        /* the text whose tokens are in the session (or pending in g) */
     int32_t *ids = NULL;
-    float *logits = NULL;
     mr_session *s = NULL;
-    mr_sampler *smp = NULL;
+    mr_gen *g = NULL;
+    mr_cli_progress pr;
     double t0 = mr_cli_now();
     if (ram_budget && mr_ram_budget_parse(ram_budget, model, mp.n_ctx, &mp.ram_budget)) {
         fprintf(stderr, "error: %s\n", mr_last_error());
+        free(msgs);
         return 1;
     }
     mr_model *m = mr_model_load(model, &mp);
@@ -107,24 +105,25 @@ static int cmd_chat(int argc, char **argv) {
     mr_tokenizer *tok = mr_model_tokenizer(m);
     if (!tok) { fprintf(stderr, "error: %s has no usable tokenizer\n", model); goto done; }
     s = mr_session_new(m, 0);
-    const int V = mr_model_n_vocab(m);
-    smp = mr_sampler_new(&sp, V);
-    logits = malloc(sizeof(float) * (size_t)V);
-    if (!msgs || !s || !smp || !logits) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    mr_gen_params gp;
+    mr_gen_params_default(&gp);
+    gp.sampler = sp;
+    gp.max_tokens = n_max;
+    gp.progress = mr_cli_progress_gen;
+    gp.user = &pr;
+    g = s ? mr_gen_new(s, &gp) : NULL;
+    if (!msgs || !s || !g) { fprintf(stderr, "error: %s\n", msgs ? mr_last_error() : "out of memory"); goto done; }
+    const int n_ctx = mr_session_n_ctx(s);
     fprintf(stderr, "loaded %s (%s, template %s) in %.2f s; /exit or Ctrl-D to quit\n", model, mr_model_arch(m),
             tmpl ? tmpl : mr_chat_template_detect(m), mr_cli_now() - t0);
     if (sys) msgs[n_msgs++] = (mr_chat_msg){"system", strdup(sys)};
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = chat_on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
-    sigaction(SIGINT, &sa, NULL);
+    mr_cli_catch_sigint();
 
     char line[8192];
     for (;;) {
         fprintf(stdout, "> ");
         fflush(stdout);
-        chat_interrupted = 0;
+        mr_cli_interrupted = 0;
         if (!fgets(line, sizeof line, stdin)) { printf("\n"); break; } /* EOF or Ctrl-C */
         size_t ll = strlen(line);
         while (ll && (line[ll - 1] == '\n' || line[ll - 1] == '\r')) line[--ll] = 0;
@@ -146,68 +145,79 @@ static int cmd_chat(int argc, char **argv) {
             if (!nm) { fprintf(stderr, "error: out of memory\n"); goto done; }
             msgs = nm;
         }
-        msgs[n_msgs++] = (mr_chat_msg){"user", strdup(line)};
-        free(full);
-        full = chat_render(m, tmpl, msgs, n_msgs, 1);
+        char *user_text = strdup(line);
+        if (!user_text) { fprintf(stderr, "error: out of memory\n"); goto done; }
+        msgs[n_msgs++] = (mr_chat_msg){"user", user_text};
+        char *full = chat_render(m, tmpl, msgs, n_msgs, 1);
         if (!full) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
         /* feed only what the session lacks; if the history does not extend it, start over */
         const char *delta = full;
         int first = 1;
         if (kv_text.len && !strncmp(full, kv_text.s, kv_text.len)) { delta = full + kv_text.len; first = 0; }
-        else if (kv_text.len) { mr_session_reset(s); kv_text.len = 0; }
+        else if (kv_text.len) { mr_session_reset(s); mr_gen_reset(g); kv_text.len = 0; }
         if (show_prompt) fprintf(stderr, "[prompt] %s\n", delta);
         size_t dl = strlen(delta);
         free(ids);
         int cap = (int)(dl + 16);
         ids = malloc(sizeof(int32_t) * (size_t)cap);
         int n = ids ? mr_tokenize(tok, delta, dl, first, 1, ids, cap) : INT_MIN;
-        if (n < 0) { fprintf(stderr, "error: tokenize: %s\n", mr_last_error()); goto done; }
-        if (mr_session_n_past(s) + n + 1 >= mr_session_n_ctx(s)) {
-            fprintf(stderr, "error: the conversation no longer fits the context (%d tokens); starting over\n",
-                    mr_session_n_ctx(s));
+        if (n < 0) { fprintf(stderr, "error: tokenize: %s\n", mr_last_error()); free(full); goto done; }
+        if (mr_session_n_past(s) + mr_gen_n_pending(g) + n + 1 >= n_ctx) {
+            fprintf(stderr, "error: the conversation no longer fits the context (%d tokens); starting over\n", n_ctx);
             mr_session_reset(s);
+            mr_gen_reset(g);
             kv_text.len = 0;
             for (int i = 0; i < n_msgs; i++) free((char *)msgs[i].content);
             n_msgs = 0;
             if (sys) msgs[n_msgs++] = (mr_chat_msg){"system", strdup(sys)};
+            free(full);
             continue;
         }
-        double ta = mr_cli_now();
-        int ok = 1;
-        for (int i = 0; i < n && ok; i += 512) {
-            int k = n - i < 512 ? n - i : 512;
-            if (mr_session_eval(s, ids + i, k, logits, 0)) ok = 0;
+        mr_gen_stats before, after;
+        mr_gen_get_stats(g, &before);
+        mr_cli_progress_init(&pr, "prefill");
+        int pf = mr_gen_prefill(g, ids, n);
+        mr_cli_progress_clear(&pr);
+        if (pf < 0) { fprintf(stderr, "error: %s\n", mr_last_error()); free(full); goto done; }
+        if (pf > 0) {
+            /* Ctrl-C during the prompt: forget the message; the session restarts next turn */
+            fprintf(stderr, "(stopped)\n");
+            mr_session_reset(s);
+            mr_gen_reset(g);
+            kv_text.len = 0;
+            free((char *)msgs[--n_msgs].content);
+            free(full);
+            continue;
         }
-        if (!ok) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
-        double tb = mr_cli_now();
-        for (int i = 0; i < n; i++) mr_sampler_accept(smp, ids[i]);
-        if (cs_append(&kv_text, delta, dl)) { fprintf(stderr, "error: out of memory\n"); goto done; }
-        chat_str reply = {0};
-        int n_gen = 0;
-        char piece[256];
-        while (n_gen < n_max && !chat_interrupted && mr_session_n_past(s) < mr_session_n_ctx(s)) {
-            int32_t id = mr_sampler_sample(smp, logits);
-            if (id < 0 || mr_tokenizer_is_eog(tok, id)) break;
-            mr_sampler_accept(smp, id);
-            n_gen++;
-            int pl = mr_token_to_piece(tok, id, piece, sizeof piece, 0);
-            if (pl > 0) { fwrite(piece, 1, (size_t)pl, stdout); fflush(stdout); cs_append(&reply, piece, (size_t)pl); }
-            if (mr_session_eval(s, &id, 1, logits, 0)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); free(reply.s); goto done; }
+        int app = cs_append(&kv_text, delta, dl);
+        free(full);
+        if (app) { fprintf(stderr, "error: out of memory\n"); goto done; }
+        mr_gen_step st = {0};
+        while (!st.finish) {
+            if (mr_cli_interrupted) mr_gen_stop(g, &st);
+            else if (mr_gen_next(g, &st)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); goto done; }
+            if (st.len) { fwrite(st.text, 1, st.len, stdout); fflush(stdout); }
         }
-        double tc = mr_cli_now();
+        mr_gen_get_stats(g, &after);
         printf("\n");
-        if (chat_interrupted) fprintf(stderr, "(stopped)\n");
-        fprintf(stderr, "[%d prompt tokens %.1f tok/s, %d generated %.1f tok/s]\n", n, tb > ta ? n / (tb - ta) : 0.0,
-                n_gen, tc > tb ? n_gen / (tc - tb) : 0.0);
-        /* the reply's tokens are in the session: so is its text */
-        cs_append(&kv_text, reply.s ? reply.s : "", reply.len);
-        msgs[n_msgs++] = (mr_chat_msg){"assistant", reply.s ? reply.s : strdup("")};
+        if (st.finish == MR_GEN_ABORTED) fprintf(stderr, "(stopped)\n");
+        int n_gen = after.n_gen - before.n_gen;
+        double tp = after.prefill_s - before.prefill_s, td = after.decode_s - before.decode_s;
+        fprintf(stderr, "[%d prompt tokens %.1f tok/s, %d generated %.1f tok/s]\n", n, tp > 0 ? n / tp : 0.0,
+                n_gen, td > 0 ? n_gen / td : 0.0);
+        /* the reply's tokens are in the session (the last one pending in g): so is its text */
+        size_t rl;
+        const char *reply = mr_gen_text(g, &rl);
+        char *copy = malloc(rl + 1);
+        if (!copy || cs_append(&kv_text, reply, rl)) { free(copy); fprintf(stderr, "error: out of memory\n"); goto done; }
+        memcpy(copy, reply, rl + 1);
+        msgs[n_msgs++] = (mr_chat_msg){"assistant", copy};
     }
     rc = 0;
 done:
     for (int i = 0; msgs && i < n_msgs; i++) free((char *)msgs[i].content);
-    free(msgs); free(kv_text.s); free(full); free(ids); free(logits);
-    mr_sampler_free(smp);
+    free(msgs); free(kv_text.s); free(ids);
+    mr_gen_free(g);
     mr_session_free(s);
     mr_model_free(m);
     return rc;

@@ -74,11 +74,10 @@ static int cmd_run(int argc, char **argv) {
     int rc = 1;
     mr_model *m = NULL;
     mr_session *s = NULL;
-    mr_sampler *smp = NULL;
-    int32_t *ids = NULL, *gen = NULL;
-    float *logits = NULL;
-    double t0 = 0, t_load, t_prefill = 0, t_decode = 0;
-    int n_prompt = 0, n_done = 0;
+    mr_gen *g = NULL;
+    int32_t *ids = NULL;
+    double t0 = 0, t_load;
+    int n_prompt = 0;
 
     t0 = mr_cli_now();
     if (budget && mr_ram_budget_parse(budget, model, mp.n_ctx, &mp.ram_budget)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
@@ -99,58 +98,52 @@ static int cmd_run(int argc, char **argv) {
     if (n_prompt == 0) { fprintf(stderr, "error: the prompt is empty\n"); goto done; }
     s = mr_session_new(m, 0);
     if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
-    const int n_ctx = mr_session_n_ctx(s), V = mr_model_n_vocab(m);
+    const int n_ctx = mr_session_n_ctx(s);
     if (n_prompt >= n_ctx) { fprintf(stderr, "error: the prompt (%d tokens) does not fit the context (%d)\n", n_prompt, n_ctx); goto done; }
     if (n_prompt + n_gen > n_ctx) {
         fprintf(stderr, "warning: generating at most %d tokens (context %d)\n", n_ctx - n_prompt, n_ctx);
         n_gen = n_ctx - n_prompt;
     }
-    smp = mr_sampler_new(&sp, V);
-    logits = malloc(sizeof(float) * (size_t)V);
-    gen = malloc(sizeof(int32_t) * (size_t)(n_gen + 1));
-    if (!smp || !logits || !gen) { fprintf(stderr, "error: %s\n", smp ? "out of memory" : mr_last_error()); goto done; }
-    for (int i = 0; i < n_prompt; i++) mr_sampler_accept(smp, ids[i]);
+    mr_gen_params gp;
+    mr_gen_params_default(&gp);
+    gp.sampler = sp;
+    gp.max_tokens = n_gen;
+    g = mr_gen_new(s, &gp);
+    if (!g) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = run_on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
-    double ta = mr_cli_now();
     if (profile) { mr_profile_reset(); mr_profile_enable(1); }
-    for (int i = 0; i < n_prompt; i += 512) {
-        int k = n_prompt - i < 512 ? n_prompt - i : 512;
-        if (mr_session_eval(s, ids + i, k, logits, 0)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
-    }
-    double tb = mr_cli_now();
-    t_prefill = tb - ta;
-    if (stats && mr_model_pager_stats(m, &pst_now) == 0) { mr_pager_stats_json(stats, n_prompt - 1, &pst_now, &pst_prev); pst_prev = pst_now; }
+    if (mr_gen_prefill(g, ids, n_prompt) < 0) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    int n_past = mr_session_n_past(s);
+    if (stats && mr_model_pager_stats(m, &pst_now) == 0) { mr_pager_stats_json(stats, n_past - 1, &pst_now, &pst_prev); pst_prev = pst_now; }
     fputs(text, stdout); /* the prompt, then the continuation */
     fflush(stdout);
-    char piece[256];
-    while (n_done < n_gen && !run_interrupted) {
-        int32_t id = mr_sampler_sample(smp, logits);
-        if (id < 0) { fprintf(stderr, "error: sampling failed: %s\n", mr_last_error()); goto done; }
-        if (mr_tokenizer_is_eog(tok, id)) break;
-        gen[n_done++] = id;
-        mr_sampler_accept(smp, id);
-        int pl = mr_token_to_piece(tok, id, piece, sizeof piece, 0);
-        if (pl > 0) { fwrite(piece, 1, (size_t)pl, stdout); fflush(stdout); }
-        if (n_done == n_gen) break;
-        if (mr_session_eval(s, &id, 1, logits, 0)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); goto done; }
-        if (stats && mr_model_pager_stats(m, &pst_now) == 0) {
-            mr_pager_stats_json(stats, n_prompt + n_done - 1, &pst_now, &pst_prev);
+    mr_gen_step st = {0};
+    while (!st.finish && !run_interrupted) {
+        if (mr_gen_next(g, &st)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); goto done; }
+        if (st.len) { fwrite(st.text, 1, st.len, stdout); fflush(stdout); }
+        /* one stats line per decode step (a step evaluates the token sampled by the previous one) */
+        if (stats && mr_session_n_past(s) > n_past && mr_model_pager_stats(m, &pst_now) == 0) {
+            n_past = mr_session_n_past(s);
+            mr_pager_stats_json(stats, n_past - 1, &pst_now, &pst_prev);
             pst_prev = pst_now;
         }
     }
-    t_decode = mr_cli_now() - tb;
+    mr_gen_stats gs;
+    mr_gen_get_stats(g, &gs);
     if (profile) {
         mr_profile_enable(0);
-        mr_profile_eval_time(0, t_prefill);
-        mr_profile_eval_time(1, t_decode);
+        mr_profile_eval_time(0, gs.prefill_s);
+        mr_profile_eval_time(1, gs.decode_s);
     }
     printf("\n");
     if (show_ids) {
+        const int32_t *gen;
+        int n_done = mr_gen_tokens(g, &gen);
         printf("ids: ");
         for (int i = 0; i < n_done; i++) printf("%s%d", i ? "," : "", gen[i]);
         printf("\n");
@@ -158,20 +151,19 @@ static int cmd_run(int argc, char **argv) {
     fflush(stdout);
     if (run_interrupted) fprintf(stderr, "(interrupted)\n");
     fprintf(stderr, "load: %.3f s (%s, %d threads)\n", t_load, mr_model_arch(m), mr_model_n_threads(m));
-    fprintf(stderr, "prompt: %d tokens in %.3f s, %.2f tok/s\n", n_prompt, t_prefill, t_prefill > 0 ? n_prompt / t_prefill : 0.0);
-    /* n_done tokens were sampled; n_done - 1 of them (or n_done if stopped by end of generation)
-     * needed a decode step: report the decode steps actually run */
-    int steps = n_done > 0 ? (n_done == n_gen ? n_done - 1 : n_done) : 0;
-    fprintf(stderr, "generated: %d tokens in %.3f s, %.2f tok/s (%d decode steps)\n", n_done, t_decode,
-            t_decode > 0 ? steps / t_decode : 0.0, steps);
+    fprintf(stderr, "prompt: %d tokens in %.3f s, %.2f tok/s\n", n_prompt, gs.prefill_s,
+            gs.prefill_s > 0 ? n_prompt / gs.prefill_s : 0.0);
+    /* the last token sampled is not evaluated: report the decode steps actually run */
+    fprintf(stderr, "generated: %d tokens in %.3f s, %.2f tok/s (%d decode steps)\n", gs.n_gen, gs.decode_s,
+            gs.decode_s > 0 ? gs.n_decode / gs.decode_s : 0.0, gs.n_decode);
     if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
-    if (budget) mr_pager_print_summary(stderr, m, n_prompt, t_prefill, steps, t_decode);
+    if (budget) mr_pager_print_summary(stderr, m, n_prompt, gs.prefill_s, gs.n_decode, gs.decode_s);
     if (profile) mr_profile_report(stderr);
     rc = 0;
 done:
     if (stats) fclose(stats);
-    free(text); free(ids); free(gen); free(logits);
-    mr_sampler_free(smp);
+    free(text); free(ids);
+    mr_gen_free(g);
     mr_session_free(s);
     mr_model_free(m);
     return rc;

@@ -165,6 +165,7 @@ int mr_session_truncate(mr_session *s, int n) {
 
 int mr_session_n_past(const mr_session *s) { return s->n_past; }
 int mr_session_n_ctx(const mr_session *s) { return s->n_ctx; }
+mr_model *mr_session_model(const mr_session *s) { return s->m; }
 
 int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, int all_logits) {
     if (n <= 0) { mr_set_error("eval: no tokens"); return -1; }

@@ -1,0 +1,321 @@
+/* Generation loop shared by run, chat and the server (moerun.h, "generation").
+ *
+ * A reply is: prefill (prompt tokens in chunks of n_batch, progress callback between chunks), then
+ * steps. A step samples one token from the current logits (or takes tokens decided elsewhere,
+ * mr_gen_accept), appends their text, and reports the text that is safe to show: whole UTF-8
+ * characters only, and not a suffix that could still become a stop string. Accepted tokens are
+ * evaluated lazily, at the start of the next step (all pending tokens in one eval, so a step that
+ * accepts several tokens costs one batch), so the last token of a reply is never evaluated unless
+ * another step or turn follows: a chat's next prefill evaluates it first. */
+#include "moerun.h"
+#include "base/base.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GEN_MAX_STOP 16
+#define GEN_MAX_STOP_LEN 256
+
+struct mr_gen {
+    mr_session *s;
+    const mr_tokenizer *tok;
+    mr_sampler *smp;
+    mr_gen_params p;
+    int n_vocab;
+    float *logits;           /* [n_vocab] of the last evaluated token */
+    int have_logits;
+    int32_t *eog;            /* end-of-generation ids masked when ignore_eos */
+    int n_eog;
+    char stop[GEN_MAX_STOP][GEN_MAX_STOP_LEN + 1];
+    size_t stop_len[GEN_MAX_STOP];
+    int n_stop;
+    /* the reply */
+    int32_t *pending;        /* accepted, not yet evaluated */
+    int n_pending, cap_pending;
+    int32_t *gen;            /* accepted tokens of this reply */
+    int n_gen, cap_gen;
+    char *text;              /* their text (cut at a stop string) */
+    size_t text_len, text_cap, sent;
+    int finish;
+    mr_gen_stats st;
+};
+
+void mr_gen_params_default(mr_gen_params *p) {
+    memset(p, 0, sizeof *p);
+    mr_sampler_default_params(&p->sampler);
+    p->max_tokens = -1;
+    p->n_batch = 512;
+}
+
+const char *mr_gen_finish_name(int finish) {
+    switch (finish) {
+    case MR_GEN_RUNNING: return "running";
+    case MR_GEN_EOG: return "eog";
+    case MR_GEN_STOP: return "stop";
+    case MR_GEN_LENGTH: return "length";
+    case MR_GEN_CONTEXT: return "context";
+    case MR_GEN_ABORTED: return "aborted";
+    default: return "unknown";
+    }
+}
+
+void mr_gen_free(mr_gen *g) {
+    if (!g) return;
+    mr_sampler_free(g->smp);
+    free(g->logits); free(g->eog); free(g->pending); free(g->gen); free(g->text);
+    free(g);
+}
+
+mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
+    mr_gen *g = calloc(1, sizeof *g);
+    if (!g) { mr_set_error("generate: out of memory"); return NULL; }
+    if (p) g->p = *p; else mr_gen_params_default(&g->p);
+    if (g->p.n_batch <= 0) g->p.n_batch = 512;
+    g->s = s;
+    const mr_model *m = mr_session_model(s);
+    g->tok = mr_model_tokenizer(m);
+    g->n_vocab = mr_model_n_vocab(m);
+    if (!g->tok) { mr_set_error("generate: the model has no usable tokenizer"); goto fail; }
+    if (g->p.n_stop < 0 || g->p.n_stop > GEN_MAX_STOP) { mr_set_error("generate: at most %d stop strings", GEN_MAX_STOP); goto fail; }
+    for (int i = 0; i < g->p.n_stop; i++) {
+        size_t l = g->p.stop[i] ? strlen(g->p.stop[i]) : 0;
+        if (l > GEN_MAX_STOP_LEN) { mr_set_error("generate: a stop string is longer than %d bytes", GEN_MAX_STOP_LEN); goto fail; }
+        if (!l) continue; /* an empty stop string would end every reply at once: ignored */
+        memcpy(g->stop[g->n_stop], g->p.stop[i], l + 1);
+        g->stop_len[g->n_stop++] = l;
+    }
+    g->p.stop = NULL; /* copied; the caller's strings need not outlive this call */
+    g->smp = mr_sampler_new(&g->p.sampler, g->n_vocab);
+    if (!g->smp) goto fail;
+    g->logits = malloc(sizeof(float) * (size_t)g->n_vocab);
+    g->cap_pending = 16;
+    g->pending = malloc(sizeof(int32_t) * (size_t)g->cap_pending);
+    g->cap_gen = 256;
+    g->gen = malloc(sizeof(int32_t) * (size_t)g->cap_gen);
+    if (!g->logits || !g->pending || !g->gen) { mr_set_error("generate: out of memory"); goto fail; }
+    if (g->p.ignore_eos) {
+        for (int32_t id = 0; id < g->n_vocab; id++) g->n_eog += mr_tokenizer_is_eog(g->tok, id);
+        g->eog = malloc(sizeof(int32_t) * (size_t)(g->n_eog + 1));
+        if (!g->eog) { mr_set_error("generate: out of memory"); goto fail; }
+        g->n_eog = 0;
+        for (int32_t id = 0; id < g->n_vocab; id++)
+            if (mr_tokenizer_is_eog(g->tok, id)) g->eog[g->n_eog++] = id;
+    }
+    return g;
+fail:
+    mr_gen_free(g);
+    return NULL;
+}
+
+mr_sampler *mr_gen_sampler(mr_gen *g) { return g->smp; }
+const float *mr_gen_logits(const mr_gen *g) { return g->have_logits ? g->logits : NULL; }
+void mr_gen_get_stats(const mr_gen *g, mr_gen_stats *out) { *out = g->st; }
+int mr_gen_n_pending(const mr_gen *g) { return g->n_pending; }
+
+const char *mr_gen_text(const mr_gen *g, size_t *len) {
+    if (len) *len = g->text_len;
+    return g->text ? g->text : "";
+}
+
+int mr_gen_tokens(const mr_gen *g, const int32_t **ids) {
+    *ids = g->gen;
+    return g->n_gen;
+}
+
+void mr_gen_reset(mr_gen *g) {
+    g->n_pending = 0;
+    g->have_logits = 0;
+    g->n_gen = 0;
+    g->text_len = g->sent = 0;
+    g->finish = MR_GEN_RUNNING;
+}
+
+static int grow_i32(int32_t **v, int *cap, int need) {
+    if (need <= *cap) return 0;
+    int c = *cap;
+    while (c < need) {
+        if (c > 0x3fffffff) { mr_set_error("generate: too many tokens"); return -1; }
+        c *= 2;
+    }
+    int32_t *nv = realloc(*v, sizeof(int32_t) * (size_t)c);
+    if (!nv) { mr_set_error("generate: out of memory"); return -1; }
+    *v = nv;
+    *cap = c;
+    return 0;
+}
+
+static int text_add(mr_gen *g, const char *p, size_t n) {
+    if (g->text_len + n + 1 > g->text_cap) {
+        size_t cap = (g->text_len + n + 1) * 2;
+        char *t = realloc(g->text, cap);
+        if (!t) { mr_set_error("generate: out of memory"); return -1; }
+        g->text = t;
+        g->text_cap = cap;
+    }
+    memcpy(g->text + g->text_len, p, n);
+    g->text_len += n;
+    g->text[g->text_len] = 0;
+    return 0;
+}
+
+/* Evaluate the pending tokens (one batch); the logits become those of the last one. */
+static int eval_pending(mr_gen *g) {
+    if (!g->n_pending) return 0;
+    if (mr_session_eval(g->s, g->pending, g->n_pending, g->logits, 0)) return -1;
+    g->n_pending = 0;
+    g->have_logits = 1;
+    return 0;
+}
+
+int mr_gen_prefill(mr_gen *g, const int32_t *tokens, int n) {
+    if (n < 0 || (n == 0 && !g->n_pending && !g->have_logits)) { mr_set_error("generate: nothing to evaluate"); return -1; }
+    const int n_past = mr_session_n_past(g->s), n_ctx = mr_session_n_ctx(g->s);
+    if ((int64_t)n_past + g->n_pending + n >= n_ctx) {
+        mr_set_error("the prompt (%d tokens after %d) does not fit the context (%d)", n + g->n_pending, n_past, n_ctx);
+        return -1;
+    }
+    double t0 = mr_now();
+    /* pending tokens of the previous reply (a chat's next turn) go first: one sequence */
+    const int32_t *seq = tokens;
+    const int total = g->n_pending + n;
+    if (g->n_pending) {
+        if (grow_i32(&g->pending, &g->cap_pending, total)) return -1;
+        memcpy(g->pending + g->n_pending, tokens, sizeof(int32_t) * (size_t)n);
+        seq = g->pending;
+    }
+    if (g->p.progress && g->p.progress(g->p.user, 0, total)) return 1;
+    for (int done = 0; done < total;) {
+        int k = total - done < g->p.n_batch ? total - done : g->p.n_batch;
+        if (mr_session_eval(g->s, seq + done, k, g->logits, 0)) { g->n_pending = 0; return -1; }
+        g->have_logits = 1;
+        done += k;
+        if (done >= g->n_pending) g->n_pending = 0; /* they are in the session now */
+        if (g->p.progress && g->p.progress(g->p.user, done, total)) {
+            /* the chunks evaluated so far stay in the session (mr_session_n_past); the sampler saw
+             * none of them */
+            g->n_pending = 0;
+            g->st.prefill_s += mr_now() - t0;
+            return 1;
+        }
+    }
+    for (int j = 0; j < n; j++) mr_sampler_accept(g->smp, tokens[j]);
+    g->st.n_prompt += n;
+    g->st.prefill_s += mr_now() - t0;
+    /* a new reply */
+    g->n_gen = 0;
+    g->text_len = g->sent = 0;
+    g->finish = MR_GEN_RUNNING;
+    return 0;
+}
+
+/* Bytes of s[0..n) that end on a whole UTF-8 character (an incomplete tail waits for more bytes). */
+static size_t utf8_complete(const char *s, size_t n) {
+    size_t i = n;
+    for (int back = 0; back < 4 && i > 0; back++) {
+        unsigned char c = (unsigned char)s[i - 1];
+        if ((c & 0xc0) != 0x80) { /* lead or ASCII byte at i-1 */
+            size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+            return n - (i - 1) >= need ? n : i - 1;
+        }
+        i--;
+    }
+    return n; /* more than 3 continuation bytes: not UTF-8, nothing to wait for */
+}
+
+/* Longest suffix of the unsent text that is a proper prefix of a stop string (held back). */
+static size_t stop_holdback(const mr_gen *g) {
+    size_t hold = 0, avail = g->text_len - g->sent;
+    for (int k = 0; k < g->n_stop; k++)
+        for (size_t l = g->stop_len[k] - 1 < avail ? g->stop_len[k] - 1 : avail; l > hold; l--)
+            if (!memcmp(g->text + g->text_len - l, g->stop[k], l)) { hold = l; break; }
+    return hold;
+}
+
+static void step_text(mr_gen *g, mr_gen_step *out) {
+    size_t ready = g->text_len;
+    if (!g->finish) {
+        ready = utf8_complete(g->text ? g->text : "", g->text_len);
+        size_t hold = stop_holdback(g);
+        if (g->text_len - hold < ready) ready = g->text_len - hold;
+        if (ready < g->sent) ready = g->sent;
+    }
+    out->text = g->text ? g->text + g->sent : "";
+    out->len = ready - g->sent;
+    g->sent = ready;
+}
+
+int mr_gen_accept(mr_gen *g, const int32_t *ids, int n, mr_gen_step *out) {
+    memset(out, 0, sizeof *out);
+    if (g->finish) { out->finish = g->finish; return 0; }
+    const int n_ctx = mr_session_n_ctx(g->s);
+    int taken = 0;
+    for (; taken < n && !g->finish; taken++) {
+        const int32_t id = ids[taken];
+        if (id < 0 || id >= g->n_vocab) { mr_set_error("generate: token id %d out of range", id); return -1; }
+        if (!g->p.ignore_eos && mr_tokenizer_is_eog(g->tok, id)) { g->finish = MR_GEN_EOG; break; }
+        if (grow_i32(&g->pending, &g->cap_pending, g->n_pending + 1) || grow_i32(&g->gen, &g->cap_gen, g->n_gen + 1)) return -1;
+        g->pending[g->n_pending++] = id;
+        g->gen[g->n_gen++] = id;
+        mr_sampler_accept(g->smp, id);
+        g->st.n_gen++;
+        char piece[256];
+        int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, 0);
+        if (pl < 0 && pl != INT_MIN) { /* a piece longer than the stack buffer */
+            char *big = malloc((size_t)-pl);
+            if (!big) { mr_set_error("generate: out of memory"); return -1; }
+            int bl = mr_token_to_piece(g->tok, id, big, -pl, 0);
+            int rc = bl > 0 ? text_add(g, big, (size_t)bl) : 0;
+            free(big);
+            if (rc) return -1;
+        } else if (pl > 0 && text_add(g, piece, (size_t)pl)) return -1;
+        for (int k = 0; k < g->n_stop; k++) {
+            /* a match starts in the unsent text (sent text never ends with a stop-string prefix) */
+            const char *hit = memmem(g->text + g->sent, g->text_len - g->sent, g->stop[k], g->stop_len[k]);
+            if (hit && (size_t)(hit - g->text) < g->text_len) {
+                g->text_len = (size_t)(hit - g->text);
+                g->text[g->text_len] = 0;
+                g->finish = MR_GEN_STOP;
+            }
+        }
+        if (g->finish) { taken++; break; }
+        if (g->p.max_tokens >= 0 && g->n_gen >= g->p.max_tokens) g->finish = MR_GEN_LENGTH;
+        /* the accepted tokens must still fit the context when they are evaluated */
+        else if (mr_session_n_past(g->s) + g->n_pending >= n_ctx) g->finish = MR_GEN_CONTEXT;
+    }
+    out->n_accepted = taken;
+    out->finish = g->finish;
+    step_text(g, out);
+    return 0;
+}
+
+void mr_gen_stop(mr_gen *g, mr_gen_step *out) {
+    memset(out, 0, sizeof *out);
+    if (!g->finish) g->finish = MR_GEN_ABORTED;
+    out->finish = g->finish;
+    step_text(g, out);
+}
+
+int mr_gen_next(mr_gen *g, mr_gen_step *out) {
+    memset(out, 0, sizeof *out);
+    if (g->finish) { out->finish = g->finish; return 0; }
+    double t0 = mr_now();
+    if (g->n_pending) {
+        if (eval_pending(g)) return -1;
+        g->st.n_decode++;
+    }
+    if (!g->have_logits) { mr_set_error("generate: no logits (prefill first)"); return -1; }
+    if (g->p.max_tokens == 0) {
+        g->finish = MR_GEN_LENGTH;
+        out->finish = g->finish;
+        return 0;
+    }
+    const float *lg = g->logits;
+    for (int i = 0; i < g->n_eog; i++) g->logits[g->eog[i]] = -INFINITY; /* ignore_eos */
+    int32_t id = mr_sampler_sample(g->smp, lg);
+    if (id < 0) return -1;
+    int rc = mr_gen_accept(g, &id, 1, out);
+    g->st.decode_s += mr_now() - t0;
+    return rc;
+}

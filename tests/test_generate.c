@@ -1,0 +1,190 @@
+/* The generation API (mr_gen_*): UTF-8-safe text, stop strings (held back while they may still
+ * match, cut when they do), several tokens per step, limits, progress/abort between prefill chunks,
+ * and greedy output equal to a hand-written eval + argmax loop. Runs on a synthesized 1-layer model
+ * (no ../shared needed). Tokens of the synthetic vocabulary: 1 BOS, 2 EOS, 3 + b = the byte b. */
+#include "moerun.h"
+#include "test.h"
+
+#include <unistd.h>
+
+static char model_path[] = "/tmp/mr_gen_XXXXXX.gguf";
+static mr_model *M;
+
+#define BYTE(b) ((int32_t)(3 + (unsigned char)(b)))
+
+static mr_gen *new_gen(mr_session *s, int max_tokens, const char *const *stop, int n_stop) {
+    mr_gen_params p;
+    mr_gen_params_default(&p);
+    p.sampler.temperature = 0;
+    p.max_tokens = max_tokens;
+    p.stop = stop;
+    p.n_stop = n_stop;
+    return mr_gen_new(s, &p);
+}
+
+static void test_gen_utf8(void) {
+    mr_session *s = mr_session_new(M, 64);
+    mr_gen *g = new_gen(s, -1, NULL, 0);
+    const int32_t bos = 1;
+    CHECK(g && mr_gen_prefill(g, &bos, 1) == 0, "%s", mr_last_error());
+    mr_gen_step st;
+    const int32_t e1 = BYTE(0xc3), e2 = BYTE(0xa9), a = BYTE('a');
+    CHECK(mr_gen_accept(g, &a, 1, &st) == 0 && st.len == 1 && st.text[0] == 'a', "len %zu", st.len);
+    CHECK(mr_gen_accept(g, &e1, 1, &st) == 0 && st.len == 0 && st.n_accepted == 1 && !st.finish, "half a char shown: %zu", st.len);
+    CHECK(mr_gen_accept(g, &e2, 1, &st) == 0 && st.len == 2 && !memcmp(st.text, "\xc3\xa9", 2), "len %zu", st.len);
+    /* an incomplete character at the end of the reply is flushed */
+    CHECK(mr_gen_accept(g, &e1, 1, &st) == 0 && st.len == 0, "len %zu", st.len);
+    mr_gen_stop(g, &st);
+    CHECK(st.finish == MR_GEN_ABORTED && st.len == 1 && (unsigned char)st.text[0] == 0xc3, "len %zu", st.len);
+    size_t tl;
+    const char *t = mr_gen_text(g, &tl);
+    CHECK(tl == 4 && !memcmp(t, "a\xc3\xa9\xc3", 4), "text len %zu", tl);
+    mr_gen_free(g);
+    mr_session_free(s);
+}
+
+static void test_gen_stop(void) {
+    mr_session *s = mr_session_new(M, 64);
+    const char *stop[] = {"xyz", "", "qq"};
+    mr_gen *g = new_gen(s, -1, stop, 3);
+    const int32_t bos = 1;
+    CHECK(g && mr_gen_prefill(g, &bos, 1) == 0, "%s", mr_last_error());
+    mr_gen_step st;
+    const int32_t ax[] = {BYTE('a'), BYTE('x')}, y = BYTE('y'), q = BYTE('q'), xyzb[] = {BYTE('x'), BYTE('y'), BYTE('z'), BYTE('b')};
+    CHECK(mr_gen_accept(g, ax, 2, &st) == 0 && st.n_accepted == 2 && st.len == 1 && st.text[0] == 'a', "len %zu", st.len);
+    CHECK(mr_gen_accept(g, &y, 1, &st) == 0 && st.len == 0, "'xy' may become 'xyz': held, got %zu", st.len);
+    CHECK(mr_gen_accept(g, &q, 1, &st) == 0 && st.len == 2 && !memcmp(st.text, "xy", 2), "len %zu", st.len);
+    CHECK(mr_gen_n_pending(g) == 4, "pending %d", mr_gen_n_pending(g));
+    /* the 'q' is held ("qq"); three of four tokens taken: the stop string ends the reply */
+    CHECK(mr_gen_accept(g, xyzb, 4, &st) == 0 && st.finish == MR_GEN_STOP && st.n_accepted == 3, "finish %d n %d", st.finish, st.n_accepted);
+    CHECK(st.len == 1 && st.text[0] == 'q', "flush len %zu", st.len);
+    size_t tl;
+    const char *t = mr_gen_text(g, &tl);
+    CHECK(tl == 4 && !memcmp(t, "axyq", 4), "text '%.*s'", (int)tl, t);
+    const int32_t *ids;
+    CHECK(mr_gen_tokens(g, &ids) == 7, "tokens %d", mr_gen_tokens(g, &ids));
+    CHECK(mr_gen_next(g, &st) == 0 && st.finish == MR_GEN_STOP && st.n_accepted == 0, "after the end");
+    /* end of generation: not accepted, not shown */
+    const int32_t eos = 2;
+    CHECK(mr_gen_prefill(g, &bos, 1) == 0, "%s", mr_last_error());
+    CHECK(mr_gen_accept(g, &eos, 1, &st) == 0 && st.finish == MR_GEN_EOG && st.n_accepted == 0, "eog %d", st.finish);
+    mr_gen_free(g);
+    mr_session_free(s);
+}
+
+/* greedy: the generator's tokens are the argmax chain of single-token evals, whether the tokens
+ * are sampled one per step or handed back several at a time (one batch) */
+static void test_gen_greedy(void) {
+    const int N = 10;
+    int32_t want[10], prompt[5] = {1, BYTE('T'), BYTE('h'), BYTE('e'), BYTE(' ')};
+    const int V = mr_model_n_vocab(M);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    mr_session *s = mr_session_new(M, 64);
+    CHECK(mr_session_eval(s, prompt, 5, lg, 0) == 0, "%s", mr_last_error());
+    for (int i = 0; i < N; i++) {
+        int best = 0;
+        for (int v = 1; v < V; v++) if (lg[v] > lg[best]) best = v;
+        want[i] = best;
+        if (mr_session_eval(s, &want[i], 1, lg, 0)) break;
+    }
+    mr_session_reset(s);
+    mr_gen *g = new_gen(s, N, NULL, 0);
+    CHECK(g && mr_gen_prefill(g, prompt, 5) == 0, "%s", mr_last_error());
+    mr_gen_step st = {0};
+    int k = 0;
+    while (!st.finish && k < 100) { CHECK(mr_gen_next(g, &st) == 0, "%s", mr_last_error()); k++; }
+    const int32_t *got;
+    int n = mr_gen_tokens(g, &got);
+    CHECK(st.finish == MR_GEN_LENGTH, "finish %s", mr_gen_finish_name(st.finish));
+    for (int i = 0; i < n; i++) CHECK(got[i] == want[i], "token %d: %d != %d", i, got[i], want[i]);
+    mr_gen_stats gs;
+    mr_gen_get_stats(g, &gs);
+    CHECK(st.finish != MR_GEN_LENGTH || (n == N && gs.n_decode == N - 1), "n %d decode steps %d", n, gs.n_decode);
+    /* several tokens accepted at once, evaluated in one batch by the next step */
+    mr_session_reset(s);
+    mr_gen_reset(g);
+    CHECK(mr_gen_prefill(g, prompt, 5) == 0, "%s", mr_last_error());
+    if (n >= 4 && st.finish == MR_GEN_LENGTH) {
+        CHECK(mr_gen_accept(g, want, 3, &st) == 0 && st.n_accepted == 3, "accept");
+        mr_gen_get_stats(g, &gs);
+        int before = gs.n_decode;
+        CHECK(mr_gen_next(g, &st) == 0 && mr_gen_tokens(g, &got) == 4 && got[3] == want[3], "batch path: %d != %d", got[3], want[3]);
+        mr_gen_get_stats(g, &gs);
+        CHECK(gs.n_decode == before + 1 && mr_session_n_past(s) == 8, "decode %d n_past %d", gs.n_decode - before, mr_session_n_past(s));
+    }
+    free(lg);
+    mr_gen_free(g);
+    mr_session_free(s);
+}
+
+static int abort_at;
+static int on_progress(void *user, int done, int total) {
+    (void)total;
+    ++*(int *)user;
+    return done >= abort_at;
+}
+
+static void test_gen_progress_and_limits(void) {
+    mr_session *s = mr_session_new(M, 16);
+    mr_gen_params p;
+    mr_gen_params_default(&p);
+    p.sampler.temperature = 0;
+    p.n_batch = 4;
+    int calls = 0;
+    p.progress = on_progress;
+    p.user = &calls;
+    mr_gen *g = mr_gen_new(s, &p);
+    int32_t prompt[10];
+    for (int i = 0; i < 10; i++) prompt[i] = BYTE('a' + i);
+    abort_at = 4;
+    CHECK(mr_gen_prefill(g, prompt, 10) == 1 && mr_session_n_past(s) == 4 && calls == 2, "abort: n_past %d calls %d",
+          mr_session_n_past(s), calls);
+    mr_session_reset(s);
+    mr_gen_reset(g);
+    abort_at = 1000;
+    calls = 0;
+    CHECK(mr_gen_prefill(g, prompt, 10) == 0 && calls == 4, "chunks of 4: %d calls", calls); /* 0, 4, 8, 10 */
+    /* 16 positions, 10 used: at most 6 tokens, the context ends the reply */
+    mr_gen_step st = {0};
+    int n = 0;
+    while (!st.finish && n < 100) { CHECK(mr_gen_next(g, &st) == 0, "%s", mr_last_error()); n += st.n_accepted; }
+    CHECK(st.finish == MR_GEN_CONTEXT, "finish %s", mr_gen_finish_name(st.finish));
+    CHECK(st.finish != MR_GEN_CONTEXT || n == 6, "%d tokens", n);
+    /* a prompt that leaves no room is refused */
+    mr_session_reset(s);
+    mr_gen_reset(g);
+    int32_t big[16] = {0};
+    CHECK(mr_gen_prefill(g, big, 16) == -1 && strstr(mr_last_error(), "does not fit"), "%s", mr_last_error());
+    mr_gen_free(g);
+    /* bad stop strings */
+    char longs[300];
+    memset(longs, 'x', sizeof longs - 1);
+    longs[sizeof longs - 1] = 0;
+    const char *stop[] = {longs};
+    p.stop = stop;
+    p.n_stop = 1;
+    CHECK(mr_gen_new(s, &p) == NULL && strstr(mr_last_error(), "longer"), "%s", mr_last_error());
+    mr_session_free(s);
+}
+
+int main(void) {
+    int fd = mkstemps(model_path, 5);
+    if (fd < 0) { printf("FAIL gen_setup: mkstemps\n"); return 1; }
+    close(fd);
+    mr_synth_params sp = {.shape = "deepseek-v4-tiny", .mix = "q8_0", .n_layers = 1, .seed = 3};
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = 2;
+    if (mr_synth(model_path, &sp) || !(M = mr_model_load(model_path, &mp))) {
+        printf("FAIL gen_setup: %s\n", mr_last_error());
+        unlink(model_path);
+        return 1;
+    }
+    RUN(test_gen_utf8);
+    RUN(test_gen_stop);
+    RUN(test_gen_greedy);
+    RUN(test_gen_progress_and_limits);
+    mr_model_free(M);
+    unlink(model_path);
+    return t_finish();
+}
