@@ -1,6 +1,7 @@
 # moerun — plain Makefile. Everything goes to $(BUILD) (build/ by default).
 #   make                 library + CLI (build/moerun)
-#   make test            unit + CLI tests, ends with "N passed, N failed"
+#   make test            unit tier, then the tests that read ../shared; ends with "N passed, N failed"
+#   make test-unit       only the tests that need nothing but this checkout (tests/run.sh)
 #   make test SANITIZE=1 the same suite under ASan+UBSan (objects in build/san)
 #   make sanitize        shorthand for the line above
 CC      ?= cc
@@ -31,7 +32,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/libmoerun.a
 
 .SECONDARY:
-.PHONY: all test sanitize clean fuzz bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
+.PHONY: all test test-unit sanitize clean fuzz bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 $(BUILD)/obj/%_avx2.o: XFLAGS := $(ISA_AVX2)
@@ -54,6 +55,9 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
 
 test: $(BUILD)/moerun $(TEST_BIN)
 	@sh tests/run.sh $(BUILD)
+
+test-unit: $(BUILD)/moerun $(TEST_BIN)
+	@sh tests/run.sh $(BUILD) unit
 
 # Benchmarks (not tests): bench/*.c may use internal headers. Run on a quiet machine.
 #   make bench-kernels BENCH_ARGS="--types q4_K,q8_0 --threads 2"

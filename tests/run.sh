@@ -1,25 +1,46 @@
 #!/bin/sh
-# Runs every test binary (build/tests/test_*) and every CLI script (tests/cli_*.sh).
-# Each prints "ok NAME" or "FAIL NAME: why" per case; a program that crashes or exits
-# non-zero without printing a FAIL line counts as one failure. Last line: "N passed, N failed".
+# Runs the test binaries (build/tests/test_*) and the CLI scripts (tests/cli_*.sh) in two tiers:
+#   unit    those that need nothing but the checkout (no mention of the shared data: t_shared /
+#           SHARED); they synthesize any model they use
+#   shared  the rest, which read ../shared (models, golden files)
+# `run.sh BUILD unit` runs the first tier, `run.sh BUILD shared` the second, `run.sh BUILD` both
+# (unit first). Each test prints "ok NAME" or "FAIL NAME: why" per case; a program that crashes or
+# exits non-zero without printing a FAIL line counts as one failure. Last line: "N passed, N failed".
 BUILD=${1:-build}
+TIER=${2:-all}
 export MOERUN=${MOERUN:-$BUILD/moerun}
 export MR_SHARED=${MR_SHARED:-../shared}
 pass=0; fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for t in "$BUILD"/tests/test_* tests/cli_*.sh; do
-    [ -e "$t" ] || continue
-    case "$t" in *.d|*.o) continue;; esac
-    name=$(basename "$t")
-    start=$(date +%s)
-    if [ "${t%.sh}" != "$t" ]; then sh "$t" >"$tmp/out" 2>&1; else "$t" >"$tmp/out" 2>&1; fi
-    rc=$?
-    p=$(grep -c '^ok ' "$tmp/out"); f=$(grep -c '^FAIL ' "$tmp/out")
-    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $name: exited with status $rc" >>"$tmp/out"; fi
-    pass=$((pass + p)); fail=$((fail + f))
-    echo "== $name: $p passed, $f failed ($(( $(date +%s) - start ))s)"
-    if [ "$f" -ne 0 ] || [ -n "$VERBOSE" ]; then grep -v '^ok ' "$tmp/out" | head -n 60; fi
-done
+
+# source of a test: tests/NAME.c for a binary, the script itself otherwise
+needs_shared() {
+    case "$1" in *.sh) src=$1;; *) src=tests/$(basename "$1").c;; esac
+    grep -qE 't_shared|SHARED' "$src"
+}
+
+run_tier() {
+    for t in "$BUILD"/tests/test_* tests/cli_*.sh; do
+        [ -e "$t" ] || continue
+        case "$t" in *.d|*.o) continue;; esac
+        if needs_shared "$t"; then [ "$1" = shared ] || continue; else [ "$1" = unit ] || continue; fi
+        name=$(basename "$t")
+        start=$(date +%s)
+        if [ "${t%.sh}" != "$t" ]; then sh "$t" >"$tmp/out" 2>&1; else "$t" >"$tmp/out" 2>&1; fi
+        rc=$?
+        p=$(grep -c '^ok ' "$tmp/out"); f=$(grep -c '^FAIL ' "$tmp/out")
+        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $name: exited with status $rc" >>"$tmp/out"; fi
+        pass=$((pass + p)); fail=$((fail + f))
+        echo "== $1 $name: $p passed, $f failed ($(( $(date +%s) - start ))s)"
+        if [ "$f" -ne 0 ] || [ -n "$VERBOSE" ]; then grep -v '^ok ' "$tmp/out" | head -n 60; fi
+    done
+}
+
+if [ "$TIER" = all ] || [ "$TIER" = unit ]; then run_tier unit; fi
+if [ "$TIER" = all ] || [ "$TIER" = shared ]; then
+    if [ -d "$MR_SHARED/models" ]; then run_tier shared
+    else echo "FAIL shared tier: $MR_SHARED/models not found (clone the shared data next to the repo, or run make test-unit)"; fail=$((fail + 1)); fi
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
