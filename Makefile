@@ -32,13 +32,19 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/libmoerun.a
 
 .SECONDARY:
-.PHONY: all test test-unit sanitize clean fuzz bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
+.PHONY: deps all test test-unit sanitize clean fuzz bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
+
+# Missing Debian packages are installed (or the exact apt-get command printed) before anything is
+# compiled: every object waits for this step. MOERUN_DEPS=skip turns it off (scripts/deps.sh).
+DEPS_GROUPS := build $(if $(filter test test-unit sanitize,$(MAKECMDGOALS)),test) $(if $(filter fuzz,$(MAKECMDGOALS)),fuzz)
+deps:
+	@sh scripts/deps.sh $(DEPS_GROUPS)
 
 $(BUILD)/obj/%_avx2.o: XFLAGS := $(ISA_AVX2)
 $(BUILD)/obj/%_avx512.o: XFLAGS := $(ISA_AVX512)
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(XFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -53,10 +59,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-test: $(BUILD)/moerun $(TEST_BIN)
+test: deps $(BUILD)/moerun $(TEST_BIN)
 	@sh tests/run.sh $(BUILD)
 
-test-unit: $(BUILD)/moerun $(TEST_BIN)
+test-unit: deps $(BUILD)/moerun $(TEST_BIN)
 	@sh tests/run.sh $(BUILD) unit
 
 # Benchmarks (not tests): bench/*.c may use internal headers. Run on a quiet machine.
@@ -99,7 +105,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_BUILD   := build/fuzz
 FUZZ_CFLAGS  := -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 FUZZ_OBJ      = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(sort $(wildcard src/gguf/*.c src/base/*.c src/quant/*.c)))
-fuzz: $(LIB)
+fuzz: deps $(LIB)
 	$(MAKE) --no-print-directory CC=clang BUILD=$(FUZZ_BUILD) CFLAGS="$(FUZZ_CFLAGS)" $(FUZZ_OBJ)
 	clang $(CFLAGS_COMMON) $(FUZZ_CFLAGS) -fsanitize=fuzzer tests/fuzz/fuzz_gguf.c $(FUZZ_OBJ) \
 	    -o $(FUZZ_BUILD)/fuzz_gguf $(LDLIBS)
