@@ -75,8 +75,8 @@ if [ -n "$sudo" ] && ! [ -t 0 ]; then sudo="sudo -n"; fi
 export DEBIAN_FRONTEND=noninteractive
 # A fresh system may have no package lists yet; update first (a failing update with usable lists
 # is not fatal, the install below decides).
-$sudo apt-get update -qq >&2 || echo "deps.sh: apt-get update failed; trying the install anyway" >&2
-if ! $sudo apt-get install -y -qq --no-install-recommends $missing >&2; then
+$sudo apt-get update -qq >/dev/null || echo "deps.sh: apt-get update failed; trying the install anyway" >&2
+if ! $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null; then
     echo "deps.sh: installing failed; run $hint" >&2
     exit 1
 fi
