@@ -82,6 +82,12 @@ bench-dot: $(BUILD)/bench/bench_dot
 bench-vs-llama: $(BUILD)/bench/bench_mm
 	sh bench/vs_llama.sh $(BUILD)
 
+# paged inference on a V4-Flash-width model larger than the run's memory limit (bench/paged_scale.sh;
+# docs/PAGING.md): make bench-paged MODEL=/work/models/ds4-12L.gguf ARENAS="4G 6G 10G 16G"
+.PHONY: bench-paged
+bench-paged: $(BUILD)/moerun $(BUILD)/bench/bench_io
+	BUILD=$(BUILD) sh bench/paged_scale.sh
+
 # whole models vs llama-bench, side by side (bench/compare_llama.sh; docs/PERFORMANCE.md):
 #   make bench-model MODELS="/work/models/q30-12-q4_0.gguf" BENCH_ARGS="-p 512 -n 128 -t 2"
 bench-model: $(BUILD)/moerun

@@ -308,6 +308,7 @@ typedef struct {
     uint64_t hits, misses;               /* expert uses served resident / read from disk */
     uint64_t reads, bytes_read, rounds;  /* pread calls, bytes, forward passes */
     double stall_s;                      /* time compute waited for reads */
+    double io_busy_s;                    /* time at least one read was in flight */
     double layer_hit_min, layer_hit_max; /* hit rate of the worst / best MoE layer (-1: no uses yet) */
     int layer_min, layer_max;
 } mr_pager_stats;
@@ -321,6 +322,10 @@ int mr_pager_stats_json(FILE *f, long token, const mr_pager_stats *now, const mr
 /* Summary at exit: tok/s, hot/cold %, bytes read per token, stall, per-layer hit range, Belady, peak RSS. */
 void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double prefill_s, long n_decode,
                             double decode_s);
+/* One line for a stretch of evaluation (now - prev): hit rate, bytes read, read stall, I/O busy time
+ * and read GB/s while busy, tok/s of n_tokens in seconds. */
+void mr_pager_print_delta(FILE *f, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
+                          long n_tokens, double seconds);
 uint64_t mr_peak_rss_bytes(void);
 /* Sizes of a model file as the pager sees it (without loading the model). */
 typedef struct {

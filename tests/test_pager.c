@@ -119,16 +119,21 @@ static void test_budgets(void) {
     CHECK(floor == 2 * slot, "floor %llu: 2 slots (expert_used_count 2)", (unsigned long long)floor);
     uint64_t budgets[] = {floor, floor + slot - 1, 3 * slot, 5 * slot, 64 * slot};
     for (int bi = 0; bi < 5; bi++)
-        for (int mode = 0; mode < 3; mode++) { /* 0: next + O_DIRECT, 1: get, 2: next buffered */
-            if (mode == 2) setenv("MOERUN_PAGER_NO_DIRECT", "1", 1);
+        for (int mode = 0; mode < 5; mode++) {
+            /* 0: next + O_DIRECT, 1: get, 2: next buffered, 3: 3 + 4: 0 and 2 with 4 KiB read jobs (slices
+             * straddle pages: 2 jobs each, the last one past the slice's end) on 7 I/O threads */
+            if (mode == 2 || mode == 4) setenv("MOERUN_PAGER_NO_DIRECT", "1", 1);
+            if (mode >= 3) { setenv("MOERUN_PAGER_CHUNK", "4K", 1); setenv("MOERUN_PAGER_IO_THREADS", "7", 1); }
             mr_pager *p = mr_pager_create(g, layers, NL, budgets[bi]);
             unsetenv("MOERUN_PAGER_NO_DIRECT");
+            unsetenv("MOERUN_PAGER_CHUNK");
+            unsetenv("MOERUN_PAGER_IO_THREADS");
             CHECK(p, "budget %llu: %s", (unsigned long long)budgets[bi], mr_get_error());
             if (!p) continue;
             int slots = mr_pager_n_slots(p);
             CHECK(slots == (int)(budgets[bi] / slot < 16 ? budgets[bi] / slot : 16), "slots %d", slots);
-            if (mode == 0) CHECK(mr_pager_uses_direct_io(p), "O_DIRECT not used on this file system");
-            if (mode == 2) CHECK(!mr_pager_uses_direct_io(p), "MOERUN_PAGER_NO_DIRECT ignored");
+            if (mode == 0 || mode == 3) CHECK(mr_pager_uses_direct_io(p), "O_DIRECT not used on this file system");
+            if (mode == 2 || mode == 4) CHECK(!mr_pager_uses_direct_io(p), "MOERUN_PAGER_NO_DIRECT ignored");
             long served = 0;
             long bad = run_batches(p, 60, 6, mode != 1, &served);
             CHECK(bad == 0, "budget %d slots mode %d: %ld experts with wrong bytes (%s)", slots, mode, bad,
@@ -137,7 +142,9 @@ static void test_budgets(void) {
             mr_pager_counters_get(p, &c);
             CHECK(c.hits + c.misses == (uint64_t)served, "accesses %llu + %llu != served %ld",
                   (unsigned long long)c.hits, (unsigned long long)c.misses, served);
-            CHECK(c.reads == 3 * c.misses, "reads %llu for %llu misses", (unsigned long long)c.reads, (unsigned long long)c.misses);
+            if (mode < 3) CHECK(c.reads == 3 * c.misses, "reads %llu for %llu misses", (unsigned long long)c.reads, (unsigned long long)c.misses);
+            if (mode == 3) CHECK(c.reads > 3 * c.misses, "4K jobs: reads %llu for %llu misses", (unsigned long long)c.reads, (unsigned long long)c.misses);
+            CHECK(c.io_busy_s > 0 && c.io_busy_s < 60, "I/O busy %.3f s", c.io_busy_s);
             if (slots == 16) CHECK(c.misses == 16, "everything fits: each expert read once (%llu)", (unsigned long long)c.misses);
             uint64_t lh = 0, lm = 0, th = 0, tm = 0;
             for (int l = 0; l < NL; l++) { mr_pager_layer_counters(p, l, &lh, &lm); th += lh; tm += lm; }
@@ -180,14 +187,16 @@ static void test_floor(void) {
 static void test_faults(void) {
     const char *kinds[2] = {"eio:%d", "short:%d"}, *msgs[2] = {"Input/output error", "short read"};
     for (int k = 0; k < 2; k++)
-        for (int direct = 0; direct < 2; direct++) {
+        for (int direct = 0; direct < 4; direct++) { /* buffered, O_DIRECT, each with 4 KiB jobs */
             char spec[32];
             snprintf(spec, sizeof spec, kinds[k], 5);
             setenv("MOERUN_PAGER_FAULT", spec, 1);
-            if (!direct) setenv("MOERUN_PAGER_NO_DIRECT", "1", 1);
+            if (!(direct & 1)) setenv("MOERUN_PAGER_NO_DIRECT", "1", 1);
+            if (direct & 2) setenv("MOERUN_PAGER_CHUNK", "4K", 1);
             mr_pager *p = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL));
             unsetenv("MOERUN_PAGER_FAULT");
             unsetenv("MOERUN_PAGER_NO_DIRECT");
+            unsetenv("MOERUN_PAGER_CHUNK");
             CHECK(p, "%s", mr_get_error());
             if (!p) continue;
             long served = 0;
@@ -200,6 +209,15 @@ static void test_faults(void) {
             CHECK(bad == 0, "after the fault: %ld (%s)", bad, mr_get_error());
             mr_pager_free(p);
         }
+    const char *bad_env[4][2] = {{"MOERUN_PAGER_CHUNK", "1X"}, {"MOERUN_PAGER_CHUNK", "-1"},
+                                 {"MOERUN_PAGER_IO_THREADS", "0"}, {"MOERUN_PAGER_IO_THREADS", "65"}};
+    for (int i = 0; i < 4; i++) {
+        setenv(bad_env[i][0], bad_env[i][1], 1);
+        mr_pager *q = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL));
+        unsetenv(bad_env[i][0]);
+        CHECK(!q && strstr(mr_get_error(), bad_env[i][0]), "%s=%s accepted: %s", bad_env[i][0], bad_env[i][1], mr_get_error());
+        mr_pager_free(q);
+    }
     setenv("MOERUN_PAGER_FAULT", "bogus", 1);
     mr_pager *p = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL));
     unsetenv("MOERUN_PAGER_FAULT");

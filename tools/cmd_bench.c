@@ -35,7 +35,7 @@ static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, in
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(depth + n + 1));
     float *logits = malloc(sizeof(float) * (size_t)n_vocab);
     if (!tok || !logits) { free(tok); free(logits); fprintf(stderr, "error: out of memory\n"); return -1; }
-    unsigned x = 12345;
+    unsigned x = is_pp ? 12345 : 54321; /* tg decodes other tokens than pp's prompt (other routing) */
     for (int i = 0; i < depth + n; i++) { x = x * 1103515245u + 12345u; tok[i] = (int32_t)((x >> 8) % (unsigned)n_vocab); }
     tok[0] = 1 % n_vocab;
     mr_session_reset(s);
@@ -114,14 +114,18 @@ static int cmd_bench(int argc, char **argv) {
     if (profile) mr_profile_reset();
     bench_row rows[2];
     int nrows = 0, rc = 0;
+    mr_pager_stats ps0, ps1;
+    double tg_s = 0;
     for (int t = 0; t < 2 && rc == 0; t++) {
         int n = t == 0 ? pp : tg;
         if (n == 0) continue;
         double sum = 0, sum2 = 0, tps = 0;
         /* warm-up like llama-bench (the whole prompt, or one generated token): page faults, caches */
         if (warmup && bench_run(s, mr_model_n_vocab(m), depth, t == 0 ? n : 1, t == 0, 0, &tps) != 0) rc = 1;
+        if (budget && t == 1 && mr_model_pager_stats(m, &ps0)) budget = NULL;
         for (int r = 0; r < reps && rc == 0; r++) {
             if (bench_run(s, mr_model_n_vocab(m), depth, n, t == 0, profile, &tps) != 0) rc = 1;
+            if (t == 1 && tps > 0) tg_s += n / tps;
             sum += tps;
             sum2 += tps * tps;
         }
@@ -161,6 +165,8 @@ static int cmd_bench(int argc, char **argv) {
         }
         if (profile) mr_profile_report(stdout);
         if (budget) mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
+        if (budget && tg > 0 && mr_model_pager_stats(m, &ps1) == 0)
+            mr_pager_print_delta(stderr, "tg (timed runs only)", &ps1, &ps0, (long)tg * reps, tg_s);
         if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
     }
     mr_session_free(s);

@@ -30,10 +30,15 @@ typedef struct {
     char err[320];
 } slot_io;
 
+/* One read: [off, off + len) of the file into dst. A slice is read as one job or, with chunking, as
+ * several page-aligned pieces that complete into the same slot (the slot's pending count). With
+ * O_DIRECT the pieces cover the whole pages around the slice; the last one may end past EOF, so a
+ * piece is complete when its first `need` bytes arrived. */
 typedef struct {
-    int slot, fd, dfd;       /* dfd: O_DIRECT descriptor or -1 */
-    uint64_t off, len, delta; /* the slice [off, off + len) goes to dst + delta */
-    uint8_t *dst;             /* 4096-aligned area of the slot */
+    int slot, fd, dfd;          /* dfd: O_DIRECT descriptor or -1 (then off/len/dst are the slice's own) */
+    uint64_t off, len, need;
+    uint8_t *dst;
+    uint64_t slice_off, slice_len; /* the whole slice, for error messages */
     const char *name, *path;
     int expert;
 } io_job;
@@ -57,8 +62,11 @@ struct mr_pager {
     batch *b;
     int last_layer;
     /* I/O */
-    pthread_t th[MR_PAGER_IO_THREADS];
-    int n_th, stop;
+    pthread_t *th;
+    int n_io, n_th, stop;
+    uint64_t chunk;        /* bytes per read job (a multiple of PAGE); 0 = one job per slice */
+    int in_flight;         /* jobs being read (for the I/O busy time) */
+    double busy_t0;
     pthread_mutex_t mu;
     pthread_cond_t cv_job, cv_done;
     int mu_init;
@@ -176,26 +184,28 @@ static int read_full(int fd, uint8_t *dst, uint64_t len, uint64_t off, uint64_t 
     return 0;
 }
 
-/* one job: returns 0 or errno; *ok = the slice's bytes are all in place; *bytes = bytes transferred */
+/* one job: returns 0 or errno; *ok = the job's bytes are all in place; *bytes = bytes transferred */
 static int run_job(const io_job *j, int fault, int *ok, uint64_t *bytes) {
     uint64_t got = 0;
     int err = 0;
     *ok = 0;
     *bytes = 0;
     if (fault == FAULT_EIO) return EIO;
-    if (j->dfd >= 0 && fault == FAULT_NONE) {
-        /* whole pages around the slice; the last one may end past EOF (a short read that still covers it) */
-        uint64_t a0 = j->off - j->delta, alen = align_up(j->delta + j->len, PAGE);
-        err = read_full(j->dfd, j->dst, alen, a0, &got);
+    if (fault == FAULT_SHORT) { /* half the bytes, and the job counts as short whatever it needed */
+        err = read_full(j->fd, j->dst, j->len / 2, j->off, &got);
         *bytes = got;
-        if (!err) { *ok = got >= j->delta + j->len; return 0; }
-        if (err != EINVAL) return err;
-        /* the file system refused O_DIRECT for this read: fall back to a buffered one */
+        return err;
     }
-    uint64_t len = fault == FAULT_SHORT ? j->len / 2 : j->len;
-    err = read_full(j->fd, j->dst + j->delta, len, j->off, &got);
+    if (j->dfd >= 0) {
+        err = read_full(j->dfd, j->dst, j->len, j->off, &got);
+        *bytes = got;
+        if (!err) { *ok = got >= j->need; return 0; }
+        if (err != EINVAL) return err;
+        /* the file system refused O_DIRECT for this read: read the same range buffered */
+    }
+    err = read_full(j->fd, j->dst, j->len, j->off, &got);
     *bytes += got;
-    *ok = !err && got == j->len;
+    *ok = !err && got >= j->need;
     return err;
 }
 
@@ -210,6 +220,7 @@ static void *io_main(void *arg) {
         p->q_len--;
         uint64_t seq = ++p->read_seq;
         int fault = p->fault_kind != FAULT_NONE && seq == p->fault_at ? p->fault_kind : FAULT_NONE;
+        if (p->in_flight++ == 0) p->busy_t0 = mr_now();
         pthread_mutex_unlock(&p->mu);
 
         int ok;
@@ -217,6 +228,7 @@ static void *io_main(void *arg) {
         int err = run_job(&j, fault, &ok, &bytes);
 
         pthread_mutex_lock(&p->mu);
+        if (--p->in_flight == 0) p->cnt.io_busy_s += mr_now() - p->busy_t0;
         slot_io *s = &p->sl[j.slot];
         p->cnt.reads++;
         p->cnt.bytes_read += bytes;
@@ -224,10 +236,10 @@ static void *io_main(void *arg) {
             if (s->state != SLOT_ERROR) {
                 if (err)
                     snprintf(s->err, sizeof s->err, "pager: reading expert %d of %s (%llu bytes at offset %llu of %s) failed: %s",
-                             j.expert, j.name, (unsigned long long)j.len, (unsigned long long)j.off, j.path, strerror(err));
+                             j.expert, j.name, (unsigned long long)j.slice_len, (unsigned long long)j.slice_off, j.path, strerror(err));
                 else
                     snprintf(s->err, sizeof s->err, "pager: short read of expert %d of %s (%llu bytes at offset %llu of %s)",
-                             j.expert, j.name, (unsigned long long)j.len, (unsigned long long)j.off, j.path);
+                             j.expert, j.name, (unsigned long long)j.slice_len, (unsigned long long)j.slice_off, j.path);
             }
             s->state = SLOT_ERROR;
         }
@@ -251,6 +263,42 @@ static int parse_fault(mr_pager *p) {
     }
     mr_set_error("MOERUN_PAGER_FAULT='%s': expected eio:N or short:N (N >= 1: the N-th read fails)", f);
     return -1;
+}
+
+/* MOERUN_PAGER_IO_THREADS=N (reads in flight) and MOERUN_PAGER_CHUNK=SIZE (bytes per read job, e.g.
+ * 1M or 512K, rounded up to pages; 0 = one job per slice). The job queue has room for every job of
+ * every slot (about 80 bytes per chunk), so very small chunks cost memory: 4K exists for the tests. */
+static int parse_io_env(mr_pager *p) {
+    p->n_io = MR_PAGER_IO_THREADS;
+    p->chunk = MR_PAGER_CHUNK;
+    const char *t = getenv("MOERUN_PAGER_IO_THREADS");
+    char *end = NULL;
+    if (t && *t) {
+        long n = strtol(t, &end, 10);
+        if (!end || *end || n < 1 || n > MR_PAGER_MAX_IO_THREADS) {
+            mr_set_error("MOERUN_PAGER_IO_THREADS='%s': expected 1..%d", t, MR_PAGER_MAX_IO_THREADS);
+            return -1;
+        }
+        p->n_io = (int)n;
+    }
+    const char *c = getenv("MOERUN_PAGER_CHUNK");
+    if (c && *c) {
+        unsigned long long v = strtoull(c, &end, 10);
+        uint64_t mul = 1;
+        if (end && (*end == 'K' || *end == 'k')) { mul = 1024; end++; }
+        else if (end && (*end == 'M' || *end == 'm')) { mul = 1024 * 1024; end++; }
+        if (!end || *end || end == c || v > (1ull << 20)) {
+            mr_set_error("MOERUN_PAGER_CHUNK='%s': expected a size such as 1M or 512K, or 0 (whole slices)", c);
+            return -1;
+        }
+        p->chunk = align_up((uint64_t)v * mul, PAGE);
+    }
+    return 0;
+}
+
+/* read jobs one slice of `bytes` (page-aligned area) takes */
+static uint64_t jobs_for(const mr_pager *p, uint64_t bytes) {
+    return p->chunk ? (bytes + p->chunk - 1) / p->chunk : 1;
 }
 
 mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t budget_bytes) {
@@ -289,7 +337,7 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     }
     if (slots > n_keys) slots = n_keys;
     p->n_slots = (int)slots;
-    if (parse_fault(p)) goto fail;
+    if (parse_fault(p) || parse_io_env(p)) goto fail;
 
     const char *pol = getenv("MOERUN_PAGER_POLICY");
     int policy = pol && *pol ? mr_cache_policy_from_name(pol) : MR_POLICY_DEFAULT;
@@ -298,7 +346,9 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     if (!p->cache) goto fail;
     p->arena = mr_aligned_alloc(PAGE, (size_t)(p->slot_bytes * (uint64_t)p->n_slots));
     p->sl = calloc((size_t)p->n_slots, sizeof *p->sl);
-    p->q_cap = 3 * p->n_slots;
+    uint64_t jobs = 0;
+    for (int m = 0; m < MR_PAGER_MATS; m++) jobs += area[m] ? jobs_for(p, area[m]) : 0;
+    p->q_cap = (int)jobs * p->n_slots;
     p->q = malloc(sizeof *p->q * (size_t)p->q_cap);
     p->l_hits = calloc((size_t)n_layers, sizeof(uint64_t));
     p->l_miss = calloc((size_t)n_layers, sizeof(uint64_t));
@@ -324,7 +374,9 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     if (pthread_cond_init(&p->cv_job, NULL)) { pthread_mutex_destroy(&p->mu); goto oom; }
     if (pthread_cond_init(&p->cv_done, NULL)) { pthread_cond_destroy(&p->cv_job); pthread_mutex_destroy(&p->mu); goto oom; }
     p->mu_init = 1;
-    for (int i = 0; i < MR_PAGER_IO_THREADS; i++) {
+    p->th = calloc((size_t)p->n_io, sizeof *p->th);
+    if (!p->th) goto oom;
+    for (int i = 0; i < p->n_io; i++) {
         if (pthread_create(&p->th[i], NULL, io_main, p)) {
             mr_set_error("pager: cannot start I/O thread: %s", strerror(errno));
             goto fail;
@@ -334,8 +386,9 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     char b1[32], b2[32];
     fmt_bytes(b1, sizeof b1, p->slot_bytes * (uint64_t)p->n_slots);
     fmt_bytes(b2, sizeof b2, p->slot_bytes);
-    mr_log(2, "pager: %d slots of %s (%s), policy %s, %s reads\n", p->n_slots, b2, b1, mr_cache_policy_name(policy),
-           p->any_direct ? "O_DIRECT" : "buffered");
+    mr_log(2, "pager: %d slots of %s (%s), policy %s, %s reads, %d I/O threads, %s\n", p->n_slots, b2, b1,
+           mr_cache_policy_name(policy), p->any_direct ? "O_DIRECT" : "buffered", p->n_io,
+           p->chunk ? "chunked reads" : "one read per slice");
     return p;
 oom:
     mr_set_error("pager: out of memory");
@@ -365,6 +418,7 @@ void mr_pager_free(mr_pager *p) {
     free(p->b);
     mr_cache_free(p->cache);
     mr_aligned_free(p->arena);
+    free(p->th);
     free(p->sl); free(p->q); free(p->l_hits); free(p->l_miss); free(p->trace);
     free(p->layers);
     free(p);
@@ -389,14 +443,21 @@ static void start_load(mr_pager *p, int s, int layer, int e) {
         const mr_gguf_tensor *t = pl->mat[m];
         if (!t) continue;
         uint64_t slice = t->nbytes / (uint64_t)t->ne[2], off = t->file_offset + slice * (uint64_t)e;
-        io_job j = {.slot = s, .fd = mr_gguf_shard_fd(p->g, t->shard), .dfd = p->dfd[t->shard], .off = off,
-                    .len = slice, .dst = base + p->mat_off[m], .name = t->name,
-                    .path = mr_gguf_shard_path(p->g, t->shard), .expert = e};
-        j.delta = j.dfd >= 0 ? off % PAGE : 0;
-        io->delta[m] = j.delta;
-        p->q[(p->q_head + p->q_len) % p->q_cap] = j;
-        p->q_len++;
-        io->pending++;
+        int dfd = p->dfd[t->shard];
+        /* O_DIRECT: the whole pages around the slice, the data pointer lands at the in-page offset */
+        uint64_t delta = dfd >= 0 ? off % PAGE : 0, a0 = off - delta;
+        uint64_t alen = dfd >= 0 ? align_up(delta + slice, PAGE) : slice, step = p->chunk ? p->chunk : alen;
+        io->delta[m] = delta;
+        for (uint64_t pos = 0; pos < alen; pos += step) {
+            uint64_t len = alen - pos < step ? alen - pos : step, end = delta + slice;
+            io_job j = {.slot = s, .fd = mr_gguf_shard_fd(p->g, t->shard), .dfd = dfd, .off = a0 + pos, .len = len,
+                        .need = end >= pos + len ? len : end - pos, .dst = base + p->mat_off[m] + pos,
+                        .slice_off = off, .slice_len = slice, .name = t->name,
+                        .path = mr_gguf_shard_path(p->g, t->shard), .expert = e};
+            p->q[(p->q_head + p->q_len) % p->q_cap] = j;
+            p->q_len++;
+            io->pending++;
+        }
     }
     if (io->pending == 0) io->state = SLOT_READY;
     pthread_cond_broadcast(&p->cv_job);

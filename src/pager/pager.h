@@ -33,7 +33,9 @@
 #include "gguf/gguf.h"
 
 enum { MR_PAGER_GATE = 0, MR_PAGER_UP = 1, MR_PAGER_DOWN = 2, MR_PAGER_MATS = 3 };
-#define MR_PAGER_IO_THREADS 4
+#define MR_PAGER_IO_THREADS 4          /* default reads in flight (MOERUN_PAGER_IO_THREADS) */
+#define MR_PAGER_MAX_IO_THREADS 64
+#define MR_PAGER_CHUNK 0                /* default bytes per read job, 0 = a slice (MOERUN_PAGER_CHUNK) */
 
 typedef struct {
     const mr_gguf_tensor *mat[MR_PAGER_MATS]; /* NULL where the layer has no such tensor */
@@ -67,6 +69,7 @@ typedef struct {
     uint64_t hits, misses;       /* expert accesses found resident / read */
     uint64_t reads, bytes_read;  /* pread calls and bytes (O_DIRECT reads round to 4 KiB) */
     double stall_s;              /* time next/get waited for reads */
+    double io_busy_s;            /* time at least one read was in flight */
     uint64_t rounds;             /* forward passes seen (a prefetch of a layer <= the previous one starts one) */
 } mr_pager_counters;
 void mr_pager_counters_get(const mr_pager *p, mr_pager_counters *out);

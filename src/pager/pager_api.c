@@ -34,6 +34,7 @@ int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out) {
     out->bytes_read = c.bytes_read;
     out->rounds = c.rounds;
     out->stall_s = c.stall_s;
+    out->io_busy_s = c.io_busy_s;
     for (int l = 0; l < m->n_layer; l++) {
         uint64_t h, mi;
         if (mr_pager_layer_counters(p, l, &h, &mi) || h + mi == 0) continue;
@@ -101,15 +102,28 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
         human(t, sizeof t, (double)s.bytes_read / (double)toks);
         snprintf(b, sizeof b, " (%s/token)", t);
     } else b[0] = 0;
-    fprintf(f, "pager: hot %.1f%% cold %.1f%% of %llu expert uses, read %s%s, read stall %.2f s\n",
+    fprintf(f, "pager: hot %.1f%% cold %.1f%% of %llu expert uses, read %s%s, read stall %.2f s, I/O busy %.2f s (%.2f GB/s)\n",
             acc ? 100.0 * (double)s.hits / (double)acc : 0, acc ? 100.0 * (double)s.misses / (double)acc : 0,
-            (unsigned long long)acc, a, b, s.stall_s);
+            (unsigned long long)acc, a, b, s.stall_s, s.io_busy_s,
+            s.io_busy_s > 0 ? (double)s.bytes_read / s.io_busy_s / 1e9 : 0.0);
     int trunc = 0;
     double bel = mr_model_pager_belady(m, &trunc);
     fprintf(f, "pager: per-layer hit rate %.1f%% (layer %d) .. %.1f%% (layer %d); Belady (same trace and slots) ",
             100 * s.layer_hit_min, s.layer_min, 100 * s.layer_hit_max, s.layer_max);
     if (bel >= 0) fprintf(f, "%.1f%%%s\n", 100 * bel, trunc ? " (over the first 4M uses)" : "");
     else fprintf(f, "-\n");
+}
+
+void mr_pager_print_delta(FILE *f, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
+                          long n_tokens, double seconds) {
+    uint64_t h = now->hits - prev->hits, mi = now->misses - prev->misses, by = now->bytes_read - prev->bytes_read;
+    double st = now->stall_s - prev->stall_s, busy = now->io_busy_s - prev->io_busy_s;
+    fprintf(f, "pager: %s: %ld tokens in %.2f s (%.2f tok/s), hit %.1f%% of %llu uses, read %.2f GiB "
+               "(%.1f MiB/token), read stall %.2f s, I/O busy %.2f s (%.2f GB/s while busy)\n",
+            label, n_tokens, seconds, seconds > 0 ? (double)n_tokens / seconds : 0.0,
+            h + mi ? 100.0 * (double)h / (double)(h + mi) : 0.0, (unsigned long long)(h + mi),
+            (double)by / (1024.0 * 1024 * 1024), n_tokens > 0 ? (double)by / (1024.0 * 1024) / (double)n_tokens : 0.0,
+            st, busy, busy > 0 ? (double)by / busy / 1e9 : 0.0);
 }
 
 /* ---- --ram-budget ---- */
