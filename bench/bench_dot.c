@@ -101,14 +101,14 @@ int main(int argc, char **argv) {
         sd_weights(type, w, (int64_t)rows * cols, 0);
         sd_acts(t->vec_dot_type, y, (int64_t)cols * MR_GEMM_NC, 0, NULL);
         for (int k = 0; k < nisa; k++) {
-            mr_vec_dot_fn dot;
-            mr_vec_dot_x4_fn dot4;
-            const int got = mr_type_kernels(type, isas[k], &dot, &dot4);
-            if (got != isas[k]) { printf("%-8s %-6s | (no kernel)\n", t->name, mr_isa_name(isas[k])); continue; }
+            const mr_kern *kk = mr_kern_get(type, isas[k]);
+            const mr_vec_dot_fn dot = kk->dot;
+            const mr_vec_dot_x4_fn dot4 = kk->dot4;
+            if (kk->isa != isas[k]) { printf("%-8s %-6s | (no kernel)\n", t->name, mr_isa_name(isas[k])); continue; }
             const double nsb = (double)rows * cols / 256;
             const double t1 = best_pass(dot, NULL, w, wrow, y, yrow, rows, cols, secs);
             const double t4 = dot4 ? best_pass(NULL, dot4, w, wrow, y, yrow, rows, cols, secs) : 0;
-            mr_gemm_fn gm = isas[k] == MR_ISA_AVX512 ? mr_gemm_avx512[type] : NULL;
+            mr_gemm_fn gm = kk->gemm;
             const double tg = gm ? best_gemm(gm, w, wrow, y, yrow, rows, cols, secs) : 0;
             printf("%-8s %-6s | %9.2f %8.2f | %9.2f %9.2f\n", t->name, mr_isa_name(isas[k]), t1 * 1e9 / nsb,
                    (double)wrow * rows / t1 / 1e9, dot4 ? t4 * 1e9 / nsb / 4 : 0.0, gm ? tg * 1e9 / nsb / MR_GEMM_NC : 0.0);

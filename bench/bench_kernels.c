@@ -146,9 +146,9 @@ int main(int argc, char **argv) {
         const int type = types[ti];
         const mr_type_traits *t = mr_type_get(type);
         if (!t || !t->vec_dot) { printf("%-8s (no dot product)\n", mr_type_name(type)); continue; }
-        mr_vec_dot_fn dot;
-        mr_vec_dot_x4_fn dot4;
-        int kisa = mr_type_kernels(type, mr_isa(), &dot, &dot4);
+        const mr_kern *kk = mr_kern_get(type, mr_isa());
+        const mr_vec_dot_x4_fn dot4 = kk->dot4;
+        const int kisa = kk->isa;
         double res[2][3];
         for (int s = 0; s < 2; s++) {
             const int64_t rows = shapes[s][0], cols = shapes[s][1];

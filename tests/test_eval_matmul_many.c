@@ -18,6 +18,7 @@ static void test_many_equals_single(void) {
     mr_pool *pools[2] = {NULL, mr_pool_create(2)};
     CHECK(pools[1] != NULL, "pool");
     mr_matmul_task tk[NT];
+    mr_mat M[NT];
     void *W[NT];
     float *X[NT], *Y[NT], *Yref[NT];
     for (int i = 0; i < NT; i++) {
@@ -34,19 +35,20 @@ static void test_many_equals_single(void) {
         }
         Y[i] = malloc(sizeof(float) * (size_t)rows * (nc ? nc : 1));
         Yref[i] = malloc(sizeof(float) * (size_t)rows * (nc ? nc : 1));
-        tk[i] = (mr_matmul_task){W[i], type, rows, COLS, X[i], nc, Y[i]};
+        M[i] = (mr_mat){.data = W[i], .type = type, .rows = rows, .cols = COLS};
+        tk[i] = (mr_matmul_task){.w = &M[i], .X = X[i], .ncols = nc, .Y = Y[i]};
     }
     for (int p = 0; p < 2; p++) {
         for (int i = 0; i < NT; i++) {
-            for (int64_t k = 0; k < tk[i].rows * (tk[i].ncols ? tk[i].ncols : 1); k++) Y[i][k] = NAN;
+            for (int64_t k = 0; k < M[i].rows * (tk[i].ncols ? tk[i].ncols : 1); k++) Y[i][k] = NAN;
             if (tk[i].ncols)
-                CHECK(mr_matmul(pools[p], W[i], tk[i].wtype, tk[i].rows, COLS, X[i], tk[i].ncols, Yref[i]) == 0, "%s", mr_get_error());
+                CHECK(mr_matmul(pools[p], W[i], M[i].type, M[i].rows, COLS, X[i], tk[i].ncols, Yref[i]) == 0, "%s", mr_get_error());
         }
         CHECK(mr_matmul_many(pools[p], tk, NT) == 0, "many: %s", mr_get_error());
         for (int i = 0; i < NT; i++) {
             if (!tk[i].ncols) { CHECK(isnan(Y[i][0]), "task %d with no columns wrote its output", i); continue; }
-            CHECK(!memcmp(Y[i], Yref[i], sizeof(float) * (size_t)(tk[i].rows * tk[i].ncols)),
-                  "task %d (%s, %lld columns, %d threads) differs from mr_matmul", i, mr_type_name(tk[i].wtype),
+            CHECK(!memcmp(Y[i], Yref[i], sizeof(float) * (size_t)(M[i].rows * tk[i].ncols)),
+                  "task %d (%s, %lld columns, %d threads) differs from mr_matmul", i, mr_type_name(M[i].type),
                   (long long)tk[i].ncols, mr_pool_size(pools[p]));
         }
     }
@@ -72,7 +74,7 @@ static void test_gemv_equals_vec_dot(void) {
             sd_weights(type, W, cols * rows, 0);
             for (int64_t i = 0; i < cols; i++) X[i] = sd_normalish();
             CHECK(mr_matmul(NULL, W, type, rows, cols, X, 1, Y) == 0, "%s", mr_get_error());
-            mr_type_from_float(xtype)(X, xq, cols);
+            mr_kern_get(xtype, mr_isa())->from_float(X, xq, cols);
             for (int r = 0; r < rows; r++) {
                 mr_type_vec_dot(type)((int)cols, &ref, W + mr_row_size(type, cols) * r, xq);
                 CHECK(!memcmp(&ref, &Y[r], sizeof ref), "%s, %d blocks, row %d: %.9g != vec_dot %.9g", mr_type_name(type),
@@ -85,10 +87,11 @@ static void test_gemv_equals_vec_dot(void) {
 static void test_many_errors(void) {
     float x[64] = {0}, y[8];
     uint8_t w[8 * 64 * 4] = {0};
-    mr_matmul_task tk[2] = {{w, MR_TYPE_F32, 8, 64, x, 1, y}, {w, MR_TYPE_Q4_0, 8, 48, x, 1, y}};
+    mr_mat m[2] = {{.data = w, .type = MR_TYPE_F32, .rows = 8, .cols = 64}, {.data = w, .type = MR_TYPE_Q4_0, .rows = 8, .cols = 48}};
+    mr_matmul_task tk[2] = {{.w = &m[0], .X = x, .ncols = 1, .Y = y}, {.w = &m[1], .X = x, .ncols = 1, .Y = y}};
     CHECK(mr_matmul_many(NULL, tk, 2) == -1, "cols not a multiple of the block size accepted");
     CHECK(strstr(mr_get_error(), "does not fit") != NULL, "error: %s", mr_get_error());
-    tk[1].wtype = 9999;
+    m[1].type = 9999;
     CHECK(mr_matmul_many(NULL, tk, 2) == -1, "unknown type accepted");
 }
 

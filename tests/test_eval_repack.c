@@ -1,11 +1,11 @@
-/* Repacked Q4_0 weights (quant/repack.h, q4_0_avx512.c): the registry's lookups, and every product
- * through the repacked copy equal to the plain kernels bit for bit (mr_matmul with 1..9 columns,
- * mr_mm_rows on row ranges that start and end inside 16-row groups, a matrix in the middle of a
- * registered tensor), and close to a double-precision dot product. */
+/* Repacked weights (quant/repack.h, quant_simd.h mr_repack_kern): the copy's lookups, and every
+ * product through a repacked copy equal to the plain kernels bit for bit (mr_matmul_many with 1..9
+ * columns, mr_mm_rows on row ranges that start and end inside groups, a matrix in the middle of a
+ * repacked tensor), under every ISA that has a layout for the type; and Q4_0 close to a
+ * double-precision dot product. */
 #include "test.h"
 #include "simd_data.h"
 #include "quant/matmul.h"
-#include "quant/matmul_act.h"
 #include "quant/quant_simd.h"
 #include "quant/repack.h"
 #include "quant/quant_blocks.h"
@@ -14,89 +14,116 @@
 #include <math.h>
 #include <stdlib.h>
 
-enum { COLS = 320, ROWS = 96, NC = 9 }; /* 10 blocks per row, 6 groups */
+enum { COLS = 512, ROWS = 96, NC = 9 }; /* 2 super-blocks / 16 blocks per row */
 
-static void test_registry(void) {
-    if (!mr_repack_applies(MR_TYPE_Q4_0, COLS)) { printf("ok repack_registry_skipped (no AVX-512)\n"); return; }
+static void test_lookup(void) {
+    if (!mr_repack_applies(MR_TYPE_Q4_0, COLS)) { printf("ok repack_lookup_skipped (no Q4_0 layout here)\n"); return; }
     const size_t wr = mr_row_size(MR_TYPE_Q4_0, COLS);
     uint8_t *W = malloc(wr * ROWS);
     sd_weights(MR_TYPE_Q4_0, W, (int64_t)COLS * ROWS, 0);
-    CHECK(mr_repack_find(W, MR_TYPE_Q4_0, COLS, NULL) == NULL, "found before add");
-    CHECK(mr_repack_add(NULL, W, MR_TYPE_Q4_0, COLS, 40) == 1, "40 rows (not whole groups) accepted");
-    CHECK(mr_repack_add(NULL, W, MR_TYPE_Q8_0, 256, 32) == 1, "Q8_0 accepted");
-    CHECK(mr_repack_add(NULL, W, MR_TYPE_Q4_0, COLS, ROWS) == 0, "add");
+    int err = 1;
+    CHECK(mr_repack_make(NULL, W, MR_TYPE_Q4_0, COLS, 40, &err) == NULL && err == 0, "40 rows (not whole groups) accepted");
+    CHECK(mr_repack_make(NULL, W, MR_TYPE_F32, 8, 32, &err) == NULL && err == 0, "F32 accepted");
+    mr_repacked *rp = mr_repack_make(NULL, W, MR_TYPE_Q4_0, COLS, ROWS, &err);
+    CHECK(rp != NULL && err == 0, "make");
+    const int gr = mr_repack_group_rows(rp, MR_TYPE_Q4_0, COLS, mr_isa());
+    CHECK(gr > 1 && ROWS % (2 * gr) == 0, "group rows %d", gr);
     int64_t left = 0;
-    const uint8_t *r0 = mr_repack_find(W, MR_TYPE_Q4_0, COLS, &left);
+    const uint8_t *r0 = mr_repack_at(rp, W, MR_TYPE_Q4_0, COLS, mr_isa(), &left);
     CHECK(r0 != NULL && left == ROWS, "row 0: %p, %lld rows left", (const void *)r0, (long long)left);
-    const uint8_t *r2 = mr_repack_find(W + 32 * wr, MR_TYPE_Q4_0, COLS, &left);
-    CHECK(r2 == r0 + 2 * (COLS / 32) * MR_Q4_0_RP_BLOCK_BYTES && left == ROWS - 32, "group 2");
-    CHECK(mr_repack_find(W + 8 * wr, MR_TYPE_Q4_0, COLS, NULL) == NULL, "row 8 is not a group start");
-    CHECK(mr_repack_find(W, MR_TYPE_Q4_0, COLS / 2, NULL) == NULL, "another row length");
-    CHECK(mr_repack_find(W + ROWS * wr, MR_TYPE_Q4_0, COLS, NULL) == NULL, "past the end");
-    CHECK(mr_repack_bytes() >= wr * ROWS, "bytes %llu", (unsigned long long)mr_repack_bytes());
-    mr_repack_remove(W);
-    CHECK(mr_repack_find(W, MR_TYPE_Q4_0, COLS, NULL) == NULL, "found after remove");
-    mr_repack_remove(W); /* no-op */
+    const uint8_t *r2 = mr_repack_at(rp, W + 2 * gr * wr, MR_TYPE_Q4_0, COLS, mr_isa(), &left);
+    CHECK(r2 != NULL && left == ROWS - 2 * gr && (uint64_t)(r2 - r0) == 2 * mr_repack_size(rp) / (ROWS / gr), "group 2");
+    CHECK(mr_repack_at(rp, W + wr, MR_TYPE_Q4_0, COLS, mr_isa(), NULL) == NULL, "row 1 is not a group start");
+    CHECK(mr_repack_at(rp, W, MR_TYPE_Q4_0, COLS / 2, mr_isa(), NULL) == NULL, "another row length");
+    CHECK(mr_repack_at(rp, W + ROWS * wr, MR_TYPE_Q4_0, COLS, mr_isa(), NULL) == NULL, "past the end");
+    CHECK(mr_repack_at(rp, W - wr, MR_TYPE_Q4_0, COLS, mr_isa(), NULL) == NULL, "before the start");
+    CHECK(mr_repack_at(rp, W, MR_TYPE_Q4_0, COLS, MR_ISA_SCALAR, NULL) == NULL, "used under another ISA");
+    CHECK(mr_mm_group_rows(NULL, MR_TYPE_Q4_0, COLS) == 1, "no copy: one row per group");
+    mr_repack_free(rp);
+    mr_repack_free(NULL);
     free(W);
 }
 
-static void test_products(void) {
-    if (!mr_repack_applies(MR_TYPE_Q4_0, COLS)) { printf("ok repack_products_skipped (no AVX-512)\n"); return; }
-    const size_t wr = mr_row_size(MR_TYPE_Q4_0, COLS);
-    const int64_t total = 2 * ROWS; /* the matrix is the second half of a registered tensor */
-    uint8_t *T = malloc(wr * total), *W = T + wr * ROWS;
-    float *X = malloc(sizeof(float) * COLS * NC), *Yp = malloc(sizeof(float) * ROWS * NC), *Yr = malloc(sizeof(float) * ROWS * NC);
-    sd_weights(MR_TYPE_Q4_0, T, (int64_t)COLS * total, 0);
-    for (int i = 0; i < COLS * NC; i++) X[i] = sd_normalish();
+/* every type with a layout under `isa`: products through the copy == plain */
+static void check_products(int isa, double *worst_q4_0) {
+    static const int types[] = {MR_TYPE_Q4_0, MR_TYPE_Q8_0, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_IQ4_XS};
+    if (mr_set_isa(isa)) return;
     mr_pool *pool = mr_pool_create(2);
-    for (int nc = 1; nc <= NC; nc++) {
-        CHECK(mr_matmul(pool, W, MR_TYPE_Q4_0, ROWS, COLS, X, nc, Yp) == 0, "plain");
-        CHECK(mr_repack_add(pool, T, MR_TYPE_Q4_0, COLS, total) == 0, "add");
-        CHECK(mr_matmul(pool, W, MR_TYPE_Q4_0, ROWS, COLS, X, nc, Yr) == 0, "repacked");
-        CHECK(!memcmp(Yp, Yr, sizeof(float) * ROWS * (size_t)nc), "%d columns: mr_matmul repacked != plain", nc);
-        /* row ranges cutting groups: rows [5, 77) through mr_mm_rows */
-        mr_mm_act a;
-        CHECK(mr_mm_act_make(pool, &a, MR_TYPE_Q4_0, X, COLS, nc, COLS) == 0, "act");
-        CHECK(a.Xr != NULL, "no prepared columns for the repacked kernel");
-        for (int i = 0; i < ROWS * nc; i++) Yr[i] = NAN;
-        CHECK(mr_mm_rows(&a, MR_TYPE_Q4_0, W, 5, 77, Yr, ROWS) == 0, "rows");
-        int bad = 0;
-        for (int c = 0; c < nc; c++)
-            for (int r = 0; r < ROWS; r++) {
-                const float *p = &Yp[c * ROWS + r], *q = &Yr[c * ROWS + r];
-                if (r >= 5 && r < 77 ? memcmp(p, q, sizeof *p) != 0 : !isnan(*q)) bad++;
-            }
-        CHECK(bad == 0, "%d columns: %d values of mr_mm_rows [5, 77) wrong or written outside", nc, bad);
-        mr_mm_act_free(&a);
-        mr_repack_remove(T);
-    }
-    /* against double sums of the quantized values (column 0) */
-    const mr_type_traits *q8 = mr_type_get(MR_TYPE_Q8_0);
-    uint8_t *xq = malloc(mr_row_size(MR_TYPE_Q8_0, COLS));
-    q8->from_float(X, xq, COLS);
-    double worst = 0;
-    for (int r = 0; r < ROWS; r++) {
-        const mr_block_q4_0 *w = (const mr_block_q4_0 *)(W + wr * r);
-        const mr_block_q8_0 *y = (const mr_block_q8_0 *)xq;
-        double ref = 0, mag = 0;
-        for (int b = 0; b < COLS / 32; b++) {
-            double dd = (double)mr_fp16_to_fp32(w[b].d) * mr_fp16_to_fp32(y[b].d);
-            for (int i = 0; i < 16; i++) {
-                int lo = (w[b].qs[i] & 15) - 8, hi = (w[b].qs[i] >> 4) - 8;
-                ref += dd * (lo * y[b].qs[i] + hi * y[b].qs[i + 16]);
-                mag += fabs(dd) * (abs(lo * y[b].qs[i]) + abs(hi * y[b].qs[i + 16]));
-            }
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const int type = types[ti];
+        if (!mr_repack_applies(type, COLS)) continue;
+        const size_t wr = mr_row_size(type, COLS);
+        const int64_t total = 2 * ROWS; /* the matrix is the second half of a repacked tensor */
+        uint8_t *T = malloc(wr * total), *W = T + wr * ROWS;
+        float *X = malloc(sizeof(float) * COLS * NC), *Yp = malloc(sizeof(float) * ROWS * NC), *Yr = malloc(sizeof(float) * ROWS * NC);
+        sd_weights(type, T, (int64_t)COLS * total, 0);
+        for (int i = 0; i < COLS * NC; i++) X[i] = sd_normalish();
+        int err;
+        mr_repacked *rp = mr_repack_make(pool, T, type, COLS, total, &err);
+        CHECK(rp != NULL, "%s %s: make", mr_type_name(type), mr_isa_name(isa));
+        const int gr = mr_repack_group_rows(rp, type, COLS, isa);
+        const mr_mat m = {.data = W, .type = type, .rows = ROWS, .cols = COLS, .rp = rp};
+        for (int nc = 1; nc <= NC; nc++) {
+            CHECK(mr_matmul(pool, W, type, ROWS, COLS, X, nc, Yp) == 0, "plain");
+            const mr_matmul_task tk = {.w = &m, .X = X, .ncols = nc, .Y = Yr};
+            CHECK(mr_matmul_many(pool, &tk, 1) == 0, "repacked: %s", mr_get_error());
+            CHECK(!memcmp(Yp, Yr, sizeof(float) * ROWS * (size_t)nc), "%s %s %d columns: repacked != plain",
+                  mr_type_name(type), mr_isa_name(isa), nc);
+            /* row ranges cutting groups: rows [5, 77) through mr_mm_rows */
+            mr_mm_act a;
+            CHECK(mr_mm_act_make(pool, &a, type, X, COLS, nc, COLS) == 0, "act");
+            CHECK(a.Xr != NULL || mr_kern_get(mr_mm_partner(type), isa)->rprep == NULL, "no prepared columns for the repacked kernel");
+            for (int i = 0; i < ROWS * nc; i++) Yr[i] = NAN;
+            CHECK(mr_mm_rows(&a, type, W, rp, 5, 77, Yr, ROWS) == 0, "rows");
+            int bad = 0;
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < ROWS; r++) {
+                    const float *p = &Yp[c * ROWS + r], *q = &Yr[c * ROWS + r];
+                    if (r >= 5 && r < 77 ? memcmp(p, q, sizeof *p) != 0 : !isnan(*q)) bad++;
+                }
+            CHECK(bad == 0, "%s %s %d columns: %d values of mr_mm_rows [5, 77) wrong or written outside",
+                  mr_type_name(type), mr_isa_name(isa), nc, bad);
+            mr_mm_act_free(&a);
         }
-        double e = fabs(Yr[r] - ref) / (mag + 1e-30);
-        if (e > worst) worst = e;
+        printf("# %s %s: repacked in %d-row groups, bit-identical to plain\n", mr_type_name(type), mr_isa_name(isa), gr);
+        if (type == MR_TYPE_Q4_0) {
+            /* against double sums of the quantized values (column 0) */
+            const mr_type_traits *q8 = mr_type_get(MR_TYPE_Q8_0);
+            uint8_t *xq = malloc(mr_row_size(MR_TYPE_Q8_0, COLS));
+            q8->from_float(X, xq, COLS);
+            for (int r = 0; r < ROWS; r++) {
+                const mr_block_q4_0 *w = (const mr_block_q4_0 *)(W + wr * r);
+                const mr_block_q8_0 *y = (const mr_block_q8_0 *)xq;
+                double ref = 0, mag = 0;
+                for (int b = 0; b < COLS / 32; b++) {
+                    double dd = (double)mr_fp16_to_fp32(w[b].d) * mr_fp16_to_fp32(y[b].d);
+                    for (int i = 0; i < 16; i++) {
+                        int lo = (w[b].qs[i] & 15) - 8, hi = (w[b].qs[i] >> 4) - 8;
+                        ref += dd * (lo * y[b].qs[i] + hi * y[b].qs[i + 16]);
+                        mag += fabs(dd) * (abs(lo * y[b].qs[i]) + abs(hi * y[b].qs[i + 16]));
+                    }
+                }
+                double e = fabs(Yp[r] - ref) / (mag + 1e-30);
+                if (e > *worst_q4_0) *worst_q4_0 = e;
+            }
+            free(xq);
+        }
+        mr_repack_free(rp);
+        free(T); free(X); free(Yp); free(Yr);
     }
-    CHECK(worst < 1e-6, "relative error %g against double sums", worst);
     mr_pool_free(pool);
-    free(T); free(X); free(Yp); free(Yr); free(xq);
+}
+
+static void test_products(void) {
+    const int best = mr_cpu_best_isa();
+    double worst = 0;
+    for (int isa = MR_ISA_AVX2; isa <= best; isa++) check_products(isa, &worst);
+    mr_set_isa(best);
+    CHECK(worst < 1e-6, "Q4_0 relative error %g against double sums", worst);
 }
 
 int main(void) {
-    RUN(test_registry);
+    RUN(test_lookup);
     RUN(test_products);
     return t_finish();
 }

@@ -5,7 +5,6 @@
 #include "test.h"
 #include "simd_data.h"
 #include "quant/matmul.h"
-#include "quant/matmul_act.h"
 #include "quant/quant_simd.h"
 #include "base/pool.h"
 
@@ -37,7 +36,7 @@ static void check_type(int type, mr_pool **pools, int npools) {
             mr_mm_act a;
             CHECK(mr_mm_act_make(pools[p], &a, type, X, cols, nc, ldx) == 0, "%s", mr_get_error());
             for (int64_t i = 0; i < ldyA * nc; i++) Y[i] = NAN;
-            mr_mm_part parts[2] = {{WA, type, rowsA, &a, Y, ldyA}, {WB, type, rowsB, &a, Y + rowsA, ldyA}};
+            mr_mm_part parts[2] = {{WA, type, rowsA, &a, Y, ldyA, NULL}, {WB, type, rowsB, &a, Y + rowsA, ldyA, NULL}};
             CHECK(mr_matmul_parts(pools[p], parts, 2) == 0, "%s", mr_get_error());
             int bad = 0;
             for (int j = 0; j < nc; j++) {
@@ -53,7 +52,7 @@ static void check_type(int type, mr_pool **pools, int npools) {
                 CHECK(mr_mm_act_alloc(&g, a.vdtype, cols, 5, 1) == 0, "%s", mr_get_error());
                 mr_mm_act_gather(&g, &a, idx, 5);
                 float *Yg = malloc(sizeof(float) * rowsB * 5);
-                CHECK(mr_mm_rows(&g, type, WB, 0, rowsB, Yg, rowsB) == 0, "%s", mr_get_error());
+                CHECK(mr_mm_rows(&g, type, WB, NULL, 0, rowsB, Yg, rowsB) == 0, "%s", mr_get_error());
                 int badg = 0;
                 for (int c = 0; c < 5; c++) badg += memcmp(Yg + c * rowsB, RB + idx[c] * rowsB, sizeof(float) * rowsB) != 0;
                 CHECK(badg == 0, "%s %s ncols=%d: gathered columns differ in %d of 5", t->name, mr_isa_name(mr_isa()), nc, badg);
@@ -95,7 +94,7 @@ static void test_errors(void) {
     CHECK(mr_mm_act_make(NULL, &a, MR_TYPE_Q4_0, x, 48, 1, 48) == -1, "48 values accepted as q4_0 activations");
     CHECK(mr_mm_act_make(NULL, &a, MR_TYPE_Q4_0, x, 64, 1, 64) == 0, "%s", mr_get_error());
     /* Q8_0 activations with Q4_K weights (partner Q8_K): refused */
-    mr_mm_part p = {w, MR_TYPE_Q4_K, 1, &a, y, 1};
+    mr_mm_part p = {w, MR_TYPE_Q4_K, 1, &a, y, 1, NULL};
     CHECK(mr_matmul_parts(NULL, &p, 1) == -1, "partner mismatch accepted");
     mr_mm_act_free(&a);
 }

@@ -300,7 +300,8 @@ static void random_weights(int type, uint8_t *w, size_t bytes) {
 }
 
 static mr_vec_dot_x4_fn x4_of(int type, int isa) {
-    return isa == MR_ISA_AVX512 ? mr_vec_dot_x4_avx512[type] : isa == MR_ISA_AVX2 ? mr_vec_dot_x4_avx2[type] : NULL;
+    const mr_kern *k = mr_kern_isa(type, isa);
+    return k ? k->dot4 : NULL;
 }
 
 /* the ISA's vec_dot against the scalar reference on random rows (and the golden files); its
@@ -375,7 +376,7 @@ static void check_gemm(const char *variant) {
     static const int nrs[] = {1, 2, 3, 4, 5, 8, 15, 16}, ncs[] = {1, 2, 3, 5, 14, 31, 32};
     for (int ti = 0; ti < N_IQ; ti++) {
         const int type = iq_types[ti].type;
-        mr_gemm_fn gm = mr_gemm_avx512[type];
+        mr_gemm_fn gm = mr_kern_isa(type, MR_ISA_AVX512)->gemm;
         mr_vec_dot_fn f = mr_type_vec_dot_isa(type, MR_ISA_AVX512);
         if (!gm || !f) continue;
         const int bs = mr_type_get(type)->block_size;
@@ -422,8 +423,9 @@ static void test_simd_tables(void) {
     for (int ti = 0; ti < N_IQ; ti++) {
         const int t = iq_types[ti].type;
         if (t == MR_TYPE_NVFP4) continue;   /* quant_kern_x86.h (quant_avx2.c / quant_avx512.c) */
-        CHECK(mr_vec_dot_avx2[t] && mr_vec_dot_avx512[t], "%s: missing vec_dot", iq_types[ti].name);
-        CHECK(mr_vec_dot_x4_avx2[t] && mr_vec_dot_x4_avx512[t], "%s: missing 4-column kernel", iq_types[ti].name);
+        const mr_kern *k2 = mr_kern_isa(t, MR_ISA_AVX2), *k5 = mr_kern_isa(t, MR_ISA_AVX512);
+        CHECK(k2->dot && k5->dot, "%s: missing vec_dot", iq_types[ti].name);
+        CHECK(k2->dot4 && k5->dot4, "%s: missing 4-column kernel", iq_types[ti].name);
     }
 }
 

@@ -30,7 +30,13 @@ static int sizes_for(int bs, int *out) {
 }
 
 static mr_vec_dot_x4_fn x4_of(int type, int isa) {
-    return isa == MR_ISA_AVX512 ? mr_vec_dot_x4_avx512[type] : isa == MR_ISA_AVX2 ? mr_vec_dot_x4_avx2[type] : NULL;
+    const mr_kern *k = mr_kern_isa(type, isa);
+    return k ? k->dot4 : NULL;
+}
+/* the prepared 4-column kernel of an ISA's table, with its partner's prep */
+static mr_vec_dot_x4_fn x4p_of(int type, int isa) {
+    const mr_kern *k = mr_kern_isa(type, isa);
+    return k ? k->dot4p : NULL;
 }
 
 static void test_tables_cover_required_types(void) {
@@ -78,11 +84,13 @@ static void test_vec_dot_vs_scalar(void) {
                     t->to_float(w, wf, n);
                     float s4[4] = {0}, s4p[4] = {0};
                     if (f4) f4(n, s4, w, x, xb);
-                    mr_vec_dot_x4_fn f4p = isa == MR_ISA_AVX512 ? mr_vec_dot_x4p_avx512[type] : NULL;
-                    if (f4p) {
-                        size_t pb = mr_prep_row_size(t->vec_dot_type, n);
+                    mr_vec_dot_x4_fn f4p = x4p_of(type, isa);
+                    const mr_kern *kp = mr_kern_isa(t->vec_dot_type, isa);
+                    CHECK(!f4p || (kp && kp->prep), "%s %s: a prepared kernel without its partner's prep", t->name, mr_isa_name(isa));
+                    if (f4p && kp && kp->prep) {
+                        size_t pb = (size_t)(n / 32) * (size_t)kp->prep_bytes;
                         uint8_t *xp = malloc(4 * pb);
-                        for (int c = 0; c < 4; c++) mr_prep_avx512(t->vec_dot_type)(x + c * xb, xp + c * pb, n);
+                        for (int c = 0; c < 4; c++) kp->prep(x + c * xb, xp + c * pb, n);
                         f4p(n, s4p, w, xp, pb);
                         free(xp);
                     }
@@ -107,7 +115,7 @@ static void test_vec_dot_vs_scalar(void) {
                 free(w); free(x); free(wf); free(xf);
             }
             printf("# %-8s %-6s max rel err %.2e%s%s\n", t->name, mr_isa_name(isa), worst, f4 ? " (4-col bit-exact)" : "",
-                   isa == MR_ISA_AVX512 && mr_vec_dot_x4p_avx512[type] ? " (prepared 4-col bit-exact)" : "");
+                   x4p_of(type, isa) ? " (prepared 4-col bit-exact)" : "");
             n_tested++;
         }
     }
@@ -124,7 +132,7 @@ static void test_quantizers_bit_exact(void) {
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const int type = types[ti];
         const mr_type_traits *t = mr_type_get(type);
-        mr_from_float_fn f = mr_from_float_avx2[type];
+        mr_from_float_fn f = mr_kern_isa(type, MR_ISA_AVX2)->from_float;
         CHECK(f != NULL, "%s: no AVX2 quantizer", t->name);
         if (!f) continue;
         for (int trial = 0; trial < 40; trial++) {

@@ -108,7 +108,7 @@ int mr_llm_load_tensors(mr_model *m, mr_llm *L) {
     const int64_t V = m->n_vocab;
     L->output_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "output_norm.weight"));
     const mr_gguf_tensor *out = mr_model_tensor(m, 0, 2, SHAPE(d, V), "output.weight");
-    L->output = mr_weight_of(out ? out : L->tok_embd);
+    L->output = mr_model_weight(m, out ? out : L->tok_embd);
     const mr_gguf_tensor *ff = mr_model_tensor(m, 0, 1, SHAPE(L->rope.n_dims / 2), "rope_freqs.weight");
     if (ff) L->rope.freq_factors = mr_model_f32(m, ff);
 
@@ -122,17 +122,17 @@ int mr_llm_load_tensors(mr_model *m, mr_llm *L) {
         l->attn_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "blk.%d.attn_norm.weight", i));
         const mr_gguf_tensor *qkv = mr_model_tensor(m, 0, 2, SHAPE(d, nq + 2 * nkv), "blk.%d.attn_qkv.weight", i);
         if (qkv) {
-            l->wqkv = mr_weight_of(qkv);
+            l->wqkv = mr_model_weight(m, qkv);
             l->bqkv = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(nq + 2 * nkv), "blk.%d.attn_qkv.bias", i));
         } else {
-            l->wq = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, nq), "blk.%d.attn_q.weight", i));
-            l->wk = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, nkv), "blk.%d.attn_k.weight", i));
-            l->wv = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, nkv), "blk.%d.attn_v.weight", i));
+            l->wq = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, nq), "blk.%d.attn_q.weight", i));
+            l->wk = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, nkv), "blk.%d.attn_k.weight", i));
+            l->wv = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, nkv), "blk.%d.attn_v.weight", i));
             l->bq = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(nq), "blk.%d.attn_q.bias", i));
             l->bk = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(nkv), "blk.%d.attn_k.bias", i));
             l->bv = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(nkv), "blk.%d.attn_v.bias", i));
         }
-        l->wo = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(nq, d), "blk.%d.attn_output.weight", i));
+        l->wo = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(nq, d), "blk.%d.attn_output.weight", i));
         l->bo = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(d), "blk.%d.attn_output.bias", i));
         if (L->qk_norm) {
             l->q_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(hd), "blk.%d.attn_q_norm.weight", i));
@@ -140,13 +140,13 @@ int mr_llm_load_tensors(mr_model *m, mr_llm *L) {
         }
         l->ffn_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "blk.%d.ffn_norm.weight", i));
         if (E == 0) {
-            l->ffn_gate = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_gate.weight", i));
-            l->ffn_up = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_up.weight", i));
-            l->ffn_down = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(F, d), "blk.%d.ffn_down.weight", i));
+            l->ffn_gate = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_gate.weight", i));
+            l->ffn_up = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_up.weight", i));
+            l->ffn_down = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(F, d), "blk.%d.ffn_down.weight", i));
         } else {
             l->is_moe = 1;
             any_moe = 1;
-            l->ffn_gate_inp = mr_weight_of(mr_model_tensor(m, 1, 2, SHAPE(d, E), "blk.%d.ffn_gate_inp.weight", i));
+            l->ffn_gate_inp = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, E), "blk.%d.ffn_gate_inp.weight", i));
             pl[i].mat[MR_PAGER_GATE] = mr_model_tensor(m, 1, 3, SHAPE(d, Fe, E), "blk.%d.ffn_gate_exps.weight", i);
             pl[i].mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, SHAPE(d, Fe, E), "blk.%d.ffn_up_exps.weight", i);
             pl[i].mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, SHAPE(Fe, d, E), "blk.%d.ffn_down_exps.weight", i);
@@ -289,9 +289,9 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
             /* separate projections in one dispatch (h converted once) into temporaries, then
              * interleaved into the q|k|v rows */
             MR_PROF_BEGIN(tp);
-            const mr_matmul_task tk[3] = {{l->wq.data, l->wq.type, l->wq.rows, l->wq.cols, h, n, att},
-                                          {l->wk.data, l->wk.type, l->wk.rows, l->wk.cols, h, n, kvt},
-                                          {l->wv.data, l->wv.type, l->wv.rows, l->wv.cols, h, n, kvt + n * nkv}};
+            const mr_matmul_task tk[3] = {{.w = &l->wq, .X = h, .ncols = n, .Y = att},
+                                          {.w = &l->wk, .X = h, .ncols = n, .Y = kvt},
+                                          {.w = &l->wv, .X = h, .ncols = n, .Y = kvt + n * nkv}};
             if (mr_matmul_many(m->pool, tk, 3)) goto done;
             MR_PROF_END(tp, "mm attn_q+k+v");
             for (int t = 0; t < n; t++) {
@@ -326,8 +326,8 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
         mr_model_dump(m, "ffn_norm", il, h, d, n);
         if (!l->is_moe) {
             MR_PROF_BEGIN(tf);
-            const mr_matmul_task tk[2] = {{l->ffn_up.data, l->ffn_up.type, l->ffn_up.rows, l->ffn_up.cols, h, n, u},
-                                          {l->ffn_gate.data, l->ffn_gate.type, l->ffn_gate.rows, l->ffn_gate.cols, h, n, g}};
+            const mr_matmul_task tk[2] = {{.w = &l->ffn_up, .X = h, .ncols = n, .Y = u},
+                                          {.w = &l->ffn_gate, .X = h, .ncols = n, .Y = g}};
             if (mr_matmul_many(m->pool, tk, 2)) goto done;
             MR_PROF_END(tf, "mm ffn_up+gate");
             mr_swiglu(g, g, u, n * (int64_t)L->n_ff, 0.0f, 1.0f);

@@ -2,7 +2,6 @@
 #include "model/model.h"
 #include "model/moe_approx.h"
 #include "quant/matmul.h"
-#include "quant/repack.h"
 #include "base/prof.h"
 
 #include <math.h>
@@ -37,26 +36,40 @@ void mr_model_params_default(mr_model_params *p) {
     p->dump_n = 8;
 }
 
-/* Repacked copies of the weight matrices whose kernels are faster on them (quant/repack.h: Q4_0 under
- * AVX-512; MOERUN_NO_REPACK=1 turns it off); add = 0 removes them. Routed experts are left alone
- * when they are paged (their bytes come from the pager's slots), the token embedding when the model
- * has an output matrix (it is only read row by row). Logits are the same bits with or without. */
-static void mr_model_repack(mr_model *m, int add) {
-    const uint64_t nt = mr_gguf_n_tensors(m->gguf);
-    const int paging = m->pager && mr_pager_paging(m->pager);
-    const int has_output = mr_gguf_find_tensor(m->gguf, "output.weight") != NULL;
-    for (uint64_t i = 0; i < nt; i++) {
-        const mr_gguf_tensor *t = mr_gguf_tensor_at(m->gguf, i);
-        if (!t || !mr_repack_applies(t->type, t->ne[0])) continue;
-        if (!add) { mr_repack_remove(t->data); continue; }
-        if (t->n_dims < 2 || t->ne[1] % 16 || (has_output && !strcmp(t->name, "token_embd.weight"))) continue;
-        int expert = 0;
-        for (int l = 0; paging && m->exp_layers && l < m->n_layer; l++)
-            for (int k = 0; k < MR_PAGER_MATS; k++) expert |= m->exp_layers[l].mat[k] == t;
-        if (expert) continue;
-        if (mr_repack_add(m->pool, t->data, t->type, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3]) < 0)
-            mr_log(1, "%s: no memory to repack %s; it is used as stored\n", m->path, t->name);
+/* Repacked copies (quant/repack.h: faster kernels on row-interleaved layouts, e.g. Q4_0 under
+ * AVX-512): made once per tensor when a weight handle or the resident experts are set up, owned by
+ * the model; MOERUN_NO_REPACK=1 (read at load) turns them off. Logits are the same bits either way. */
+static const mr_repacked *mr_model_repack(mr_model *m, const mr_gguf_tensor *t) {
+    if (!t || m->no_repack || t->n_dims < 2 || !mr_repack_applies(t->type, t->ne[0])) return NULL;
+    for (int i = 0; i < m->n_rp; i++)
+        if (m->rp_src[i] == t) return m->rp[i];
+    if (m->n_rp == m->cap_rp) {
+        int cap = m->cap_rp ? 2 * m->cap_rp : 64;
+        mr_repacked **r = realloc(m->rp, sizeof *r * (size_t)cap);
+        if (r) m->rp = r;
+        const mr_gguf_tensor **s = r ? realloc(m->rp_src, sizeof *s * (size_t)cap) : NULL;
+        if (s) m->rp_src = s;
+        if (!r || !s) { mr_log(1, "%s: no memory to repack %s; it is used as stored\n", m->path, t->name); return NULL; }
+        m->cap_rp = cap;
     }
+    int err;
+    mr_repacked *rp = mr_repack_make(m->pool, t->data, t->type, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3], &err);
+    if (err) mr_log(1, "%s: %s; %s is used as stored\n", m->path, mr_get_error(), t->name);
+    if (!rp) return NULL;
+    m->rp_src[m->n_rp] = t;
+    m->rp[m->n_rp++] = rp;
+    return rp;
+}
+
+mr_weight mr_model_weight(mr_model *m, const mr_gguf_tensor *t) {
+    mr_weight w = mr_weight_of(t);
+    w.rp = mr_model_repack(m, t);
+    return w;
+}
+
+const mr_repacked *mr_model_expert_rp(const mr_model *m, int layer, int mat) {
+    if (!m->exp_rp || layer < 0 || layer >= m->n_layer || mat < 0 || mat >= MR_PAGER_MATS) return NULL;
+    return m->exp_rp[layer * MR_PAGER_MATS + mat];
 }
 
 mr_model *mr_model_load(const char *path, const mr_model_params *params) {
@@ -80,8 +93,8 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     if (!m->arch) { mr_set_error("%s: unsupported architecture '%s'", path, arch); goto fail; }
     m->pool = mr_pool_create(m->params.n_threads);
     if (!m->pool) goto fail;
+    m->no_repack = getenv("MOERUN_NO_REPACK") != NULL;
     if (m->arch->load(m)) goto fail;
-    mr_model_repack(m, 1);
     /* the tokenizer is optional for evaluation (ids can be fed directly); its absence is logged */
     m->tok = mr_tokenizer_load(path);
     if (!m->tok) mr_log(2, "%s: no usable tokenizer: %s\n", path, mr_get_error());
@@ -101,8 +114,11 @@ fail:
 
 void mr_model_free(mr_model *m) {
     if (!m) return;
-    if (m->gguf) mr_model_repack(m, 0);
     if (m->arch && m->arch->free && m->priv) m->arch->free(m);
+    for (int i = 0; i < m->n_rp; i++) mr_repack_free(m->rp[i]);
+    free(m->rp);
+    free(m->rp_src);
+    free(m->exp_rp);
     mr_tokenizer_free(m->tok);
     mr_pager_free(m->pager);
     mr_moe_approx_free(m->approx);
@@ -336,7 +352,8 @@ oom:
 
 int mr_model_matmul(mr_model *m, const mr_weight *w, const float *X, int64_t ncols, float *Y) {
     MR_PROF_BEGIN(t);
-    int rc = mr_matmul(m->pool, w->data, w->type, w->rows, w->cols, X, ncols, Y);
+    const mr_matmul_task task = {w, X, ncols, Y, 0, 0};
+    int rc = mr_matmul_many(m->pool, &task, 1);
     if (mr_prof_on) mr_prof_add_matmul(w->name, mr_now() - t);
     return rc;
 }
@@ -358,7 +375,15 @@ int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers) {
     if (!m->exp_layers) { mr_set_error("model: out of memory"); return -1; }
     memcpy(m->exp_layers, layers, sizeof(mr_pager_layer) * (size_t)m->n_layer);
     m->pager = mr_pager_create(m->gguf, m->exp_layers, m->n_layer, m->params.ram_budget);
-    return m->pager ? 0 : -1;
+    if (!m->pager) return -1;
+    /* resident experts get repacked copies; paged ones come from the pager's slots as stored */
+    if (mr_pager_paging(m->pager)) return 0;
+    free(m->exp_rp);
+    m->exp_rp = calloc((size_t)m->n_layer * MR_PAGER_MATS, sizeof *m->exp_rp);
+    if (!m->exp_rp) { mr_set_error("model: out of memory"); return -1; }
+    for (int l = 0; l < m->n_layer; l++)
+        for (int k = 0; k < MR_PAGER_MATS; k++) m->exp_rp[l * MR_PAGER_MATS + k] = mr_model_repack(m, layers[l].mat[k]);
+    return 0;
 }
 
 /* ---- debug taps ---- */

@@ -28,6 +28,7 @@
 #include "base/pool.h"
 #include "gguf/gguf.h"
 #include "pager/pager.h"
+#include "quant/matmul.h"
 #include "quant/quant.h"
 
 struct mr_arch {
@@ -57,6 +58,10 @@ struct mr_model {
     void *priv;                 /* arch-private */
     struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); NULL until mr_model_set_approx */
     int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
+    /* repacked copies (quant/repack.h), one per tensor, made by mr_model_weight / init_pager */
+    int no_repack;              /* MOERUN_NO_REPACK set at load */
+    mr_repacked **rp; const mr_gguf_tensor **rp_src; int n_rp, cap_rp;
+    const mr_repacked **exp_rp; /* [n_layer * MR_PAGER_MATS] copies of the resident experts, or NULL */
     /* floats converted from F16/BF16 1-D tensors by mr_model_f32 (freed with the model) */
     void **owned; int n_owned, cap_owned;
 };
@@ -84,18 +89,20 @@ const mr_gguf_tensor *mr_model_tensor(mr_model *m, int required, int n_dims, con
  * into a buffer owned by the model. NULL + error for other types. */
 const float *mr_model_f32(mr_model *m, const mr_gguf_tensor *t);
 
-/* A weight matrix: rows x cols, row-major in `type` (ggml ne = {cols, rows}). */
-typedef struct {
-    const void *data;
-    int type;
-    int64_t rows, cols;
-    const char *name;
-} mr_weight;
+/* A weight matrix: rows x cols, row-major in `type` (ggml ne = {cols, rows}), with the repacked
+ * copy the model made of it (quant/matmul.h's handle). mr_weight_of: the handle of a tensor without
+ * a copy; mr_model_weight: with the copy when the ISA has a faster layout for it (made once per
+ * tensor, freed with the model). A zero handle for t == NULL. */
+typedef mr_mat mr_weight;
 static inline mr_weight mr_weight_of(const mr_gguf_tensor *t) {
     mr_weight w = {0};
     if (t) { w.data = t->data; w.type = t->type; w.cols = t->ne[0]; w.rows = t->ne[1]; w.name = t->name; }
     return w;
 }
+mr_weight mr_model_weight(mr_model *m, const mr_gguf_tensor *t);
+/* The repacked copy of routed-expert matrix `mat` (MR_PAGER_GATE/UP/DOWN) of a layer when the
+ * experts are resident (NULL when paged or not repacked): pass it with the pager's pointers. */
+const mr_repacked *mr_model_expert_rp(const mr_model *m, int layer, int mat);
 /* Y[j][0..rows) = W X[j] for j < ncols (X columns of cols floats). Uses the model's pool. */
 int mr_model_matmul(mr_model *m, const mr_weight *w, const float *X, int64_t ncols, float *Y);
 /* Row `row` of a (possibly quantized) 2-D tensor as floats (embedding lookup): out[ne0]. */

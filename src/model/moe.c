@@ -3,8 +3,6 @@
 #include "model/moe_approx.h"
 #include "model/ops.h"
 #include "quant/matmul.h"
-#include "quant/matmul_act.h"
-#include "quant/repack.h"
 #include "base/prof.h"
 
 #include <stdlib.h>
@@ -82,7 +80,7 @@ out:
  *   1. gate + up + activation, fused: the input is converted once (a token's converted row is
  *      copied to each expert that takes it, which equals converting the gathered floats); every
  *      expert's F rows are cut in chunks, and a chunk computes its rows of gate and up for the
- *      expert's tokens (matmul_act.h: mr_matmul's kernels) and applies the clamp, SwiGLU and the
+ *      expert's tokens (quant/matmul.h: mr_mm_rows) and applies the clamp, SwiGLU and the
  *      weight-before-down to those rows right away;
  *   2. the down products of every expert (their activations converted once each).
  * Work rows are in `list` order (grouped by expert). Every number is the one the per-expert loop
@@ -98,6 +96,7 @@ typedef struct {
     moe_xp *xp;
     const mr_mm_act *ax_all;
     const mr_moe_cfg *c;
+    const mr_repacked *rg, *ru;   /* repacked copies of the resident experts (or NULL) */
     int has_gate, tg, tu, td, K, n;
     int64_t d, F;
     const int *list;
@@ -125,7 +124,8 @@ static void moe_gate_up_task(void *arg, long i) {
     const int64_t F = j->F, r0 = (int64_t)ch * crow, r1 = r0 + crow < F ? r0 + crow : F;
     const mr_mm_act *a = j->n > 1 ? &x->ax : j->ax_all;
     float *g = j->g + (int64_t)x->start * F, *u = j->u + (int64_t)x->start * F;
-    if (mr_mm_rows(a, j->tu, x->pu, r0, r1, u, F) || (j->has_gate && mr_mm_rows(a, j->tg, x->pg, r0, r1, g, F))) {
+    if (mr_mm_rows(a, j->tu, x->pu, j->ru, r0, r1, u, F) ||
+        (j->has_gate && mr_mm_rows(a, j->tg, x->pg, j->rg, r0, r1, g, F))) {
         j->err = 1;
         return;
     }
@@ -191,7 +191,9 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
         xp[ii] = (moe_xp){.pg = ptr[MR_PAGER_GATE], .pu = ptr[MR_PAGER_UP], .pd = ptr[MR_PAGER_DOWN],
                           .cnt = count[ids[ii]], .start = start[ids[ii]]};
     }
-    moe_batch_job j = {.xp = xp, .ax_all = &ax, .c = c, .has_gate = tg != NULL, .tg = tg ? tg->type : -1,
+    const mr_repacked *rd = mr_model_expert_rp(m, layer, MR_PAGER_DOWN);
+    moe_batch_job j = {.xp = xp, .ax_all = &ax, .c = c, .rg = mr_model_expert_rp(m, layer, MR_PAGER_GATE),
+                       .ru = mr_model_expert_rp(m, layer, MR_PAGER_UP), .has_gate = tg != NULL, .tg = tg ? tg->type : -1,
                        .tu = tu->type, .td = td->type, .K = K, .n = n, .d = d, .F = F, .list = list, .w = w,
                        .g = g, .u = u, .crow = crow};
     MR_PROF_BEGIN(t_gather);
@@ -205,10 +207,11 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
     {
         const size_t wr = mr_row_size(tu->type, d) + (tg ? mr_row_size(tg->type, d) : 0);
         const size_t total = wr * (size_t)F * (size_t)n_ids;
+        const long gr = mr_mm_group_rows(j.ru, tu->type, d);
         long ntask = 0;
         for (int ii = 0; ii < n_ids; ii++) {
             crow[ii] = mr_mm_chunk_rows(F, wr, xp[ii].cnt, total, nth);
-            if (mr_repack_applies(tu->type, d)) crow[ii] = (crow[ii] + 15) / 16 * 16; /* whole repacked groups */
+            crow[ii] = (crow[ii] + gr - 1) / gr * gr; /* whole repacked groups */
             ntask += (long)((F + crow[ii] - 1) / crow[ii]);
         }
         if (!(task = malloc(sizeof(long) * (size_t)ntask))) goto oom;
@@ -224,7 +227,7 @@ static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, cons
     mr_pool_run_chunks(n > 1 ? m->pool : NULL, moe_down_act_task, &j, n_ids);
     if (j.err) goto oom;
     for (int ii = 0; ii < n_ids; ii++)
-        parts[ii] = (mr_mm_part){xp[ii].pd, td->type, d, &xp[ii].ah, y + (int64_t)xp[ii].start * d, d};
+        parts[ii] = (mr_mm_part){xp[ii].pd, td->type, d, &xp[ii].ah, y + (int64_t)xp[ii].start * d, d, rd};
     if (mr_matmul_parts(m->pool, parts, n_ids)) goto done;
     MR_PROF_END(t_down, "moe_experts/down");
     MR_PROF_BEGIN(t_sum);

@@ -3,7 +3,6 @@
 #include "model/ops.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
-#include "quant/quant_simd.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -195,231 +194,6 @@ int mr_approx_prune(const mr_approx_params *p, int k, const float *w, int *keep,
     return m;
 }
 
-/* ---- block-sparse product ---- */
-
-typedef struct {
-    const uint8_t *W;
-    size_t w_row, w_blk, x_row, x_blk;
-    int64_t rows, ncols, nb;
-    int blk;                 /* values per block */
-    const uint8_t *Xq;       /* converted activations, ncols rows of x_row bytes */
-    const uint8_t *active;   /* [ncols][nb] */
-    const int *runs;         /* per column: run starts/lengths (pairs), n_runs[col] of them */
-    const int *run_off, *n_runs;
-    float *Y;
-    mr_vec_dot_fn dot;
-    long chunk_rows, chunks_per_col;
-} sparse_job;
-
-static void sparse_chunk(void *arg, long ch) {
-    sparse_job *j = arg;
-    const int64_t c = ch / j->chunks_per_col;
-    const long r0 = (ch % j->chunks_per_col) * j->chunk_rows;
-    long r1 = r0 + j->chunk_rows;
-    if (r1 > j->rows) r1 = (long)j->rows;
-    const int *runs = j->runs + j->run_off[c];
-    const int nr = j->n_runs[c];
-    const uint8_t *x = j->Xq + (size_t)c * j->x_row;
-    float *y = j->Y + c * j->rows;
-    for (long r = r0; r < r1; r++) {
-        const uint8_t *wr = j->W + (size_t)r * j->w_row;
-        float s = 0.0f;
-        for (int i = 0; i < nr; i++) {
-            const int b0 = runs[2 * i], len = runs[2 * i + 1];
-            float part;
-            j->dot(len * j->blk, &part, wr + (size_t)b0 * j->w_blk, x + (size_t)b0 * j->x_blk);
-            s = i ? s + part : part;
-        }
-        y[r] = s;
-    }
-}
-
-/* A vec_dot call (call, set-up, horizontal sum) costs about as much as this many weight bytes: with
- * zero_gaps, a gap of zero blocks smaller than that is computed instead of starting a new run. */
-#define MR_APPROX_GAP_BYTES 96
-
-int mr_approx_sparse_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
-                            const float *H, int64_t ncols, const uint8_t *active, int zero_gaps, float *Y) {
-    const mr_type_traits *wt = mr_type_get(wtype);
-    if (!wt) { mr_set_error("approx: unknown weight type %d", wtype); return -1; }
-    const int blk = wt->block_size;
-    const int xt = wt->vec_dot_type;
-    size_t w_row = mr_row_size(wtype, cols), x_row = mr_row_size(xt, cols);
-    size_t w_blk = mr_row_size(wtype, blk), x_blk = mr_row_size(xt, blk);
-    if (!w_row || !x_row || !w_blk || !x_blk || x_blk * (size_t)(cols / blk) != x_row || cols > 0x7fffffff) {
-        mr_set_error("approx: %lld values of %s do not split into blocks for a sparse product", (long long)cols, wt->name);
-        return -1;
-    }
-    if (rows <= 0 || ncols <= 0) return 0;
-    const int64_t nb = cols / blk;
-    mr_vec_dot_fn dot;
-    mr_vec_dot_x4_fn d4;
-    mr_type_kernels(wtype, mr_isa(), &dot, &d4);
-    mr_from_float_fn conv = xt == MR_TYPE_F32 ? NULL : mr_type_from_float(xt);
-    if (!dot || (xt != MR_TYPE_F32 && !conv)) { mr_set_error("approx: no kernels for weight type %s", wt->name); return -1; }
-    int rc = -1;
-    uint8_t *Xq = NULL;
-    int *runs = malloc(sizeof(int) * 2 * (size_t)(nb * ncols));
-    int *run_off = malloc(sizeof(int) * (size_t)ncols), *n_runs = malloc(sizeof(int) * (size_t)ncols);
-    if (!runs || !run_off || !n_runs) { mr_set_error("approx: out of memory"); goto done; }
-    if (conv) {
-        if (!(Xq = mr_aligned_alloc(64, x_row * (size_t)ncols))) { mr_set_error("approx: out of memory"); goto done; }
-        for (int64_t c = 0; c < ncols; c++) conv(H + c * cols, Xq + (size_t)c * x_row, cols);
-    }
-    int tot = 0;
-    for (int64_t c = 0; c < ncols; c++) {
-        const uint8_t *a = active + c * nb;
-        run_off[c] = tot;
-        int k = 0;
-        const int64_t max_gap = zero_gaps ? (int64_t)(MR_APPROX_GAP_BYTES / w_blk) : 0;
-        for (int64_t b = 0; b < nb;) {
-            if (!a[b]) { b++; continue; }
-            int64_t e = b;
-            while (e < nb && a[e]) e++;
-            if (k && b - (runs[tot + 2 * (k - 1)] + runs[tot + 2 * (k - 1) + 1]) <= max_gap) {
-                runs[tot + 2 * (k - 1) + 1] = (int)(e - runs[tot + 2 * (k - 1)]); /* extend the previous run */
-            } else {
-                runs[tot + 2 * k] = (int)b;
-                runs[tot + 2 * k + 1] = (int)(e - b);
-                k++;
-            }
-            b = e;
-        }
-        n_runs[c] = k;
-        tot += 2 * k;
-    }
-    sparse_job j = {
-        .W = W, .w_row = w_row, .w_blk = w_blk, .x_row = x_row, .x_blk = x_blk, .rows = rows, .ncols = ncols,
-        .nb = nb, .blk = blk, .Xq = conv ? Xq : (const uint8_t *)H, .active = active, .runs = runs,
-        .run_off = run_off, .n_runs = n_runs, .Y = Y, .dot = dot,
-    };
-    const int nth = mr_pool_size(pool);
-    long cr = (long)(rows / (nth * 8));
-    j.chunk_rows = cr < 16 ? 16 : cr;
-    j.chunks_per_col = (long)((rows + j.chunk_rows - 1) / j.chunk_rows);
-    mr_pool_run_chunks(pool, sparse_chunk, &j, j.chunks_per_col * (long)ncols);
-    rc = 0;
-done:
-    mr_aligned_free(Xq);
-    free(runs); free(run_off); free(n_runs);
-    return rc;
-}
-
-/* ---- gate-first up projection: only the active rows ---- */
-
-/* Gaps of skipped up rows shorter than this many bytes are prefetched (see rows_chunk). */
-#define MR_APPROX_PREFETCH_GAP 4096
-
-/* Chunks are (group of up to 4 columns, range of rows). With a 4-column kernel a row is computed
- * for the 4 columns at once when any of them needs it (the kernel does per column exactly what
- * vec_dot does), otherwise one vec_dot per active (row, column). */
-typedef struct {
-    const uint8_t *W;
-    size_t w_row, x_row;
-    int64_t F, d, cnt;
-    const uint8_t *Xq;       /* [cnt] converted inputs */
-    const uint8_t *act;      /* [cnt][F] row active */
-    float *U;                /* [cnt][F] */
-    mr_vec_dot_fn dot;
-    mr_vec_dot_x4_fn dot4;
-    long chunk_rows, chunks_per_group;
-} rows_job;
-
-static void rows_chunk(void *arg, long ch) {
-    rows_job *j = arg;
-    const int64_t c0 = (ch / j->chunks_per_group) * 4;
-    const int nc = (int)(j->cnt - c0 < 4 ? j->cnt - c0 : 4);
-    const long r0 = (ch % j->chunks_per_group) * j->chunk_rows;
-    long r1 = r0 + j->chunk_rows;
-    if (r1 > j->F) r1 = (long)j->F;
-    const uint8_t *x = j->Xq + (size_t)c0 * j->x_row;
-    long gap_end = r0; /* rows before this are part of a short gap of skipped rows (prefetched) */
-    if (nc == 1) { /* decode: the common case, kept tight */
-        const uint8_t *a = j->act + c0 * j->F;
-        float *u = j->U + c0 * j->F;
-        for (long r = r0; r < r1; r++) {
-            if (a[r]) { j->dot((int)j->d, &u[r], j->W + (size_t)r * j->w_row, x); continue; }
-            u[r] = 0.0f;
-            if (r >= gap_end) {
-                long e = r + 1;
-                while (e < r1 && !a[e]) e++;
-                const size_t bytes = (size_t)(e - r) * j->w_row;
-                if (bytes < MR_APPROX_PREFETCH_GAP)
-                    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(j->W + (size_t)r * j->w_row + o);
-                gap_end = e;
-            }
-        }
-        return;
-    }
-    for (long r = r0; r < r1; r++) {
-        const uint8_t *wr = j->W + (size_t)r * j->w_row;
-        int any = 0;
-        for (int c = 0; c < nc; c++) any += j->act[(c0 + c) * j->F + r];
-        if (!any) {
-            /* A short gap of skipped rows is still brought into the cache: a weight stream with
-             * holes of a few rows runs slower than the whole stream (the hardware prefetcher loses
-             * it; measured 15% slower decode with 25% of the rows skipped), so short gaps save
-             * only the arithmetic. Long gaps are not read at all. */
-            if (r >= gap_end) {
-                long e = r;
-                while (e < r1) {
-                    int a = 0;
-                    for (int c = 0; c < nc; c++) a += j->act[(c0 + c) * j->F + e];
-                    if (a) break;
-                    e++;
-                }
-                if ((size_t)(e - r) * j->w_row < MR_APPROX_PREFETCH_GAP)
-                    for (size_t o = 0; o < (size_t)(e - r) * j->w_row; o += 64) __builtin_prefetch(wr + o);
-                gap_end = e;
-            }
-            for (int c = 0; c < nc; c++) j->U[(c0 + c) * j->F + r] = 0.0f;
-            continue;
-        }
-        if (nc == 4 && j->dot4 && any > 1) {
-            float s[4];
-            j->dot4((int)j->d, s, wr, x, j->x_row);
-            for (int c = 0; c < 4; c++) j->U[(c0 + c) * j->F + r] = j->act[(c0 + c) * j->F + r] ? s[c] : 0.0f;
-            continue;
-        }
-        for (int c = 0; c < nc; c++) {
-            float *u = &j->U[(c0 + c) * j->F + r];
-            if (j->act[(c0 + c) * j->F + r]) j->dot((int)j->d, u, wr, x + (size_t)c * j->x_row);
-            else *u = 0.0f;
-        }
-    }
-}
-
-int mr_approx_rows_matmul(mr_pool *pool, const void *W, int wtype, int64_t F, int64_t d, const float *X, int64_t cnt,
-                       const uint8_t *act, float *U) {
-    const mr_type_traits *wt = mr_type_get(wtype);
-    if (!wt) { mr_set_error("approx: unknown weight type %d", wtype); return -1; }
-    const int xt = wt->vec_dot_type;
-    size_t w_row = mr_row_size(wtype, d), x_row = mr_row_size(xt, d);
-    mr_vec_dot_fn dot;
-    mr_vec_dot_x4_fn dot4;
-    mr_type_kernels(wtype, mr_isa(), &dot, &dot4);
-    mr_from_float_fn conv = xt == MR_TYPE_F32 ? NULL : mr_type_from_float(xt);
-    if (!w_row || !x_row || !dot || (xt != MR_TYPE_F32 && !conv) || d > 0x7fffffff) {
-        mr_set_error("approx: no row kernels for %s rows of %lld", wt->name, (long long)d);
-        return -1;
-    }
-    uint8_t *Xq = NULL;
-    if (conv) {
-        if (!(Xq = mr_aligned_alloc(64, x_row * (size_t)cnt))) { mr_set_error("approx: out of memory"); return -1; }
-        for (int64_t c = 0; c < cnt; c++) conv(X + c * d, Xq + (size_t)c * x_row, d);
-    }
-    rows_job j = {.W = W, .w_row = w_row, .x_row = x_row, .F = F, .d = d, .cnt = cnt,
-                  .Xq = conv ? Xq : (const uint8_t *)X, .act = act, .U = U, .dot = dot, .dot4 = dot4};
-    const int nth = mr_pool_size(pool);
-    const long groups = (long)((cnt + 3) / 4);
-    long cr = (long)(F * groups / (nth * 8));
-    if (cr > F) cr = (long)F;
-    j.chunk_rows = cr < 16 ? 16 : cr;
-    j.chunks_per_group = (long)((F + j.chunk_rows - 1) / j.chunk_rows);
-    mr_pool_run_chunks(pool, rows_chunk, &j, j.chunks_per_group * groups);
-    mr_aligned_free(Xq);
-    return 0;
-}
 
 /* ---- the approximate expert layer ---- */
 
@@ -527,7 +301,7 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
                  * all rows and drop the inactive ones (the same values, so the same h) */
                 if (mr_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, u)) goto done;
                 for (int64_t i = 0; i < (int64_t)cnt * F; i++) if (!act[i]) u[i] = 0.0f;
-            } else if (mr_approx_rows_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, act, u)) goto done;
+            } else if (mr_matmul_rows_masked(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, act, u)) goto done;
         }
         /* skipped rows have up = 0, so h = 0 there */
         for (int r = 0; r < cnt; r++)
@@ -537,7 +311,7 @@ int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const flo
          * only when at least half of the blocks are skipped */
         if (sparse_down && cnt > 1 && group_bskipped * 2 < (int64_t)cnt * nb) sparse_down = 0;
         if (sparse_down) {
-            if (mr_approx_sparse_matmul(m->pool, ptr[MR_PAGER_DOWN], td->type, d, F, u, cnt, bact, 1, y)) goto done;
+            if (mr_matmul_blocks(m->pool, ptr[MR_PAGER_DOWN], td->type, d, F, u, cnt, bact, 1, y)) goto done;
         } else if (mr_matmul(m->pool, ptr[MR_PAGER_DOWN], td->type, d, F, u, cnt, y)) goto done;
         for (int r = 0; r < cnt; r++) {
             float *dst = slots + (int64_t)li[r] * d;

@@ -48,18 +48,6 @@ int mr_approx_prune(const mr_approx_params *p, int k, const float *w, int *keep,
 int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
                           const int32_t *sel, const float *w, float *out);
 
-/* Block-sparse product used for the down projection: Y[j][r] = dot(W[r], H[j]) restricted to the
- * weight blocks b (wtype's block size along cols) with active[j * nb + b] != 0, nb = cols / block.
- * Each output is the sum, in block order, of one vec_dot per run of contiguous active blocks, so with
- * every block active it equals mr_matmul bit for bit. zero_gaps != 0 promises that H is 0 in the
- * inactive blocks: short gaps between runs (fewer bytes of weights than a vec_dot call costs) are
- * then computed rather than split off, which gives the same sum (zero blocks add exactly 0) with
- * fewer calls. Returns -1 (error set) on a bad type/shape. */
-int mr_approx_sparse_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
-                            const float *H, int64_t ncols, const uint8_t *active, int zero_gaps, float *Y);
-/* Gate-first up projection: U[c][r] = dot(W[r], X[c]) for the rows with act[c * rows + r] != 0 (the
- * kernels and activation conversion of mr_matmul, so those values equal its result bit for bit), 0
- * for the others. W: rows x cols of wtype; X: ncols columns of cols floats; U: ncols x rows. */
-int mr_approx_rows_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols, const float *X,
-                          int64_t ncols, const uint8_t *act, float *U);
+/* The partial products (block-sparse down, masked-row up) are quant/matmul.h's mr_matmul_blocks and
+ * mr_matmul_rows_masked. */
 #endif

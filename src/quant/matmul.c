@@ -1,328 +1,364 @@
-/* Threaded matrix kernels: Y[j][r] = dot(W[r], X[j]).
+/* The matrix engine (see matmul.h): activation preparation, row ranges, the parts dispatch, and
+ * the mr_matmul / mr_matmul_many wrappers over them.
  *
- * 1. The activations are converted once to the weight type's partner type (split by columns across
- *    the threads when there are several columns).
- * 2. Rows are handed out in chunks (mr_pool_run_chunks: a thread that is busy or descheduled on a
- *    shared machine takes fewer chunks and is not waited for).
- *    GEMV (one column): one vec_dot per row. GEMM: within a chunk of rows, columns go by four
- *    through the type's 4-column kernel, which unpacks each weight block once for the four columns;
- *    leftover columns (and types without a 4-column kernel) use vec_dot. Types with a GEMM block
- *    kernel (quant_simd.h: the super-block i-quants) take blocks of MR_GEMM_NR rows x MR_GEMM_NC columns
- *    instead, unpacking each weight block once per MR_GEMM_NC columns.
- * The 4-column kernels run, per column, exactly the float operations of vec_dot (quant_simd.h), and
- * which thread computes a chunk does not change its arithmetic, so every Y[j][r] is the same
- * whatever ncols and the thread count. */
+ * Row ranges (mr_mm_rows), per chunk of rows:
+ *   - whole groups of a repacked copy go through the copy's kernel (the rows around them through
+ *     the plain kernels: the same numerics, so the same bits);
+ *   - one column: one dot per row (GEMV);
+ *   - several columns: the type's GEMM blocks (MR_GEMM_NR rows x MR_GEMM_NC columns, each weight
+ *     block decoded once per block of columns), else groups of four columns through dot4p (on
+ *     prepared rows) or dot4, leftover columns through dot.
+ * Chunks (mr_pool_run_chunks) are handed to whichever thread is free, so a thread that is busy on a
+ * shared machine takes fewer; which thread computes a chunk does not change its arithmetic. */
 #include "quant/matmul.h"
 #include "quant/quant.h"
 #include "quant/quant_simd.h"
-#include "quant/repack.h"
 #include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int mr_type_kernels(int type, int isa, mr_vec_dot_fn *dot, mr_vec_dot_x4_fn *dot4) {
-    const mr_type_traits *t = mr_type_get(type);
-    *dot = NULL;
-    *dot4 = NULL;
-    if (!t) return -1;
-    for (int i = isa; i > MR_ISA_SCALAR; i--) {
-        mr_vec_dot_fn f = mr_type_vec_dot_isa(type, i);
-        if (!f) continue;
-        *dot = f;
-        *dot4 = i == MR_ISA_AVX512 ? mr_vec_dot_x4_avx512[type] : mr_vec_dot_x4_avx2[type];
-        return i;
-    }
-    *dot = t->vec_dot;
-    return MR_ISA_SCALAR;
+int mr_mm_partner(int wtype) {
+    const mr_type_traits *t = mr_type_get(wtype);
+    return t ? t->vec_dot_type : -1;
 }
 
-mr_from_float_fn mr_type_from_float(int type) {
-    const mr_type_traits *t = mr_type_get(type);
-    if (!t) return NULL;
-    if (mr_isa() >= MR_ISA_AVX2 && mr_from_float_avx2[type]) return mr_from_float_avx2[type];
-    return t->from_float;
+/* ---- step 1: activations ---- */
+
+void mr_mm_act_free(mr_mm_act *a) {
+    if (!a) return;
+    mr_aligned_free(a->Xq);
+    mr_aligned_free(a->Xp);
+    mr_aligned_free(a->Xr);
+    memset(a, 0, sizeof *a);
 }
 
-typedef struct {
-    const uint8_t *W;
-    size_t w_row;          /* bytes per weight row */
-    const float *X;
-    uint8_t *Xq;           /* converted activations (NULL: use X as is) */
-    size_t x_row;          /* bytes per converted activation column */
-    mr_from_float_fn convert;
-    int64_t rows, cols, ncols;
-    float *Y;
-    mr_vec_dot_fn dot;
-    mr_vec_dot_x4_fn dot4;
-    uint8_t *Xp;           /* prepared activations for dot4 (quant_simd.h), or NULL */
-    size_t xp_row;
-    mr_prep_fn prep;
-    mr_gemm_fn gemm;       /* GEMM blocks (quant_simd.h), or NULL */
-    const void *rp;        /* repacked copy (repack.h, Q4_0 under AVX-512): group 0 = row 0, or NULL */
-    uint8_t *Xr;           /* activations prepared for it (MR_Q4_0_RP_ACT_BYTES per block) */
-    size_t xr_row;
-    long chunk_rows;
-} mr_matmul_job;
+/* Columns are stored rounded up to a multiple of four (from three columns on), the extra ones
+ * zero: a group of three columns then goes through the 4-column kernel (which costs less than three
+ * single-column products for every type measured: 1.6-2.9x one column) and the fourth result is
+ * dropped. The 4-column kernels equal dot bit for bit, so this changes no result. */
+static int64_t mr_act_stored_cols(int64_t ncols) { return ncols >= 3 ? (ncols + 3) / 4 * 4 : ncols; }
 
-/* GEMM rows per chunk: the chunk's weight rows stay in L2 while all columns pass over them. */
-#define MR_GEMM_CHUNK_BYTES (128 * 1024)
-/* columns converted per chunk of the conversion phase */
-#define MR_CONVERT_COLS 4
+/* prep bits: MR_PREP_X4 the dot4p layout, MR_PREP_RP the repacked kernels' layout */
+#define MR_PREP_X4 1
+#define MR_PREP_RP 2
 
-static void mr_matmul_rows(mr_matmul_job *j, long r0, long r1) {
-    const int n = (int)j->cols;
-    const uint8_t *xs = j->Xq ? j->Xq : (const uint8_t *)j->X;
-    if (j->rp) { /* chunks start at multiples of 16 rows and the matrix has whole groups */
-        mr_q4_0_rp_rows(j->rp, j->cols, r0 / 16, (r1 + 15) / 16, j->Xr, j->xr_row, j->ncols, j->Y, j->rows);
+static int mr_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, int prep) {
+    memset(a, 0, sizeof *a);
+    a->vdtype = vdtype;
+    a->cols = cols;
+    a->ncols = ncols;
+    a->ldx = cols;
+    /* an F32 partner stores float rows (a gathered copy) */
+    a->x_row = mr_row_size(vdtype, cols);
+    if (!a->x_row) { mr_set_error("matmul: rows of %lld values do not fit %s", (long long)cols, mr_type_name(vdtype)); return -1; }
+    const mr_kern *k = mr_kern_get(vdtype, mr_isa());
+    const int64_t ns = mr_act_stored_cols(ncols);
+    a->Xq = mr_aligned_alloc(64, a->x_row * (size_t)(ns > 0 ? ns : 1));
+    if (!a->Xq) goto oom;
+    memset(a->Xq + a->x_row * (size_t)ncols, 0, a->x_row * (size_t)(ns - ncols)); /* zero rows: valid blocks of every partner */
+    if ((prep & MR_PREP_X4) && ns >= 4 && k->prep && cols % 32 == 0) {
+        a->xp_row = (size_t)(cols / 32) * (size_t)k->prep_bytes;
+        a->Xp = mr_aligned_alloc(64, a->xp_row * (size_t)ns);
+        if (!a->Xp) goto oom;
+        for (int64_t c = ncols; c < ns; c++) k->prep(a->Xq + (size_t)c * a->x_row, a->Xp + (size_t)c * a->xp_row, (int)cols);
+    }
+    if ((prep & MR_PREP_RP) && ncols > 0 && k->rprep && cols % 32 == 0) {
+        a->xr_row = (size_t)(cols / 32) * (size_t)k->rprep_bytes;
+        a->Xr = mr_aligned_alloc(64, a->xr_row * (size_t)ncols);
+        if (!a->Xr) goto oom;
+    }
+    return 0;
+oom:
+    mr_mm_act_free(a);
+    mr_set_error("matmul: out of memory");
+    return -1;
+}
+
+int mr_mm_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, int prep) {
+    return mr_act_alloc(a, vdtype, cols, ncols, prep ? MR_PREP_X4 | MR_PREP_RP : 0);
+}
+
+/* the prepared layouts of column c from its converted row */
+static void mr_act_prep_col(mr_mm_act *a, const mr_kern *k, int64_t c) {
+    if (a->Xp) k->prep(a->Xq + (size_t)c * a->x_row, a->Xp + (size_t)c * a->xp_row, (int)a->cols);
+    if (a->Xr) k->rprep(a->Xq + (size_t)c * a->x_row, a->Xr + (size_t)c * a->xr_row, (int)a->cols);
+}
+
+void mr_mm_act_gather(mr_mm_act *a, const mr_mm_act *src, const int *idx, int cnt) {
+    const mr_kern *k = mr_kern_get(a->vdtype, mr_isa());
+    for (int i = 0; i < cnt; i++) {
+        const uint8_t *row = src->Xq ? src->Xq + (size_t)idx[i] * src->x_row : (const uint8_t *)(src->X + (int64_t)idx[i] * src->ldx);
+        memcpy(a->Xq + (size_t)i * a->x_row, row, a->x_row);
+        /* the source may lack prepared rows (fewer than 4 columns): prepare the copy */
+        if (a->Xp) {
+            if (src->Xp) memcpy(a->Xp + (size_t)i * a->xp_row, src->Xp + (size_t)idx[i] * src->xp_row, a->xp_row);
+            else k->prep(a->Xq + (size_t)i * a->x_row, a->Xp + (size_t)i * a->xp_row, (int)a->cols);
+        }
+        if (a->Xr) {
+            if (src->Xr) memcpy(a->Xr + (size_t)i * a->xr_row, src->Xr + (size_t)idx[i] * src->xr_row, a->xr_row);
+            else k->rprep(a->Xq + (size_t)i * a->x_row, a->Xr + (size_t)i * a->xr_row, (int)a->cols);
+        }
+    }
+}
+
+typedef struct { mr_mm_act *a; const float *X; const mr_kern *k; } mr_act_job;
+#define MR_ACT_COLS 4
+static void mr_act_chunk(void *arg, long ch) {
+    mr_act_job *j = arg;
+    mr_mm_act *a = j->a;
+    int64_t c0 = (int64_t)ch * MR_ACT_COLS, c1 = c0 + MR_ACT_COLS;
+    if (c1 > a->ncols) c1 = a->ncols;
+    for (int64_t c = c0; c < c1; c++) {
+        j->k->from_float(j->X + c * a->ldx, a->Xq + (size_t)c * a->x_row, a->cols);
+        mr_act_prep_col(a, j->k, c);
+    }
+}
+
+static int mr_act_make(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, int64_t cols, int64_t ncols,
+                       int64_t ldx, int prep) {
+    const int vd = mr_mm_partner(wtype);
+    memset(a, 0, sizeof *a);
+    if (vd < 0) { mr_set_error("matmul: unknown weight type %d", wtype); return -1; }
+    if (cols > 0x7fffffff) { mr_set_error("matmul: rows of %lld values are too long", (long long)cols); return -1; }
+    if (vd == MR_TYPE_F32) {
+        a->vdtype = vd; a->cols = cols; a->ncols = ncols; a->X = X; a->ldx = ldx;
+        return 0;
+    }
+    const mr_kern *k = mr_kern_get(vd, mr_isa());
+    if (!k->from_float) { mr_set_error("matmul: cannot convert activations to %s", mr_type_name(vd)); return -1; }
+    if (mr_act_alloc(a, vd, cols, ncols, prep)) return -1;
+    a->ldx = ldx;
+    mr_act_job j = {a, X, k};
+    mr_pool_run_chunks(ncols > 1 ? pool : NULL, mr_act_chunk, &j, (long)((ncols + MR_ACT_COLS - 1) / MR_ACT_COLS));
+    return 0;
+}
+
+int mr_mm_act_make(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, int64_t cols, int64_t ncols, int64_t ldx) {
+    return mr_act_make(pool, a, wtype, X, cols, ncols, ldx, MR_PREP_X4 | MR_PREP_RP);
+}
+
+int mr_mm_act_convert(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, int64_t cols, int64_t ncols, int64_t ldx) {
+    return mr_act_make(pool, a, wtype, X, cols, ncols, ldx, 0);
+}
+
+/* ---- step 2: rows ---- */
+
+/* the kernels of wtype under the ISA in use, checked against the activations; NULL + error */
+static const mr_kern *mr_rows_kern(const mr_mm_act *a, int wtype, size_t *w_row) {
+    const mr_kern *k = mr_kern_get(wtype, mr_isa());
+    *w_row = mr_row_size(wtype, a->cols);
+    if (!k || !k->dot || !*w_row || mr_mm_partner(wtype) != a->vdtype) {
+        mr_set_error("matmul: no product of %s weights (rows of %lld) with %s activations", mr_type_name(wtype),
+                     (long long)a->cols, mr_type_name(a->vdtype));
+        return NULL;
+    }
+    return k;
+}
+
+static void mr_rows_plain(const mr_mm_act *a, const mr_kern *k, const uint8_t *W, size_t w_row, int64_t r0, int64_t r1,
+                          float *Y, int64_t ldy) {
+    const int n = (int)a->cols;
+    const uint8_t *xs = a->Xq ? a->Xq : (const uint8_t *)a->X;
+    const size_t x_row = a->Xq ? a->x_row : sizeof(float) * (size_t)a->ldx;
+    if (a->ncols == 1) {
+        for (int64_t r = r0; r < r1; r++) k->dot(n, &Y[r], W + (size_t)r * w_row, xs);
         return;
     }
-    if (j->ncols == 1) {
-        for (long r = r0; r < r1; r++) j->dot(n, &j->Y[r], j->W + (size_t)r * j->w_row, xs);
-        return;
-    }
-    if (j->gemm) {
+    if (a->Xq && k->gemm) {
         /* column blocks outer: the chunk's weight rows stay in L2 while the blocks pass */
-        for (int64_t c = 0; c < j->ncols; c += MR_GEMM_NC) {
-            const int nc = (int)(j->ncols - c < MR_GEMM_NC ? j->ncols - c : MR_GEMM_NC);
-            for (long r = r0; r < r1; r += MR_GEMM_NR) {
+        for (int64_t c0 = 0; c0 < a->ncols; c0 += MR_GEMM_NC) {
+            const int nc = (int)(a->ncols - c0 < MR_GEMM_NC ? a->ncols - c0 : MR_GEMM_NC);
+            for (int64_t r = r0; r < r1; r += MR_GEMM_NR) {
                 const int nr = (int)(r1 - r < MR_GEMM_NR ? r1 - r : MR_GEMM_NR);
-                j->gemm(n, j->W + (size_t)r * j->w_row, j->w_row, nr, xs + (size_t)c * j->x_row, j->x_row, nc,
-                        j->Y + c * j->rows + r, (size_t)j->rows);
+                k->gemm(n, W + (size_t)r * w_row, w_row, nr, xs + (size_t)c0 * x_row, x_row, nc, Y + c0 * ldy + r, (size_t)ldy);
             }
         }
         return;
     }
     int64_t c = 0;
-    if (j->dot4) {
-        const uint8_t *x4 = j->Xp ? j->Xp : xs;
-        const size_t x4_row = j->Xp ? j->xp_row : j->x_row;
-        for (; c + 4 <= j->ncols; c += 4) {
+    /* a last group of three (zero-padded to four when the columns were converted here) */
+    const int64_t n4 = a->Xq && mr_act_stored_cols(a->ncols) > a->ncols && a->ncols % 4 == 3 ? a->ncols + 1 : a->ncols;
+    mr_vec_dot_x4_fn dot4 = k->dot4;
+    const uint8_t *x4 = xs;
+    size_t x4_row = x_row;
+    if (a->Xp && k->dot4p) {
+        dot4 = k->dot4p;
+        x4 = a->Xp;
+        x4_row = a->xp_row;
+    }
+    if (dot4) {
+        for (; c + 4 <= n4; c += 4) {
             const uint8_t *x = x4 + (size_t)c * x4_row;
-            float *y = j->Y + c * j->rows;
-            for (long r = r0; r < r1; r++) {
+            float *y = Y + c * ldy;
+            const int last = c + 4 > a->ncols; /* the padded group: three results */
+            for (int64_t r = r0; r < r1; r++) {
                 float s[4];
-                j->dot4(n, s, j->W + (size_t)r * j->w_row, x, x4_row);
+                dot4(n, s, W + (size_t)r * w_row, x, x4_row);
                 y[r] = s[0];
-                y[j->rows + r] = s[1];
-                y[2 * j->rows + r] = s[2];
-                y[3 * j->rows + r] = s[3];
+                y[ldy + r] = s[1];
+                y[2 * ldy + r] = s[2];
+                if (!last) y[3 * ldy + r] = s[3];
             }
         }
+        if (c > a->ncols) c = a->ncols;
     }
-    for (; c < j->ncols; c++) {
-        const uint8_t *x = xs + (size_t)c * j->x_row;
-        float *y = j->Y + c * j->rows;
-        for (long r = r0; r < r1; r++) j->dot(n, &y[r], j->W + (size_t)r * j->w_row, x);
-    }
-}
-
-static void mr_matmul_convert_chunk(void *arg, long ch) {
-    mr_matmul_job *j = arg;
-    int64_t c0 = (int64_t)ch * MR_CONVERT_COLS, c1 = c0 + MR_CONVERT_COLS;
-    if (c1 > j->ncols) c1 = j->ncols;
-    for (int64_t c = c0; c < c1; c++) {
-        j->convert(j->X + c * j->cols, j->Xq + (size_t)c * j->x_row, j->cols);
-        if (j->Xp) j->prep(j->Xq + (size_t)c * j->x_row, j->Xp + (size_t)c * j->xp_row, (int)j->cols);
-        if (j->Xr) mr_q4_0_rp_prep(j->Xq + (size_t)c * j->x_row, j->Xr + (size_t)c * j->xr_row, (int)j->cols);
+    for (; c < a->ncols; c++) {
+        const uint8_t *x = xs + (size_t)c * x_row;
+        float *y = Y + c * ldy;
+        for (int64_t r = r0; r < r1; r++) k->dot(n, &y[r], W + (size_t)r * w_row, x);
     }
 }
 
-static void mr_matmul_chunk(void *arg, long ch) {
-    mr_matmul_job *j = arg;
-    long r0 = ch * j->chunk_rows, r1 = r0 + j->chunk_rows;
-    if (r1 > j->rows) r1 = (long)j->rows;
-    mr_matmul_rows(j, r0, r1);
-}
-
-/* Validate one product and fill its job: kernels, chunk size, and (unless the caller shares another
- * job's) buffers for the converted activations. *conv is set to 1 when the activations must be
- * converted (then Xq, and Xp if prepared activations are used, are allocated here). */
-static int mr_matmul_setup(mr_pool *pool, mr_matmul_job *job, const void *W, int wtype, int64_t rows, int64_t cols,
-                           const float *X, int64_t ncols, float *Y, int alloc, int *conv) {
-    const mr_type_traits *wt = mr_type_get(wtype);
-    *conv = 0;
-    memset(job, 0, sizeof *job);
-    if (!wt) { mr_set_error("matmul: unknown weight type %d", wtype); return -1; }
-    const mr_type_traits *xt = mr_type_get(wt->vec_dot_type);
-    size_t w_row = mr_row_size(wtype, cols), x_row = mr_row_size(wt->vec_dot_type, cols);
-    if (!w_row || !x_row || !xt) {
-        mr_set_error("matmul: row of %lld values does not fit type %s", (long long)cols, wt->name);
-        return -1;
-    }
-    if (wt->vec_dot_type != MR_TYPE_F32 && !xt->from_float) {
-        mr_set_error("matmul: cannot convert activations to %s", xt->name);
-        return -1;
-    }
-    if (rows <= 0 || ncols <= 0) return 0;
-    if (cols > 0x7fffffff) { mr_set_error("matmul: rows of %lld values are too long", (long long)cols); return -1; }
-    const int kisa = mr_type_kernels(wtype, mr_isa(), &job->dot, &job->dot4);
-    if (!job->dot) { mr_set_error("matmul: no dot product for weight type %s", wt->name); return -1; }
-    job->W = W;
-    job->w_row = w_row;
-    if (kisa == MR_ISA_AVX512 && wtype == MR_TYPE_Q4_0 && rows % 16 == 0) {
+int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, const mr_repacked *rp, int64_t r0, int64_t r1,
+               float *Y, int64_t ldy) {
+    size_t w_row;
+    const mr_kern *k = mr_rows_kern(a, wtype, &w_row);
+    if (!k) return -1;
+    if (rp && a->Xr && k->rp) {
         int64_t left = 0;
-        const void *rp = mr_repack_find(W, wtype, cols, &left);
-        if (rp && left >= rows) {
-            job->rp = rp;
-            job->xr_row = (size_t)(cols / 32) * MR_Q4_0_RP_ACT_BYTES;
+        const void *g = mr_repack_at(rp, W, wtype, a->cols, mr_isa(), &left);
+        const int64_t gr = k->rp->rows;
+        int64_t g0 = (r0 + gr - 1) / gr, g1 = r1 / gr;
+        if (g && gr * g1 > left) g1 = left / gr;
+        if (g && g1 > g0) {
+            if (gr * g0 > r0) mr_rows_plain(a, k, W, w_row, r0, gr * g0, Y, ldy);
+            k->rp->mul(g, a->cols, g0, g1, a->Xr, a->xr_row, a->ncols, Y, ldy);
+            if (r1 > gr * g1) mr_rows_plain(a, k, W, w_row, gr * g1, r1, Y, ldy);
+            return 0;
         }
     }
-    job->X = X;
-    job->x_row = x_row;
-    job->rows = rows;
-    job->cols = cols;
-    job->ncols = ncols;
-    job->Y = Y;
-    if (wt->vec_dot_type != MR_TYPE_F32) {
-        *conv = 1;
-        job->convert = mr_type_from_float(wt->vec_dot_type);
-        if (ncols >= 4 && kisa == MR_ISA_AVX512 && mr_vec_dot_x4p_avx512[wtype] && mr_prep_avx512(wt->vec_dot_type)) {
-            job->prep = mr_prep_avx512(wt->vec_dot_type);
-            job->xp_row = mr_prep_row_size(wt->vec_dot_type, cols);
-            job->dot4 = mr_vec_dot_x4p_avx512[wtype];
-        }
-        if (alloc) {
-            job->Xq = mr_aligned_alloc(64, x_row * (size_t)ncols);
-            if (job->prep) job->Xp = mr_aligned_alloc(64, job->xp_row * (size_t)ncols);
-            if (job->rp) job->Xr = mr_aligned_alloc(64, job->xr_row * (size_t)ncols);
-            if (!job->Xq || (job->prep && !job->Xp) || (job->rp && !job->Xr)) {
-                mr_aligned_free(job->Xq);
-                mr_aligned_free(job->Xp);
-                mr_aligned_free(job->Xr);
-                job->Xq = job->Xp = job->Xr = NULL;
-                mr_set_error("matmul: out of memory");
-                return -1;
-            }
-        }
-        if (ncols >= 2 && kisa == MR_ISA_AVX512 && !job->prep) job->gemm = mr_gemm_avx512[wtype];
-    }
-    int nth = mr_pool_size(pool);
-    if (ncols == 1) {
-        /* enough chunks per thread to even out a shared machine, at least 8 rows each */
-        long c = (long)(rows / (nth * 16));
-        job->chunk_rows = c < 8 ? 8 : c;
+    mr_rows_plain(a, k, W, w_row, r0, r1, Y, ldy);
+    return 0;
+}
+
+/* ---- the parts dispatch ---- */
+
+long mr_mm_chunk_rows(int64_t rows, size_t w_row, int64_t ncols, size_t total_bytes, int nth) {
+    long c;
+    if (nth < 1) nth = 1;
+    if (ncols <= 1) {
+        /* about 16 chunks per thread over the whole dispatch (evens out a shared machine), >= 32 KiB */
+        size_t target = total_bytes / ((size_t)nth * 16);
+        if (target < 32 * 1024) target = 32 * 1024;
+        c = (long)(target / w_row);
     } else {
-        long c = (long)(MR_GEMM_CHUNK_BYTES / w_row);
+        /* GEMM: a chunk's weight rows stay in L2 while every column passes over them */
+        c = (long)((128 * 1024) / w_row);
         long fair = (long)((rows + nth - 1) / nth);
         if (c > fair) c = fair;
-        job->chunk_rows = c < 1 ? 1 : c;
     }
-    if (job->rp) job->chunk_rows = (job->chunk_rows + 15) / 16 * 16; /* whole repacked groups */
-    return 0;
+    return c < 1 ? 1 : c;
 }
 
-int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
-              const float *X, int64_t ncols, float *Y) {
-    mr_matmul_job job;
-    int conv;
-    if (mr_matmul_setup(pool, &job, W, wtype, rows, cols, X, ncols, Y, 1, &conv)) return -1;
-    if (rows <= 0 || ncols <= 0) return 0;
-    if (conv) {
-        if (ncols == 1) mr_matmul_convert_chunk(&job, 0);
-        else mr_pool_run_chunks(pool, mr_matmul_convert_chunk, &job, (long)((ncols + MR_CONVERT_COLS - 1) / MR_CONVERT_COLS));
-    }
-    mr_pool_run_chunks(pool, mr_matmul_chunk, &job, (long)((rows + job.chunk_rows - 1) / job.chunk_rows));
-    mr_aligned_free(job.Xr);
-    mr_aligned_free(job.Xp);
-    mr_aligned_free(job.Xq);
-    return 0;
+int mr_mm_group_rows(const mr_repacked *rp, int wtype, int64_t cols) {
+    return mr_repack_group_rows(rp, wtype, cols, mr_isa());
 }
-
-/* ---- several products in one dispatch ---- */
 
 typedef struct {
-    mr_matmul_job *jobs;
-    int n;
-    long *first;           /* first[i]: global index of job i's first chunk; first[n] = total */
-    int *conv;             /* jobs that convert (own their buffers), in order */
-    long *conv_first;      /* the same prefix sums for the conversion chunks */
-    int n_conv;
-} mr_matmul_many_ctx;
+    const mr_mm_part *parts;
+    long *first;           /* [n_parts + 1] first chunk of each part */
+    long *crow;            /* rows per chunk of each part */
+    int n_parts;
+    int err;
+} mr_parts_job;
 
-static int mr_many_find(const long *first, int n, long ch) {
-    int lo = 0, hi = n - 1; /* the last i with first[i] <= ch */
-    while (lo < hi) {
+static void mr_parts_chunk(void *arg, long ch) {
+    mr_parts_job *j = arg;
+    int lo = 0, hi = j->n_parts - 1;
+    while (lo < hi) { /* last part whose first chunk <= ch */
         int mid = (lo + hi + 1) / 2;
-        if (first[mid] <= ch) lo = mid; else hi = mid - 1;
+        if (j->first[mid] <= ch) lo = mid; else hi = mid - 1;
     }
-    return lo;
+    const mr_mm_part *p = &j->parts[lo];
+    int64_t r0 = (int64_t)(ch - j->first[lo]) * j->crow[lo], r1 = r0 + j->crow[lo];
+    if (r1 > p->rows) r1 = p->rows;
+    if (mr_mm_rows(p->act, p->wtype, p->W, p->rp, r0, r1, p->Y, p->ldy ? p->ldy : p->rows)) j->err = 1;
 }
 
-static void mr_many_convert_chunk(void *arg, long ch) {
-    mr_matmul_many_ctx *c = arg;
-    int k = mr_many_find(c->conv_first, c->n_conv, ch);
-    mr_matmul_convert_chunk(&c->jobs[c->conv[k]], ch - c->conv_first[k]);
+int mr_matmul_parts(mr_pool *pool, const mr_mm_part *parts, int n_parts) {
+    if (n_parts <= 0) return 0;
+    long first_s[17], crow_s[16];
+    long *first = n_parts <= 16 ? first_s : malloc(sizeof(long) * (size_t)(n_parts + 1));
+    long *crow = n_parts <= 16 ? crow_s : malloc(sizeof(long) * (size_t)n_parts);
+    int rc = -1;
+    if (!first || !crow) { mr_set_error("matmul: out of memory"); goto out; }
+    size_t total = 0;
+    for (int i = 0; i < n_parts; i++) {
+        size_t w_row;
+        if (!mr_rows_kern(parts[i].act, parts[i].wtype, &w_row)) goto out;
+        total += w_row * (size_t)parts[i].rows;
+    }
+    const int nth = mr_pool_size(pool);
+    long nch = 0;
+    for (int i = 0; i < n_parts; i++) {
+        const mr_mm_part *p = &parts[i];
+        const long gr = p->act->Xr ? mr_mm_group_rows(p->rp, p->wtype, p->act->cols) : 1;
+        first[i] = nch;
+        crow[i] = mr_mm_chunk_rows(p->rows, mr_row_size(p->wtype, p->act->cols), p->act->ncols, total, nth);
+        crow[i] = (crow[i] + gr - 1) / gr * gr; /* whole repacked groups per chunk */
+        if (p->rows > 0 && p->act->ncols > 0) nch += (long)((p->rows + crow[i] - 1) / crow[i]);
+    }
+    first[n_parts] = nch;
+    mr_parts_job j = {parts, first, crow, n_parts, 0};
+    mr_pool_run_chunks(pool, mr_parts_chunk, &j, nch);
+    rc = j.err ? -1 : 0;
+out:
+    if (first != first_s) free(first);
+    if (crow != crow_s) free(crow);
+    return rc;
 }
 
-static void mr_many_chunk(void *arg, long ch) {
-    mr_matmul_many_ctx *c = arg;
-    int i = mr_many_find(c->first, c->n, ch);
-    mr_matmul_chunk(&c->jobs[i], ch - c->first[i]);
+/* ---- wrappers ---- */
+
+static int mr_task_same_x(const mr_matmul_task *a, const mr_matmul_task *b) {
+    return a->X == b->X && a->ncols == b->ncols && a->w->cols == b->w->cols &&
+           (a->ldx ? a->ldx : a->w->cols) == (b->ldx ? b->ldx : b->w->cols);
 }
 
 int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
     if (n <= 0) return 0;
-    int rc = -1;
-    mr_matmul_many_ctx c = {0};
-    int *owner = NULL;
-    c.jobs = calloc((size_t)n, sizeof *c.jobs);
-    c.first = malloc(sizeof(long) * ((size_t)n + 1));
-    c.conv = malloc(sizeof(int) * (size_t)n);
-    c.conv_first = malloc(sizeof(long) * ((size_t)n + 1));
-    owner = malloc(sizeof(int) * (size_t)n);
-    if (!c.jobs || !c.first || !c.conv || !c.conv_first || !owner) { mr_set_error("matmul: out of memory"); goto out; }
+    int rc = -1, n_act = 0, n_parts = 0;
+    mr_mm_act *acts = calloc((size_t)n, sizeof *acts);
+    mr_mm_part *parts = calloc((size_t)n, sizeof *parts);
+    int *owner = malloc(sizeof(int) * (size_t)n);
+    if (!acts || !parts || !owner) { mr_set_error("matmul: out of memory"); goto out; }
     for (int i = 0; i < n; i++) {
-        int conv;
+        const mr_mat *w = t[i].w;
+        const mr_type_traits *wt = mr_type_get(w->type);
         owner[i] = -1;
-        if (mr_matmul_setup(pool, &c.jobs[i], t[i].W, t[i].wtype, t[i].rows, t[i].cols, t[i].X, t[i].ncols, t[i].Y, 0,
-                            &conv))
+        if (!wt) { mr_set_error("matmul: unknown weight type %d", w->type); goto out; }
+        if (!mr_row_size(w->type, w->cols) || !mr_row_size(wt->vec_dot_type, w->cols)) {
+            mr_set_error("matmul: row of %lld values does not fit type %s", (long long)w->cols, wt->name);
             goto out;
-        if (!conv) continue;
-        mr_matmul_job *ji = &c.jobs[i];
-        /* share the conversion of an earlier task with the same activations and partner layout */
-        for (int k = 0; k < c.n_conv && owner[i] < 0; k++) {
-            const mr_matmul_job *jk = &c.jobs[c.conv[k]];
-            if (jk->X == ji->X && jk->ncols == ji->ncols && jk->cols == ji->cols && jk->convert == ji->convert &&
-                jk->x_row == ji->x_row && jk->prep == ji->prep && !jk->rp == !ji->rp)
-                owner[i] = c.conv[k];
         }
-        if (owner[i] >= 0) {
-            ji->Xq = c.jobs[owner[i]].Xq;
-            ji->Xp = c.jobs[owner[i]].Xp;
-            ji->Xr = c.jobs[owner[i]].Xr;
-            continue;
+        if (w->rows <= 0 || t[i].ncols <= 0) continue;
+        /* share the preparation of an earlier task with the same activations */
+        for (int k = 0; k < i && owner[i] < 0; k++)
+            if (owner[k] >= 0 && mr_task_same_x(&t[k], &t[i]) && mr_mm_partner(t[k].w->type) == wt->vec_dot_type)
+                owner[i] = owner[k];
+        if (owner[i] < 0) {
+            /* the repacked layout only when some task on these activations has a copy */
+            int prep = MR_PREP_X4;
+            for (int k = i; k < n; k++)
+                if (t[k].w->rp && mr_task_same_x(&t[k], &t[i])) prep |= MR_PREP_RP;
+            if (mr_act_make(pool, &acts[n_act], w->type, t[i].X, w->cols, t[i].ncols, t[i].ldx ? t[i].ldx : w->cols, prep))
+                goto out;
+            owner[i] = n_act++;
         }
-        ji->Xq = mr_aligned_alloc(64, ji->x_row * (size_t)ji->ncols);
-        if (ji->prep) ji->Xp = mr_aligned_alloc(64, ji->xp_row * (size_t)ji->ncols);
-        if (ji->rp) ji->Xr = mr_aligned_alloc(64, ji->xr_row * (size_t)ji->ncols);
-        c.conv[c.n_conv++] = i;
-        if (!ji->Xq || (ji->prep && !ji->Xp) || (ji->rp && !ji->Xr)) { mr_set_error("matmul: out of memory"); goto out; }
+        parts[n_parts++] = (mr_mm_part){w->data, w->type, w->rows, &acts[owner[i]], t[i].Y, t[i].ldy ? t[i].ldy : w->rows, w->rp};
     }
-    /* conversions: one column on the calling thread, more columns in one dispatch */
-    c.conv_first[0] = 0;
-    for (int k = 0; k < c.n_conv; k++) {
-        const mr_matmul_job *j = &c.jobs[c.conv[k]];
-        c.conv_first[k + 1] = c.conv_first[k] + (long)((j->ncols + MR_CONVERT_COLS - 1) / MR_CONVERT_COLS);
-    }
-    if (c.n_conv == 1 && c.jobs[c.conv[0]].ncols == 1) mr_matmul_convert_chunk(&c.jobs[c.conv[0]], 0);
-    else if (c.n_conv > 0) mr_pool_run_chunks(pool, mr_many_convert_chunk, &c, c.conv_first[c.n_conv]);
-    c.n = n;
-    c.first[0] = 0;
-    for (int i = 0; i < n; i++) {
-        const mr_matmul_job *j = &c.jobs[i];
-        long nch = j->rows > 0 && j->ncols > 0 ? (long)((j->rows + j->chunk_rows - 1) / j->chunk_rows) : 0;
-        c.first[i + 1] = c.first[i] + nch;
-    }
-    mr_pool_run_chunks(pool, mr_many_chunk, &c, c.first[n]);
-    rc = 0;
+    rc = mr_matmul_parts(pool, parts, n_parts);
 out:
-    if (c.jobs)
-        for (int k = 0; k < c.n_conv; k++) {
-            mr_aligned_free(c.jobs[c.conv[k]].Xq);
-            mr_aligned_free(c.jobs[c.conv[k]].Xp);
-            mr_aligned_free(c.jobs[c.conv[k]].Xr);
-        }
-    free(c.jobs); free(c.first); free(c.conv); free(c.conv_first); free(owner);
+    if (acts)
+        for (int k = 0; k < n_act; k++) mr_mm_act_free(&acts[k]);
+    free(acts); free(parts); free(owner);
     return rc;
+}
+
+int mr_matmul(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
+              const float *X, int64_t ncols, float *Y) {
+    const mr_mat w = {W, wtype, rows, cols, NULL, NULL};
+    const mr_matmul_task t = {&w, X, ncols, Y, 0, 0};
+    return mr_matmul_many(pool, &t, 1);
 }

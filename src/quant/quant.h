@@ -1,7 +1,7 @@
 /* Tensor element types (ggml ids and block layouts) and the kernels that use them.
  * One table (quant.c) describes every type: block size, bytes per block, the activation type its
- * dot product pairs with, and its scalar reference functions. SIMD kernels (quant_avx2.c,
- * quant_avx512.c) override vec_dot per ISA and are tested against the scalar ones. */
+ * dot product pairs with, and its scalar reference functions. The SIMD kernels are in one table
+ * per ISA (quant_simd.h), tested against the scalar ones. */
 #ifndef MR_QUANT_H
 #define MR_QUANT_H
 #include <stddef.h>
@@ -49,9 +49,5 @@ size_t mr_row_size(int type, int64_t n);
 mr_vec_dot_fn mr_type_vec_dot(int type);
 /* vec_dot for a given ISA, or NULL if that ISA has no kernel for the type (tests) */
 mr_vec_dot_fn mr_type_vec_dot_isa(int type, int isa);
-
-/* Per-ISA kernel tables, indexed by type; NULL entries fall back to the scalar reference. */
-extern const mr_vec_dot_fn mr_vec_dot_avx2[MR_TYPE_COUNT];
-extern const mr_vec_dot_fn mr_vec_dot_avx512[MR_TYPE_COUNT];
 
 #endif

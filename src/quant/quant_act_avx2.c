@@ -61,7 +61,7 @@ static inline float qa_amax32(const float *x) {
     return bad ? -1.0f : qa_hmax(m);
 }
 
-static void mr_quantize_q8_0_avx2(const float *src, void *dst, int64_t k) {
+void mr_quantize_q8_0_avx2(const float *src, void *dst, int64_t k) {
     mr_block_q8_0 *y = dst;
     for (int64_t i = 0; i < k / 32; i++, src += 32) {
         const float amax = qa_amax32(src);
@@ -72,7 +72,7 @@ static void mr_quantize_q8_0_avx2(const float *src, void *dst, int64_t k) {
     }
 }
 
-static void mr_quantize_q8_1_avx2(const float *src, void *dst, int64_t k) {
+void mr_quantize_q8_1_avx2(const float *src, void *dst, int64_t k) {
     mr_block_q8_1 *y = dst;
     for (int64_t i = 0; i < k / 32; i++, src += 32) {
         const float amax = qa_amax32(src);
@@ -85,7 +85,7 @@ static void mr_quantize_q8_1_avx2(const float *src, void *dst, int64_t k) {
     }
 }
 
-static void mr_quantize_q8_k_avx2(const float *src, void *dst, int64_t k) {
+void mr_quantize_q8_k_avx2(const float *src, void *dst, int64_t k) {
     mr_block_q8_k *y = dst;
     for (int64_t i = 0; i < k / 256; i++, src += 256) {
         __m256 m = _mm256_setzero_ps();
@@ -121,7 +121,7 @@ static void mr_quantize_q8_k_avx2(const float *src, void *dst, int64_t k) {
     }
 }
 
-static void mr_quantize_f16_avx2(const float *src, void *dst, int64_t k) {
+void mr_quantize_f16_avx2(const float *src, void *dst, int64_t k) {
     uint16_t *h = dst;
     int64_t i = 0;
     for (; i + 8 <= k; i += 8) {
@@ -132,7 +132,7 @@ static void mr_quantize_f16_avx2(const float *src, void *dst, int64_t k) {
     if (i < k) mr_quantize_f16(src + i, h + i, k - i);
 }
 
-static void mr_quantize_bf16_avx2(const float *src, void *dst, int64_t k) {
+void mr_quantize_bf16_avx2(const float *src, void *dst, int64_t k) {
     uint16_t *h = dst;
     int64_t i = 0;
     for (; i + 16 <= k; i += 16) {
@@ -151,11 +151,3 @@ static void mr_quantize_bf16_avx2(const float *src, void *dst, int64_t k) {
     }
     if (i < k) mr_quantize_bf16(src + i, h + i, k - i);
 }
-
-const mr_from_float_fn mr_from_float_avx2[MR_TYPE_COUNT] = {
-    [MR_TYPE_Q8_0] = mr_quantize_q8_0_avx2,
-    [MR_TYPE_Q8_1] = mr_quantize_q8_1_avx2,
-    [MR_TYPE_Q8_K] = mr_quantize_q8_k_avx2,
-    [MR_TYPE_F16] = mr_quantize_f16_avx2,
-    [MR_TYPE_BF16] = mr_quantize_bf16_avx2,
-};

@@ -28,56 +28,19 @@ KX_ENTRY(q5_k, _avx2)
 KX_ENTRY(q6_k, _avx2)
 KX_ENTRY(nvfp4, _avx2)
 
-const mr_vec_dot_fn mr_vec_dot_avx2[MR_TYPE_COUNT] = {
-    [MR_TYPE_F32] = mr_vd_f32_avx2,
-    [MR_TYPE_F16] = mr_vd_f16_avx2,
-    [MR_TYPE_BF16] = mr_vd_bf16_avx2,
-    [MR_TYPE_Q8_0] = mr_vd_q8_0_avx2,
-    [MR_TYPE_Q4_0] = mr_vd_q4_0_avx2,
-    [MR_TYPE_Q5_0] = mr_vd_q5_0_avx2,
-    [MR_TYPE_Q4_1] = mr_vd_q4_1_avx2,
-    [MR_TYPE_Q5_1] = mr_vd_q5_1_avx2,
-    [MR_TYPE_Q2_K] = mr_vd_q2_k_avx2,
-    [MR_TYPE_Q3_K] = mr_vd_q3_k_avx2,
-    [MR_TYPE_Q4_K] = mr_vd_q4_k_avx2,
-    [MR_TYPE_Q5_K] = mr_vd_q5_k_avx2,
-    [MR_TYPE_Q6_K] = mr_vd_q6_k_avx2,
-    [MR_TYPE_NVFP4] = mr_vd_nvfp4_avx2,
-    [MR_TYPE_IQ2_XXS] = mr_vec_dot_iq2_xxs_avx2,
-    [MR_TYPE_IQ3_S] = mr_vec_dot_iq3_s_avx2,
-    [MR_TYPE_IQ1_S] = mr_vec_dot_iq1_s_avx2,
-    [MR_TYPE_IQ1_M] = mr_vec_dot_iq1_m_avx2,
-    [MR_TYPE_IQ4_NL] = mr_vec_dot_iq4_nl_avx2,
-    [MR_TYPE_IQ4_XS] = mr_vec_dot_iq4_xs_avx2,
-    [MR_TYPE_MXFP4] = mr_vec_dot_mxfp4_avx2,
-    [MR_TYPE_IQ3_XXS] = mr_vec_dot_iq3_xxs_avx2,
-    [MR_TYPE_IQ2_XS] = mr_vec_dot_iq2_xs_avx2,
-    [MR_TYPE_IQ2_S] = mr_vec_dot_iq2_s_avx2,
-};
-
-const mr_vec_dot_x4_fn mr_vec_dot_x4_avx2[MR_TYPE_COUNT] = {
-    [MR_TYPE_F32] = mr_vd4_f32_avx2,
-    [MR_TYPE_F16] = mr_vd4_f16_avx2,
-    [MR_TYPE_BF16] = mr_vd4_bf16_avx2,
-    [MR_TYPE_Q8_0] = mr_vd4_q8_0_avx2,
-    [MR_TYPE_Q4_0] = mr_vd4_q4_0_avx2,
-    [MR_TYPE_Q5_0] = mr_vd4_q5_0_avx2,
-    [MR_TYPE_Q4_1] = mr_vd4_q4_1_avx2,
-    [MR_TYPE_Q5_1] = mr_vd4_q5_1_avx2,
-    [MR_TYPE_Q2_K] = mr_vd4_q2_k_avx2,
-    [MR_TYPE_Q3_K] = mr_vd4_q3_k_avx2,
-    [MR_TYPE_Q4_K] = mr_vd4_q4_k_avx2,
-    [MR_TYPE_Q5_K] = mr_vd4_q5_k_avx2,
-    [MR_TYPE_Q6_K] = mr_vd4_q6_k_avx2,
-    [MR_TYPE_NVFP4] = mr_vd4_nvfp4_avx2,
-    [MR_TYPE_IQ2_XXS] = mr_vec_dot_x4_iq2_xxs_avx2,
-    [MR_TYPE_IQ3_S] = mr_vec_dot_x4_iq3_s_avx2,
-    [MR_TYPE_IQ1_S] = mr_vec_dot_x4_iq1_s_avx2,
-    [MR_TYPE_IQ1_M] = mr_vec_dot_x4_iq1_m_avx2,
-    [MR_TYPE_IQ4_NL] = mr_vec_dot_x4_iq4_nl_avx2,
-    [MR_TYPE_IQ4_XS] = mr_vec_dot_x4_iq4_xs_avx2,
-    [MR_TYPE_MXFP4] = mr_vec_dot_x4_mxfp4_avx2,
-    [MR_TYPE_IQ3_XXS] = mr_vec_dot_x4_iq3_xxs_avx2,
-    [MR_TYPE_IQ2_XS] = mr_vec_dot_x4_iq2_xs_avx2,
-    [MR_TYPE_IQ2_S] = mr_vec_dot_x4_iq2_s_avx2,
+/* The AVX2 kernel table (quant_simd.h). The quantizers serve AVX-512 too (mr_kern_get). */
+#define K(T, D, D4) [MR_TYPE_##T] = {.dot = D, .dot4 = D4}
+#define KX(T, t) K(T, mr_vd_##t##_avx2, mr_vd4_##t##_avx2)
+#define KI(T, t) K(T, mr_vec_dot_##t##_avx2, mr_vec_dot_x4_##t##_avx2)
+const mr_kern mr_kern_avx2[MR_TYPE_COUNT] = {
+    [MR_TYPE_F32] = {.dot = mr_vd_f32_avx2, .dot4 = mr_vd4_f32_avx2},
+    [MR_TYPE_F16] = {.dot = mr_vd_f16_avx2, .dot4 = mr_vd4_f16_avx2, .from_float = mr_quantize_f16_avx2},
+    [MR_TYPE_BF16] = {.dot = mr_vd_bf16_avx2, .dot4 = mr_vd4_bf16_avx2, .from_float = mr_quantize_bf16_avx2},
+    [MR_TYPE_Q8_0] = {.dot = mr_vd_q8_0_avx2, .dot4 = mr_vd4_q8_0_avx2, .from_float = mr_quantize_q8_0_avx2},
+    [MR_TYPE_Q8_1] = {.from_float = mr_quantize_q8_1_avx2},
+    [MR_TYPE_Q8_K] = {.from_float = mr_quantize_q8_k_avx2},
+    KX(Q4_0, q4_0), KX(Q5_0, q5_0), KX(Q4_1, q4_1), KX(Q5_1, q5_1),
+    KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q4_K, q4_k), KX(Q5_K, q5_k), KX(Q6_K, q6_k), KX(NVFP4, nvfp4),
+    KI(IQ2_XXS, iq2_xxs), KI(IQ3_S, iq3_s), KI(IQ1_S, iq1_s), KI(IQ1_M, iq1_m), KI(IQ4_NL, iq4_nl),
+    KI(IQ4_XS, iq4_xs), KI(MXFP4, mxfp4), KI(IQ3_XXS, iq3_xxs), KI(IQ2_XS, iq2_xs), KI(IQ2_S, iq2_s),
 };

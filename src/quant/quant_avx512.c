@@ -97,77 +97,23 @@ KX_ENTRY_P(nvfp4, _avx512)
 KX_ENTRY_P(q4_1, _avx512)
 KX_ENTRY_P(q5_1, _avx512)
 
-const mr_vec_dot_fn mr_vec_dot_avx512[MR_TYPE_COUNT] = {
-    [MR_TYPE_F32] = mr_vd_f32_avx512,
-    [MR_TYPE_F16] = mr_vd_f16_avx512,
-    [MR_TYPE_BF16] = mr_vd_bf16_avx512,
-    [MR_TYPE_Q8_0] = mr_vd_q8_0_avx512,
-    [MR_TYPE_Q4_0] = mr_vd_q4_0_bs_avx512, /* block-sum numerics (q4_0_avx512.c) */
-    [MR_TYPE_Q5_0] = mr_vd_q5_0_avx512,
-    [MR_TYPE_Q4_1] = mr_vd_q4_1_avx512,
-    [MR_TYPE_Q5_1] = mr_vd_q5_1_avx512,
-    [MR_TYPE_Q2_K] = mr_vd_q2_k_avx512,
-    [MR_TYPE_Q3_K] = mr_vd_q3_k_avx512,
-    [MR_TYPE_Q4_K] = mr_vd_q4_k_avx512,
-    [MR_TYPE_Q5_K] = mr_vd_q5_k_avx512,
-    [MR_TYPE_Q6_K] = mr_vd_q6_k_avx512,
-    [MR_TYPE_NVFP4] = mr_vd_nvfp4_avx512,
-    [MR_TYPE_IQ2_XXS] = mr_vec_dot_iq2_xxs_avx512,
-    [MR_TYPE_IQ3_S] = mr_vec_dot_iq3_s_avx512,
-    [MR_TYPE_IQ1_S] = mr_vec_dot_iq1_s_avx512,
-    [MR_TYPE_IQ1_M] = mr_vec_dot_iq1_m_avx512,
-    [MR_TYPE_IQ4_NL] = mr_vec_dot_iq4_nl_avx512,
-    [MR_TYPE_IQ4_XS] = mr_vec_dot_iq4_xs_avx512,
-    [MR_TYPE_MXFP4] = mr_vec_dot_mxfp4_avx512,
-    [MR_TYPE_IQ3_XXS] = mr_vec_dot_iq3_xxs_avx512,
-    [MR_TYPE_IQ2_XS] = mr_vec_dot_iq2_xs_avx512,
-    [MR_TYPE_IQ2_S] = mr_vec_dot_iq2_s_avx512,
+static const mr_repack_kern mr_rp_q4_0_avx512 = {16, MR_Q4_0_RP_BLOCK_BYTES, mr_q4_0_repack16, mr_q4_0_rp_rows};
+
+/* The AVX-512 kernel table (quant_simd.h). Q4_0 has block-sum numerics (q4_0_avx512.c) and a
+ * repacked layout; the Q8_0 / Q8_1 partners have prepared rows for the dot4p kernels. */
+#define K(T, D, D4) [MR_TYPE_##T] = {.dot = D, .dot4 = D4}
+#define KX(T, t) K(T, mr_vd_##t##_avx512, mr_vd4_##t##_avx512)
+#define KP(T, t) [MR_TYPE_##T] = {.dot = mr_vd_##t##_avx512, .dot4 = mr_vd4_##t##_avx512, .dot4p = mr_vd4p_##t##_avx512}
+#define KG(T, t) [MR_TYPE_##T] = {.dot = mr_vec_dot_##t##_avx512, .dot4 = mr_vec_dot_x4_##t##_avx512, .gemm = mr_gemm_##t##_avx512}
+const mr_kern mr_kern_avx512[MR_TYPE_COUNT] = {
+    KX(F32, f32), KX(F16, f16), KX(BF16, bf16),
+    [MR_TYPE_Q8_0] = {.dot = mr_vd_q8_0_avx512, .dot4 = mr_vd4_q8_0_avx512, .dot4p = mr_vd4p_q8_0_avx512,
+                      .prep = mr_prep_q8_0_vnni, .prep_bytes = 36,
+                      .rprep = mr_q4_0_rp_prep, .rprep_bytes = MR_Q4_0_RP_ACT_BYTES},
+    [MR_TYPE_Q8_1] = {.prep = mr_prep_q8_1_vnni, .prep_bytes = 40},
+    [MR_TYPE_Q4_0] = {.dot = mr_vd_q4_0_bs_avx512, .dot4 = mr_vd4_q4_0_bs_avx512, .rp = &mr_rp_q4_0_avx512},
+    KP(Q5_0, q5_0), KP(Q4_1, q4_1), KP(Q5_1, q5_1), KP(NVFP4, nvfp4),
+    KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q4_K, q4_k), KX(Q5_K, q5_k), KX(Q6_K, q6_k),
+    KG(IQ2_XXS, iq2_xxs), KG(IQ3_S, iq3_s), KG(IQ1_S, iq1_s), KG(IQ1_M, iq1_m), KG(IQ4_NL, iq4_nl),
+    KG(IQ4_XS, iq4_xs), KG(MXFP4, mxfp4), KG(IQ3_XXS, iq3_xxs), KG(IQ2_XS, iq2_xs), KG(IQ2_S, iq2_s),
 };
-
-const mr_vec_dot_x4_fn mr_vec_dot_x4_avx512[MR_TYPE_COUNT] = {
-    [MR_TYPE_F32] = mr_vd4_f32_avx512,
-    [MR_TYPE_F16] = mr_vd4_f16_avx512,
-    [MR_TYPE_BF16] = mr_vd4_bf16_avx512,
-    [MR_TYPE_Q8_0] = mr_vd4_q8_0_avx512,
-    [MR_TYPE_Q4_0] = mr_vd4_q4_0_bs_avx512,
-    [MR_TYPE_Q5_0] = mr_vd4_q5_0_avx512,
-    [MR_TYPE_Q4_1] = mr_vd4_q4_1_avx512,
-    [MR_TYPE_Q5_1] = mr_vd4_q5_1_avx512,
-    [MR_TYPE_Q2_K] = mr_vd4_q2_k_avx512,
-    [MR_TYPE_Q3_K] = mr_vd4_q3_k_avx512,
-    [MR_TYPE_Q4_K] = mr_vd4_q4_k_avx512,
-    [MR_TYPE_Q5_K] = mr_vd4_q5_k_avx512,
-    [MR_TYPE_Q6_K] = mr_vd4_q6_k_avx512,
-    [MR_TYPE_IQ2_XXS] = mr_vec_dot_x4_iq2_xxs_avx512,
-    [MR_TYPE_IQ3_S] = mr_vec_dot_x4_iq3_s_avx512,
-    [MR_TYPE_IQ1_S] = mr_vec_dot_x4_iq1_s_avx512,
-    [MR_TYPE_IQ1_M] = mr_vec_dot_x4_iq1_m_avx512,
-    [MR_TYPE_IQ4_NL] = mr_vec_dot_x4_iq4_nl_avx512,
-    [MR_TYPE_IQ4_XS] = mr_vec_dot_x4_iq4_xs_avx512,
-    [MR_TYPE_MXFP4] = mr_vec_dot_x4_mxfp4_avx512,
-    [MR_TYPE_IQ3_XXS] = mr_vec_dot_x4_iq3_xxs_avx512,
-    [MR_TYPE_IQ2_XS] = mr_vec_dot_x4_iq2_xs_avx512,
-    [MR_TYPE_IQ2_S] = mr_vec_dot_x4_iq2_s_avx512,
-    [MR_TYPE_NVFP4] = mr_vd4_nvfp4_avx512,
-};
-
-/* 4-column kernels on prepared Q8_0 activations (quant_simd.h), equal to the vec_dot above */
-const mr_vec_dot_x4_fn mr_vec_dot_x4p_avx512[MR_TYPE_COUNT] = {
-    [MR_TYPE_Q8_0] = mr_vd4p_q8_0_avx512,
-    [MR_TYPE_Q5_0] = mr_vd4p_q5_0_avx512,
-    [MR_TYPE_NVFP4] = mr_vd4p_nvfp4_avx512,
-    [MR_TYPE_Q4_1] = mr_vd4p_q4_1_avx512,
-    [MR_TYPE_Q5_1] = mr_vd4p_q5_1_avx512,
-};
-
-void mr_prep_q8_0_avx512(const void *y, void *yp, int n) { mr_prep_q8_0_vnni(y, yp, n); }
-void mr_prep_q8_1_avx512(const void *y, void *yp, int n) { mr_prep_q8_1_vnni(y, yp, n); }
-
-size_t mr_prep_row_size(int partner, int64_t n) {
-    if (n % 32) return 0;
-    return partner == MR_TYPE_Q8_0 ? (size_t)(n / 32) * 36 : partner == MR_TYPE_Q8_1 ? (size_t)(n / 32) * 40 : 0;
-}
-
-mr_prep_fn mr_prep_avx512(int partner) {
-    return partner == MR_TYPE_Q8_0 ? mr_prep_q8_0_avx512 : partner == MR_TYPE_Q8_1 ? mr_prep_q8_1_avx512 : NULL;
-}

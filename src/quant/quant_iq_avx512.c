@@ -159,8 +159,8 @@ KI __m512i sb_dot(const sb_dec *o, const int8_t *q) {
     SB_GEMM_KERNEL(__attribute__((target("avx512vbmi"))) static, gemm_##T##_vbmi, BLK, tab_##T##_vbmi, init_##T##_vbmi, \
                    dec_##T##_vbmi, FINAL)                                                          \
     ENTRIES_VBMI(T)                                                                                \
-    static void mr_gemm_##T##_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, \
-                                     float *s, size_t s_col) {                                     \
+    void mr_gemm_##T##_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, \
+                              float *s, size_t s_col) {                                     \
         if (use_vbmi()) gemm_##T##_vbmi(n, w, w_row, nr, y, by, nc, s, s_col);                     \
         else gemm_##T(n, w, w_row, nr, y, by, nc, s, s_col);                                       \
     }
@@ -168,7 +168,7 @@ KI __m512i sb_dot(const sb_dec *o, const int8_t *q) {
 /* entry points of a type with one decoder */
 #define SB_ENTRIES_PLAIN(T, BLK, FINAL)                                                            \
     SB_DOT_KERNEL(KI, k_##T, BLK, tab_##T, init_##T, dec_##T, FINAL)                               \
-    SB_GEMM_KERNEL(static, mr_gemm_##T##_avx512, BLK, tab_##T, init_##T, dec_##T, FINAL)           \
+    SB_GEMM_KERNEL(, mr_gemm_##T##_avx512, BLK, tab_##T, init_##T, dec_##T, FINAL)           \
     ENTRIES(T)
 
 /* ------------------------------------------------------------------------------------ IQ2_XXS */
@@ -521,7 +521,7 @@ KI __m512i sb1_dot(const sb1_dec *o, const int8_t *q) {
     }
 
 #define SB1_GEMM_KERNEL(NAME, BLK, TAB, INIT, DEC, CORR, FINAL)                                    \
-    static void NAME(int n, const void *w, size_t w_row, int nr, const void *vy, size_t by, int nc, \
+    void NAME(int n, const void *w, size_t w_row, int nr, const void *vy, size_t by, int nc, \
                      float *s, size_t s_col) {                                                     \
         TAB t;                                                                                     \
         INIT(&t);                                                                                  \
@@ -865,11 +865,11 @@ KI void gemm_fp4(int n, const void *w, size_t w_row, int nr, const void *vy, siz
         for (int c = 0; c < nc; c++)
             s[(size_t)c * s_col + r] = _mm512_reduce_add_ps(acc[r * nc + c]) + tail[r * nc + c];
 }
-static void mr_gemm_iq4_nl_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc,
+void mr_gemm_iq4_nl_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc,
                                   float *s, size_t s_col) {
     gemm_fp4(n, w, w_row, nr, y, by, nc, s, s_col, 0);
 }
-static void mr_gemm_mxfp4_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc,
+void mr_gemm_mxfp4_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc,
                                  float *s, size_t s_col) {
     gemm_fp4(n, w, w_row, nr, y, by, nc, s, s_col, 1);
 }
@@ -891,16 +891,3 @@ KI void dec_iq4_xs(const mr_block_iq4_xs *x, const tab_iq4_xs *t, sb_dec *o) {
 }
 SB_ENTRIES_PLAIN(iq4_xs, mr_block_iq4_xs, 1.0f)
 
-/* GEMM blocks (quant_simd.h) */
-const mr_gemm_fn mr_gemm_avx512[MR_TYPE_COUNT] = {
-    [MR_TYPE_IQ2_XXS] = mr_gemm_iq2_xxs_avx512,
-    [MR_TYPE_IQ3_S] = mr_gemm_iq3_s_avx512,
-    [MR_TYPE_IQ3_XXS] = mr_gemm_iq3_xxs_avx512,
-    [MR_TYPE_IQ2_XS] = mr_gemm_iq2_xs_avx512,
-    [MR_TYPE_IQ2_S] = mr_gemm_iq2_s_avx512,
-    [MR_TYPE_IQ4_XS] = mr_gemm_iq4_xs_avx512,
-    [MR_TYPE_IQ1_S] = mr_gemm_iq1_s_avx512,
-    [MR_TYPE_IQ1_M] = mr_gemm_iq1_m_avx512,
-    [MR_TYPE_IQ4_NL] = mr_gemm_iq4_nl_avx512,
-    [MR_TYPE_MXFP4] = mr_gemm_mxfp4_avx512,
-};

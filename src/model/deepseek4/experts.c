@@ -8,13 +8,13 @@
  *      converting the gathered floats).
  *   2. the downs of every expert, together with the shared expert's down.
  * Then each token's slots are summed in slot order. Every number is the one moe.c computes (same
- * kernels through matmul_act.h, same element operations in the same order), so the fast path and
+ * kernels through quant/matmul.h, same element operations in the same order), so the fast path and
  * the generic one give identical logits. */
 #include "model/deepseek4/ds4.h"
 #include "model/moe.h"
 #include "model/moe_approx.h"
 #include "model/ops.h"
-#include "quant/matmul_act.h"
+#include "quant/matmul.h"
 #include "base/prof.h"
 
 #include <stdlib.h>
@@ -34,6 +34,7 @@ typedef struct {
     int n_xp;
     const mr_mm_act *ax_all;  /* the batch input (n == 1: every expert uses it) */
     int tg, tu, td;           /* weight types */
+    const mr_repacked *rg, *ru; /* repacked copies of the resident experts (or NULL) */
     int64_t d, F;
     const int *list;          /* slot ids t*K+j grouped by expert */
     const float *w;           /* routing weights [n*K] */
@@ -53,7 +54,10 @@ static void ds4_gate_up_task(void *arg, long i) {
     const int64_t F = j->F, r0 = (int64_t)ch * crow, r1 = r0 + crow < F ? r0 + crow : F;
     const mr_mm_act *a = x->own_ax ? &x->ax : j->ax_all;
     float *g = j->eg + (int64_t)x->start * F, *u = j->eu + (int64_t)x->start * F;
-    if (mr_mm_rows(a, j->tg, x->pg, r0, r1, g, F) || mr_mm_rows(a, j->tu, x->pu, r0, r1, u, F)) { j->err = 1; return; }
+    if (mr_mm_rows(a, j->tg, x->pg, j->rg, r0, r1, g, F) || mr_mm_rows(a, j->tu, x->pu, j->ru, r0, r1, u, F)) {
+        j->err = 1;
+        return;
+    }
     for (int c = 0; c < x->cnt; c++)
         mr_swiglu(u + (int64_t)c * F + r0, g + (int64_t)c * F + r0, u + (int64_t)c * F + r0, r1 - r0, j->lim,
                   j->w[j->list[x->start + c]]);
@@ -134,7 +138,8 @@ int ds4_moe_fast(mr_model *m, int il, const float *a, int n, const int32_t *sel,
     /* input converted once; each expert's tokens gathered from it */
     MR_PROF_BEGIN(t0);
     if (mr_mm_act_make(m->pool, &ax, tg->type, a, d, n, d)) goto done;
-    j = (ds4_moe_job){.xp = xp, .n_xp = n_xp, .ax_all = &ax, .tg = tg->type, .tu = tu->type, .td = td->type, .d = d, .F = F,
+    j = (ds4_moe_job){.xp = xp, .n_xp = n_xp, .ax_all = &ax, .tg = tg->type, .tu = tu->type, .td = td->type,
+                      .rg = mr_model_expert_rp(m, il, MR_PAGER_GATE), .ru = mr_model_expert_rp(m, il, MR_PAGER_UP), .d = d, .F = F,
                       .list = list, .w = w, .lim = lim, .eg = eg, .eu = eu, .crow = crow, .K = k_used};
     if (n > 1) {
         mr_pool_run_chunks(n_xp > 1 ? m->pool : NULL, ds4_gather_task, &j, n_xp);
@@ -168,8 +173,9 @@ int ds4_moe_fast(mr_model *m, int il, const float *a, int n, const int32_t *sel,
     parts = malloc(sizeof(mr_mm_part) * (size_t)(n_xp + 1));
     if (!parts) goto oom;
     for (int x = 0; x < n_xp; x++)
-        parts[x] = (mr_mm_part){xp[x].pd, td->type, d, &xp[x].ah, ey + (int64_t)xp[x].start * d, d};
-    parts[n_xp] = (mr_mm_part){sh_down->data, sh_down->type, sh_down->rows, &ahs, sh, sh_down->rows};
+        parts[x] = (mr_mm_part){xp[x].pd, td->type, d, &xp[x].ah, ey + (int64_t)xp[x].start * d, d,
+                                mr_model_expert_rp(m, il, MR_PAGER_DOWN)};
+    parts[n_xp] = (mr_mm_part){sh_down->data, sh_down->type, sh_down->rows, &ahs, sh, sh_down->rows, sh_down->rp};
     if (mr_matmul_parts(m->pool, parts, n_xp + 1)) goto done;
     if (mr_prof_on) mr_prof_add("mm experts_down+shexp", mr_now() - t1);
     /* slots summed per token in slot order: ((y0 + y1) + y2) + ... */

@@ -4,7 +4,7 @@
  * Threads. Everything runs over the model's pool with mr_pool_run_chunks (a worker that is busy or
  * descheduled on a shared machine is not waited for):
  *   - weight products that read the same input go out as one dispatch with the activations
- *     converted once per partner type (ds4_matmuls over matmul_act.h): the attention input
+ *     converted once per partner type (ds4_matmuls over mr_matmul_many): the attention input
  *     projections (q_a, kv, compressor and indexer projections), q_b with the indexer's q_b, the
  *     eight output groups, the router with the shared expert's gate and up;
  *   - the routed experts (experts.c): gate+up+SwiGLU of every selected expert in one
@@ -18,7 +18,7 @@
 #include "model/moe.h"
 #include "model/ops.h"
 #include "model/moe_approx.h"
-#include "quant/matmul_act.h"
+#include "quant/matmul.h"
 #include "base/prof.h"
 
 #include <math.h>
@@ -43,26 +43,10 @@ typedef struct { const mr_weight *w; const float *X; int64_t ldx; float *Y; int6
 #define DS4_MM_MAX 16
 static int ds4_matmuls(mr_model *m, const char *op, const ds4_mm *req, int nreq, int n) {
     MR_PROF_BEGIN(t0);
-    mr_mm_act acts[DS4_MM_MAX];
-    mr_mm_part parts[DS4_MM_MAX];
-    int na = 0, rc = -1;
+    mr_matmul_task tk[DS4_MM_MAX];
     if (nreq > DS4_MM_MAX) { mr_set_error("deepseek4: too many products in one dispatch"); return -1; }
-    for (int i = 0; i < nreq; i++) {
-        const mr_weight *w = req[i].w;
-        const int64_t ldx = req[i].ldx ? req[i].ldx : w->cols;
-        const int vd = mr_mm_partner(w->type);
-        int k = 0;
-        while (k < na && !(acts[k].vdtype == vd && acts[k].cols == w->cols && acts[k].ldx == ldx && acts[k].X == req[i].X)) k++;
-        if (k == na) {
-            if (mr_mm_act_make(m->pool, &acts[na], w->type, req[i].X, w->cols, n, ldx)) goto done;
-            acts[na].X = req[i].X; /* the source, for matching (converted acts read Xq, not X) */
-            na++;
-        }
-        parts[i] = (mr_mm_part){w->data, w->type, w->rows, &acts[k], req[i].Y, req[i].ldy ? req[i].ldy : w->rows};
-    }
-    rc = mr_matmul_parts(m->pool, parts, nreq);
-done:
-    for (int k = 0; k < na; k++) mr_mm_act_free(&acts[k]);
+    for (int i = 0; i < nreq; i++) tk[i] = (mr_matmul_task){req[i].w, req[i].X, n, req[i].Y, req[i].ldx, req[i].ldy};
+    const int rc = mr_matmul_many(m->pool, tk, nreq);
     if (mr_prof_on) mr_prof_add(op, mr_now() - t0);
     return rc;
 }

@@ -97,7 +97,7 @@ static mr_weight ds4_mat(mr_model *m, int req, int64_t cols, int64_t rows, const
     snprintf(name, sizeof name, fmt, il);
     const int64_t shape[2] = {cols, rows};
     const mr_gguf_tensor *t = mr_model_tensor(m, req, 2, shape, "%s", name);
-    mr_weight w = mr_weight_of(t);
+    mr_weight w = mr_model_weight(m, t);
     if (t && (!mr_type_get(t->type)->vec_dot || !mr_row_size(t->type, cols))) {
         mr_set_error("%s: tensor '%s' has type %s, which has no matrix product here", m->path, name, mr_type_name(t->type));
         m->load_err = 1;
