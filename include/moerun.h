@@ -65,6 +65,11 @@ typedef struct {
     const char *dump;       /* debug: "all" or comma-separated intermediate names (e.g. "attn_norm,ffn_out")
                                printed to stderr with stats per layer; NULL = off */
     int dump_n;             /* values printed per dumped tensor (default 8) */
+    /* load progress (may be NULL; used during mr_model_load only): called per weight matrix while
+       repacking (stage "repack", done of at most total); a nonzero return stops the load
+       (mr_model_load fails: "loading interrupted") */
+    int (*progress)(void *user, const char *stage, int done, int total);
+    void *progress_user;
 } mr_model_params;
 
 void mr_model_params_default(mr_model_params *p);
@@ -75,6 +80,7 @@ int mr_model_n_vocab(const mr_model *m);
 int mr_model_n_embd(const mr_model *m);
 int mr_model_n_layer(const mr_model *m);
 int mr_model_n_ctx_train(const mr_model *m);
+int mr_model_n_ctx(const mr_model *m);    /* default session context (params.n_ctx as resolved) */
 int mr_model_n_threads(const mr_model *m);
 /* The model's tokenizer (owned by the model), or NULL if the GGUF has none usable. */
 mr_tokenizer *mr_model_tokenizer(const mr_model *m);

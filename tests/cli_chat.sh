@@ -17,7 +17,7 @@ printf 'Hello there\nWhat is light?\n/exit\n' | "$MOERUN" chat -m "$K" --temp 0 
 if cmp -s "$TMPD/o" "$TMPD/o2"; then ok chat_deterministic; else fail chat_deterministic "outputs differ"; fi
 
 # a system prompt and an explicit template
-printf 'Hi\n' | "$MOERUN" chat -m "$K" -s "You are terse." --chat-template llama3 --temp 0 -n 4 --show-prompt >"$TMPD/o" 2>"$TMPD/e"
+printf 'Hi\n' | "$MOERUN" chat -m "$K" -sys "You are terse." --chat-template llama3 --temp 0 -n 4 --show-prompt >"$TMPD/o" 2>"$TMPD/e"
 if grep -q '<|start_header_id|>system<|end_header_id|>' "$TMPD/e"; then ok chat_template_option; else fail chat_template_option "$(head -c 300 "$TMPD/e")"; fi
 
 expect_err chat_bad_template "unknown chat template" "$MOERUN" chat -m "$K" --chat-template nope

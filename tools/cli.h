@@ -21,8 +21,10 @@ int mr_cli_int(const char *opt, const char *v, long lo, long hi, int *out);
 int mr_cli_float(const char *opt, const char *v, double lo, double hi, float *out);
 int mr_cli_u64(const char *opt, const char *v, uint64_t *out); /* decimal or 0x hex, no sign */
 double mr_cli_now(void);                                        /* monotonic seconds */
-/* The whole file (also a pipe), NUL-terminated; its length in *len (may be NULL). NULL if unreadable. */
+/* The whole file (also a pipe; "-" is stdin), NUL-terminated; its length in *len (may be NULL). NULL if unreadable. */
 char *mr_cli_read_file(const char *path, size_t *len);
+/* In place: \n \r \t \\ \' \" \xHH become the characters (llama.cpp's --escape); others stay. */
+void mr_cli_unescape(char *s);
 /* "1,2,3" (also spaces, newlines, brackets) -> malloc'd non-negative ids; -1 on a malformed list. */
 int mr_cli_parse_ids(const char *s, int32_t **out, int *n);
 
@@ -49,6 +51,104 @@ int mr_cli_sampler_flag(int argc, char **argv, int *i, mr_sampler_params *sp);
 int mr_cli_approx_flag(int argc, char **argv, int *i, mr_approx_params *p);
 /* One line: the setting and, if evals ran with it, experts/token kept and skipped rows/blocks. */
 void mr_cli_approx_report(const mr_model *m, FILE *out);
+
+/* ---- the option table (tools/cli_args.c) ----
+ * Every command describes its options in one array of mr_opt; mr_cli_parse parses argv with it and
+ * mr_cli_print_opts prints the option part of --help from it (tests/cli_help.sh checks that each
+ * listed spelling parses). names: every spelling, comma-separated ("-n, --n-predict"); "--opt=value"
+ * works for long names. NOTICE kinds are llama.cpp options that do not apply here: accepted, with
+ * "notice: OPT ignored: HELP" on stderr (NOTICE_ARG consumes a value, NOTICE_OPT an optional on/off). */
+enum { MR_OPT_FLAG, MR_OPT_INT, MR_OPT_FLOAT, MR_OPT_U64, MR_OPT_STR, MR_OPT_FN,
+       MR_OPT_NOTICE, MR_OPT_NOTICE_ARG, MR_OPT_NOTICE_OPT };
+typedef struct {
+    const char *names, *arg, *help;  /* arg: value name, NULL for a flag */
+    int kind;
+    void *dst;                       /* FLAG: int (set to ival); INT: int; FLOAT: float; U64: uint64_t;
+                                        STR: const char *; FN: passed to fn */
+    double lo, hi;                   /* INT / FLOAT bounds */
+    int ival;
+    int (*fn)(const char *opt, const char *v, void *dst); /* 0, or -1 after printing "error: ..." */
+} mr_opt;
+#define MR_NOPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+/* 0 parsed, 1 --help printed (exit 0), -1 error printed (exit 1). Arguments not starting with '-'
+ * (and "-" itself) go to pos[0 .. max_pos) (*n_pos of them); more are an error. */
+int mr_cli_parse(const char *cmd, const mr_opt *opts, int n_opts, void (*usage)(FILE *), int argc, char **argv,
+                 const char **pos, int max_pos, int *n_pos);
+void mr_cli_print_opts(FILE *f, const mr_opt *opts, int n_opts);
+
+/* Settings of the commands that load a model, and their option groups. */
+typedef struct {
+    const char *model, *budget;
+    mr_model_params mp;
+    mr_sampler_params sp;
+    mr_approx_params ap;
+    int seed_set, n_batch, ignore_eos, warmup_dummy;
+} mr_cli_common;
+void mr_cli_common_init(mr_cli_common *c);
+int mr_cli_opt_seed(const char *opt, const char *v, void *dst);           /* dst: mr_cli_common */
+int mr_cli_opt_repeat_penalty(const char *opt, const char *v, void *dst); /* dst: float */
+int mr_cli_opt_approx(const char *opt, const char *v, void *dst);         /* dst: mr_approx_params */
+uint64_t mr_cli_random_seed(void);
+/* A random seed unless --seed gave one; "seed: N" on stderr either way (so a run can be repeated). */
+void mr_cli_pick_seed(mr_cli_common *c);
+
+#define MR_CLI_OPT_MODEL(c) \
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model file (required)", .kind = MR_OPT_STR, .dst = &(c)->model}
+#define MR_CLI_OPT_THREADS(c) \
+    {.names = "-t, --threads", .arg = "N", .help = "worker threads (default 0 = physical cores)", .kind = MR_OPT_INT, \
+     .dst = &(c)->mp.n_threads, .lo = 0, .hi = MR_CLI_MAX_THREADS}
+#define MR_CLI_OPT_CTX(c) \
+    {.names = "-c, --ctx-size", .arg = "N", .help = "context length (default 0 = min(training context, 4096))", \
+     .kind = MR_OPT_INT, .dst = &(c)->mp.n_ctx, .lo = 0, .hi = 0x7fffffff}
+#define MR_CLI_OPT_BUDGET(c) \
+    {.names = "--ram-budget", .arg = "SIZE", .help = "RAM for routed experts (e.g. 8G, 512M, auto; default: no paging);\n" \
+     "prints the pager summary at exit", .kind = MR_OPT_STR, .dst = &(c)->budget}
+#define MR_CLI_OPT_OFFICIAL(c) \
+    {.names = "--official", .help = "deepseek4: the official model's graph (indexer QAT, shared-expert\n" \
+     "clamp) instead of the reference llama.cpp fork (docs/DEEPSEEK4.md)", .kind = MR_OPT_FLAG, \
+     .dst = &(c)->mp.reference, .ival = 0}
+/* llama.cpp options with no meaning here */
+#define MR_CLI_OPTS_IGNORED \
+    {.names = "-ngl, --gpu-layers, --n-gpu-layers", .arg = "N", .help = "moerun runs on the CPU", .kind = MR_OPT_NOTICE_ARG}, \
+    {.names = "--no-mmap", .help = "the model file is always memory-mapped", .kind = MR_OPT_NOTICE}, \
+    {.names = "--mlock", .help = "the pager decides what stays in RAM, see --ram-budget", .kind = MR_OPT_NOTICE}, \
+    {.names = "-fa, --flash-attn", .help = "attention always runs fused, without the score matrix", .kind = MR_OPT_NOTICE_OPT}
+#define MR_CLI_OPTS_SAMPLER(c) \
+    {.names = "--temp, --temperature", .arg = "T", .help = "temperature (default 0.8; 0 = greedy)", .kind = MR_OPT_FLOAT, \
+     .dst = &(c)->sp.temperature, .lo = 0, .hi = MR_CLI_BIG}, \
+    {.names = "--top-k", .arg = "K", .help = "keep the K most likely tokens (default 40; 0 = off)", .kind = MR_OPT_INT, \
+     .dst = &(c)->sp.top_k, .lo = 0, .hi = 0x7fffffff}, \
+    {.names = "--top-p", .arg = "P", .help = "keep the most likely tokens up to probability P (default 0.95; 1 = off)", \
+     .kind = MR_OPT_FLOAT, .dst = &(c)->sp.top_p, .lo = 0, .hi = 1}, \
+    {.names = "--min-p", .arg = "P", .help = "drop tokens below P times the best one's probability (default 0.05;\n0 = off)", \
+     .kind = MR_OPT_FLOAT, .dst = &(c)->sp.min_p, .lo = 0, .hi = 1}, \
+    {.names = "--repeat-penalty", .arg = "R", .help = "penalise the logits of the last N tokens by R (default 1 = off)", \
+     .kind = MR_OPT_FN, .dst = &(c)->sp.repeat_penalty, .fn = mr_cli_opt_repeat_penalty}, \
+    {.names = "--repeat-last-n", .arg = "N", .help = "tokens the repeat penalty looks at (default 64)", .kind = MR_OPT_INT, \
+     .dst = &(c)->sp.repeat_last_n, .lo = 0, .hi = 0x7fffffff}, \
+    {.names = "-s, --seed", .arg = "S", .help = "sampler seed (default: random, printed on stderr)", .kind = MR_OPT_FN, \
+     .dst = (c), .fn = mr_cli_opt_seed}, \
+    {.names = "--ignore-eos", .help = "never sample end-of-generation tokens", .kind = MR_OPT_FLAG, .dst = &(c)->ignore_eos, .ival = 1}, \
+    {.names = "-b, --batch-size, -ub, --ubatch-size", .arg = "N", .help = "prompt tokens per evaluation (default 512; results do not\ndepend on it; smaller reacts sooner to Ctrl-C)", \
+     .kind = MR_OPT_INT, .dst = &(c)->n_batch, .lo = 1, .hi = 0x7fffffff}
+#define MR_CLI_OPTS_APPROX(c) \
+    {.names = "--moe-prune", .arg = "P", .help = "MoE: drop the tail of the top-k experts beyond cumulative weight P (0-1)", \
+     .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}, \
+    {.names = "--moe-tau", .arg = "T", .help = "MoE: drop experts whose weight is below T * the largest (0-1)", \
+     .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}, \
+    {.names = "--moe-skip", .arg = "T", .help = "MoE: skip SwiGLU rows with |silu(gate)| < T * the row max (0-1)", \
+     .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}, \
+    {.names = "--moe-approx", .arg = "SPEC", .help = "MoE approximations as one spec, e.g. \"prune=0.9 skip=0.05 rescale=l2\"", \
+     .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}
+
+/* Load c->model: --ram-budget resolved for n_ctx, a progress line while repacking, Ctrl-C stops the
+ * load (then *interrupted = 1), approximations applied, a warning when the context exceeds the
+ * training context, and the summary line "load: T s (arch, ...)" on stderr. NULL on failure (error
+ * printed). tmpl: the chat template to name in the summary (NULL: none). */
+mr_model *mr_cli_load(mr_cli_common *c, const char *tmpl, int *interrupted);
+/* Tokenize a whole text (any length) into a malloc'd array; -1 after printing an error. */
+int mr_cli_tokenize(const mr_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                    int32_t **out);
 
 /* Ctrl-C and progress lines (tools/cli_progress.c). mr_cli_catch_sigint sets mr_cli_interrupted on
  * SIGINT (without SA_RESTART). The progress callbacks draw "WHAT: done/total (p%), rate, ETA" on

@@ -64,7 +64,8 @@ int mr_cli_u64(const char *opt, const char *v, uint64_t *out) {
 }
 
 char *mr_cli_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    const int is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap + 1);
@@ -77,7 +78,7 @@ char *mr_cli_read_file(const char *path, size_t *len) {
         cap *= 2;
     }
     int err = ferror(f);
-    fclose(f);
+    if (!is_stdin) fclose(f);
     if (!b || err) { free(b); return NULL; }
     b[n] = 0;
     if (len) *len = n;
@@ -135,4 +136,30 @@ int mr_cli_sampler_flag(int argc, char **argv, int *i, mr_sampler_params *sp) {
     default: bad = mr_cli_u64(a, v, &sp->seed); break;
     }
     return bad ? -1 : 1;
+}
+
+void mr_cli_unescape(char *s) {
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        if (*p != '\\' || !p[1]) { *w++ = *p; continue; }
+        char c = *++p;
+        switch (c) {
+        case 'n': *w++ = '\n'; break;
+        case 'r': *w++ = '\r'; break;
+        case 't': *w++ = '\t'; break;
+        case '\\': case '\'': case '"': *w++ = c; break;
+        case 'x': {
+            int v = 0, k = 0;
+            while (k < 2 && ((p[1] >= '0' && p[1] <= '9') || ((p[1] | 32) >= 'a' && (p[1] | 32) <= 'f'))) {
+                v = v * 16 + (p[1] <= '9' ? p[1] - '0' : (p[1] | 32) - 'a' + 10);
+                p++; k++;
+            }
+            if (k) *w++ = (char)v;
+            else { *w++ = '\\'; *w++ = 'x'; }
+            break;
+        }
+        default: *w++ = '\\'; *w++ = c; /* unknown: kept as written */
+        }
+    }
+    *w = 0;
 }

@@ -40,7 +40,7 @@ void mr_model_params_default(mr_model_params *p) {
  * AVX-512): made once per tensor when a weight handle or the resident experts are set up, owned by
  * the model; MOERUN_NO_REPACK=1 (read at load) turns them off. Logits are the same bits either way. */
 static const mr_repacked *mr_model_repack(mr_model *m, const mr_gguf_tensor *t) {
-    if (!t || m->no_repack || t->n_dims < 2 || !mr_repack_applies(t->type, t->ne[0])) return NULL;
+    if (!t || m->load_err || m->no_repack || t->n_dims < 2 || !mr_repack_applies(t->type, t->ne[0])) return NULL;
     for (int i = 0; i < m->n_rp; i++)
         if (m->rp_src[i] == t) return m->rp[i];
     if (m->n_rp == m->cap_rp) {
@@ -51,6 +51,19 @@ static const mr_repacked *mr_model_repack(mr_model *m, const mr_gguf_tensor *t) 
         if (s) m->rp_src = s;
         if (!r || !s) { mr_log(1, "%s: no memory to repack %s; it is used as stored\n", m->path, t->name); return NULL; }
         m->cap_rp = cap;
+    }
+    if (m->params.progress) {
+        /* load progress: copies made so far of (at most) every matrix of a repackable type */
+        if (!m->rp_total)
+            for (uint64_t i = 0; i < mr_gguf_n_tensors(m->gguf); i++) {
+                const mr_gguf_tensor *c = mr_gguf_tensor_at(m->gguf, i);
+                m->rp_total += c && c->n_dims >= 2 && mr_repack_applies(c->type, c->ne[0]);
+            }
+        if (m->params.progress(m->params.progress_user, "repack", m->n_rp, m->rp_total)) {
+            mr_set_error("%s: loading interrupted", m->path);
+            m->load_err = 1;
+            return NULL;
+        }
     }
     int err;
     mr_repacked *rp = mr_repack_make(m->pool, t->data, t->type, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3], &err);
@@ -94,7 +107,12 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     m->pool = mr_pool_create(m->params.n_threads);
     if (!m->pool) goto fail;
     m->no_repack = getenv("MOERUN_NO_REPACK") != NULL;
-    if (m->arch->load(m)) goto fail;
+    const int load_rc = m->arch->load(m);
+    /* the progress callback is the caller's for the duration of this call only */
+    if (m->rp_total && m->params.progress) m->params.progress(m->params.progress_user, "repack", m->rp_total, m->rp_total);
+    m->params.progress = NULL;
+    m->params.progress_user = NULL;
+    if (load_rc) goto fail;
     /* the tokenizer is optional for evaluation (ids can be fed directly); its absence is logged */
     m->tok = mr_tokenizer_load(path);
     if (!m->tok) mr_log(2, "%s: no usable tokenizer: %s\n", path, mr_get_error());
@@ -136,6 +154,7 @@ int mr_model_n_vocab(const mr_model *m) { return m->n_vocab; }
 int mr_model_n_embd(const mr_model *m) { return m->n_embd; }
 int mr_model_n_layer(const mr_model *m) { return m->n_layer; }
 int mr_model_n_ctx_train(const mr_model *m) { return m->n_ctx_train; }
+int mr_model_n_ctx(const mr_model *m) { return m->params.n_ctx; }
 int mr_model_n_threads(const mr_model *m) { return m->params.n_threads; }
 mr_tokenizer *mr_model_tokenizer(const mr_model *m) { return m->tok; }
 

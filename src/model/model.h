@@ -61,6 +61,7 @@ struct mr_model {
     /* repacked copies (quant/repack.h), one per tensor, made by mr_model_weight / init_pager */
     int no_repack;              /* MOERUN_NO_REPACK set at load */
     mr_repacked **rp; const mr_gguf_tensor **rp_src; int n_rp, cap_rp;
+    int rp_total;               /* load progress: matrices of a repackable type (counted once) */
     const mr_repacked **exp_rp; /* [n_layer * MR_PAGER_MATS] copies of the resident experts, or NULL */
     /* floats converted from F16/BF16 1-D tensors by mr_model_f32 (freed with the model) */
     void **owned; int n_owned, cap_owned;
