@@ -66,7 +66,7 @@ cmp -s "$TMPD/d" "$TMPD/h" && ok run_seed_hex_equals_decimal || fail run_seed_he
 
 # an unknown trailing word is named as such, not as an option missing its value
 expect_err tokenize_unknown_word "unknown or incomplete option 'extra'" "$MOERUN" tokenize -m "$A" -p hi extra
-expect_err bench_unknown_word "unknown or incomplete option '--bogus'" "$MOERUN" bench -m "$A" --bogus
+expect_err bench_unknown_word "unknown option '--bogus'" "$MOERUN" bench -m "$A" --bogus
 
 # no command: the usage on stderr, then an error line, exit 1
 expect_err no_command "no command given" "$MOERUN"

@@ -47,6 +47,6 @@ grep -q '^decode: 7 tokens in 7 evals' "$TMPD/e" && grep -q '^prefill: 4 tokens 
 expect_err bench_no_model "-m MODEL is required" $MOERUN bench -p 8
 expect_err bench_bad_format "-o must be" $MOERUN bench -m "$K" -o xml
 expect_err bench_missing_model "" $MOERUN bench -m /nonexistent.gguf -p 8 -n 0
-expect_err bench_bad_option "unknown or incomplete option" $MOERUN bench -m "$K" --frobnicate
+expect_err bench_bad_option "unknown option" $MOERUN bench -m "$K" --frobnicate
 expect_err bench_bad_number "bad value" $MOERUN bench -m "$K" -p 12x
 expect_err bench_zero_reps "bad value .0. for -r" $MOERUN bench -m "$K" -r 0

@@ -150,6 +150,15 @@ mr_model *mr_cli_load(mr_cli_common *c, const char *tmpl, int *interrupted);
 int mr_cli_tokenize(const mr_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                     int32_t **out);
 
+/* SVG charts (tools/cli_svg.c); each value is in data-value="..." and a <title>. 0, or -1 after
+ * printing an error. Bars: vals[ncat][nser], grouped by category. Lines: y against x per series
+ * (ymax_fixed > 0 fixes the y range, e.g. 100 for percentages). */
+int mr_svg_bars(const char *path, const char *title, const char *ylabel, const char *const *cats, int ncat,
+                const char *const *series, int nser, const double *vals, const char *unit);
+typedef struct { const char *name; const double *x, *y; int n, dashed; } mr_svg_series;
+int mr_svg_lines(const char *path, const char *title, const char *xlabel, const char *ylabel, const mr_svg_series *ser,
+                 int nser, double ymax_fixed);
+
 /* Ctrl-C and progress lines (tools/cli_progress.c). mr_cli_catch_sigint sets mr_cli_interrupted on
  * SIGINT (without SA_RESTART). The progress callbacks draw "WHAT: done/total (p%), rate, ETA" on
  * stderr when it is a terminal, and return mr_cli_interrupted so the library stops between chunks;

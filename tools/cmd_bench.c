@@ -9,24 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void bench_usage(FILE *f) {
-    fprintf(f,
-            "usage: moerun bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--depth D] [--ram-budget SIZE]\n"
-            "                    [-o md|csv|json] [--no-warmup] [--profile] [--moe-prune P] [--moe-skip T] ...\n\n"
-            "Measures prompt processing (pp: N tokens in one batch) and text generation (tg: N tokens one\n"
-            "at a time) in tokens/second, mean +- stddev over repetitions. Token ids are pseudo-random.\n"
-            "  -p N             prompt length for the pp test (default 512; 0 skips it)\n"
-            "  -n N             tokens generated in the tg test (default 128; 0 skips it)\n"
-            "  -r N             repetitions (default 3)\n"
-            "  -t N             threads (default 0 = physical cores)\n"
-            "  --depth D        run each test after D tokens already in the context (default 0)\n"
-            "  --ram-budget S   RAM for routed experts, e.g. 8G, 512M, auto (default: no paging); pager summary at exit\n"
-            "  -o FMT           output format: md (default), csv, json\n"
-            "  --no-warmup      skip the untimed warm-up run of each test\n"
-            "  --profile        print the per-operator time table after the runs\n"
-            MR_CLI_APPROX_HELP);
-}
-
 typedef struct { const char *name; int n; double mean, sd; } bench_row;
 
 /* One pp or tg measurement after `depth` tokens of context (not timed, not profiled). */
@@ -61,116 +43,202 @@ static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, in
     return 0;
 }
 
-static int cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *fmt = "md";
-    int pp = 512, tg = 128, reps = 3, threads = 0, depth = 0, profile = 0, warmup = 1;
-    const char *budget = NULL;
-    mr_approx_params ap;
-    mr_approx_params_default(&ap);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
-        int af = mr_cli_approx_flag(argc, argv, &i, &ap);
-        if (af < 0) return 1;
-        if (af) continue;
-        if (!strcmp(a, "--profile")) { profile = 1; continue; }
-        if (!strcmp(a, "--no-warmup")) { warmup = 0; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "error: unknown or incomplete option '%s' (see moerun bench --help)\n", a); return 1; }
-        const char *v = argv[++i];
-        int bad = 0;
-        /* the context is depth + max(pp, tg) + 1: bounds keep that an int */
-        if (!strcmp(a, "-m")) model = v;
-        else if (!strcmp(a, "-p")) bad = mr_cli_int(a, v, 0, INT_MAX / 4, &pp);
-        else if (!strcmp(a, "-n")) bad = mr_cli_int(a, v, 0, INT_MAX / 4, &tg);
-        else if (!strcmp(a, "-r")) bad = mr_cli_int(a, v, 1, INT_MAX, &reps);
-        else if (!strcmp(a, "-t")) bad = mr_cli_int(a, v, 0, MR_CLI_MAX_THREADS, &threads);
-        else if (!strcmp(a, "--depth")) bad = mr_cli_int(a, v, 0, INT_MAX / 4, &depth);
-        else if (!strcmp(a, "-o")) fmt = v;
-        else if (!strcmp(a, "--ram-budget")) budget = v;
-        else { fprintf(stderr, "error: unknown option %s (see moerun bench --help)\n", a); return 1; }
-        if (bad) return 1;
+#define BENCH_MAX_LIST 16
+typedef struct { int v[BENCH_MAX_LIST], n; long lo, hi; } bench_list;
+
+/* "64,128,512" (llama-bench's lists): every value in [lo, hi] */
+static int bench_opt_list(const char *opt, const char *v, void *dst) {
+    bench_list *l = dst;
+    l->n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (l->n == BENCH_MAX_LIST) { fprintf(stderr, "error: %s: at most %d values\n", opt, BENCH_MAX_LIST); return -1; }
+        if (mr_cli_int(opt, t, l->lo, l->hi, &l->v[l->n])) return -1;
+        l->n++;
     }
-    if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun bench --help)\n"); return 1; }
-    if (strcmp(fmt, "md") && strcmp(fmt, "csv") && strcmp(fmt, "json")) {
+    if (!l->n) { fprintf(stderr, "error: bad value '%s' for %s (want a comma-separated list)\n", v, opt); return -1; }
+    return 0;
+}
+
+typedef struct {
+    mr_cli_common c;
+    bench_list pp, tg, threads, depth;
+    int reps, profile, no_warmup;
+    const char *fmt, *plot;
+} bench_args;
+
+/* the context is depth + max(pp, tg) + 1: bounds keep that an int */
+#define BENCH_OPTS(b) \
+    MR_CLI_OPT_MODEL(&(b)->c), \
+    {.names = "-p, --n-prompt", .arg = "N[,N..]", .help = "prompt lengths for the pp test (default 512; 0 skips it)", \
+     .kind = MR_OPT_FN, .dst = &(b)->pp, .fn = bench_opt_list}, \
+    {.names = "-n, --n-gen", .arg = "N[,N..]", .help = "tokens generated in the tg test (default 128; 0 skips it)", \
+     .kind = MR_OPT_FN, .dst = &(b)->tg, .fn = bench_opt_list}, \
+    {.names = "-r, --repetitions", .arg = "N", .help = "repetitions (default 3)", .kind = MR_OPT_INT, .dst = &(b)->reps, \
+     .lo = 1, .hi = INT_MAX}, \
+    {.names = "-t, --threads", .arg = "N[,N..]", .help = "thread counts (default 0 = physical cores)", .kind = MR_OPT_FN, \
+     .dst = &(b)->threads, .fn = bench_opt_list}, \
+    {.names = "-d, --depth, --n-depth", .arg = "D[,D..]", .help = "run each test after D tokens already in the context (default 0)", \
+     .kind = MR_OPT_FN, .dst = &(b)->depth, .fn = bench_opt_list}, \
+    MR_CLI_OPT_BUDGET(&(b)->c), \
+    {.names = "-o, --output", .arg = "FMT", .help = "output format: md (default), csv, json", .kind = MR_OPT_STR, .dst = &(b)->fmt}, \
+    {.names = "--plot", .arg = "FILE.svg", .help = "also draw tok/s per test and thread count as an SVG bar chart", \
+     .kind = MR_OPT_STR, .dst = &(b)->plot}, \
+    {.names = "--no-warmup", .help = "skip the untimed warm-up run of each test", .kind = MR_OPT_FLAG, .dst = &(b)->no_warmup, .ival = 1}, \
+    {.names = "--profile", .help = "print the per-operator time table after the runs", .kind = MR_OPT_FLAG, .dst = &(b)->profile, \
+     .ival = 1}, \
+    MR_CLI_OPTS_APPROX(&(b)->c), \
+    MR_CLI_OPTS_IGNORED
+
+static void bench_usage(FILE *f) {
+    bench_args b;
+    const mr_opt opts[] = {BENCH_OPTS(&b)};
+    fprintf(f, "usage: moerun bench -m MODEL [-p N,..] [-n N,..] [-t N,..] [-d D,..] [-r N] [options]\n\n"
+               "Measures prompt processing (pp: N tokens in one batch) and text generation (tg: N tokens one\n"
+               "at a time) in tokens/second, mean +- stddev over repetitions. Token ids are pseudo-random.\n"
+               "Lists run every combination (threads x depth x test), like llama-bench.\n");
+    mr_cli_print_opts(f, opts, MR_NOPTS(opts));
+}
+
+static int list_max(const bench_list *l) {
+    int m = 0;
+    for (int i = 0; i < l->n; i++) m = l->v[i] > m ? l->v[i] : m;
+    return m;
+}
+
+/* tok/s per test (groups) and thread count (bars) */
+static int bench_plot(const char *path, const char *model, const bench_row *rows, const int *thr, const int *dep, int n) {
+    char cats[64][48], sers[16][24];
+    int ncat = 0, nser = 0, ci[256], si[256];
+    if (n > 256) n = 256;
+    for (int i = 0; i < n; i++) {
+        char c[48], t[24];
+        if (dep[i]) snprintf(c, sizeof c, "%s%d @ d%d", rows[i].name, rows[i].n, dep[i]);
+        else snprintf(c, sizeof c, "%s%d", rows[i].name, rows[i].n);
+        snprintf(t, sizeof t, "%d thread%s", thr[i], thr[i] == 1 ? "" : "s");
+        int k = 0;
+        while (k < ncat && strcmp(cats[k], c)) k++;
+        if (k == ncat && ncat < 64) snprintf(cats[ncat++], sizeof cats[0], "%s", c);
+        ci[i] = k;
+        k = 0;
+        while (k < nser && strcmp(sers[k], t)) k++;
+        if (k == nser && nser < 16) snprintf(sers[nser++], sizeof sers[0], "%s", t);
+        si[i] = k;
+    }
+    double vals[64 * 16] = {0};
+    const char *cp[64], *sp[16];
+    for (int i = 0; i < ncat; i++) cp[i] = cats[i];
+    for (int i = 0; i < nser; i++) sp[i] = sers[i];
+    for (int i = 0; i < n; i++)
+        if (ci[i] < 64 && si[i] < 16) vals[ci[i] * nser + si[i]] = rows[i].mean;
+    char title[160];
+    snprintf(title, sizeof title, "moerun bench: %s", model);
+    return mr_svg_bars(path, title, "tokens / second", cp, ncat, sp, nser, vals, "tok/s");
+}
+
+static int cmd_bench(int argc, char **argv) {
+    bench_args b;
+    memset(&b, 0, sizeof b);
+    mr_cli_common_init(&b.c);
+    b.pp = (bench_list){{512}, 1, 0, INT_MAX / 4};
+    b.tg = (bench_list){{128}, 1, 0, INT_MAX / 4};
+    b.threads = (bench_list){{0}, 1, 0, MR_CLI_MAX_THREADS};
+    b.depth = (bench_list){{0}, 1, 0, INT_MAX / 4};
+    b.reps = 3;
+    b.fmt = "md";
+    const mr_opt opts[] = {BENCH_OPTS(&b)};
+    int pr_rc = mr_cli_parse("bench", opts, MR_NOPTS(opts), bench_usage, argc, argv, NULL, 0, NULL);
+    if (pr_rc) return pr_rc > 0 ? 0 : 1;
+    if (!b.c.model) { fprintf(stderr, "error: -m MODEL is required (see moerun bench --help)\n"); return 1; }
+    if (strcmp(b.fmt, "md") && strcmp(b.fmt, "csv") && strcmp(b.fmt, "json")) {
         fprintf(stderr, "error: -o must be md, csv or json\n");
         return 1;
     }
-    mr_model_params mp;
-    mr_model_params_default(&mp);
-    mp.n_threads = threads;
-    int n_ctx = depth + (pp > tg ? pp : tg) + 1;
-    mp.n_ctx = n_ctx;
-    if (budget && mr_ram_budget_parse(budget, model, n_ctx, &mp.ram_budget)) {
-        fprintf(stderr, "error: %s\n", mr_last_error());
-        return 1;
-    }
-    double t0 = mr_cli_now();
-    mr_model *m = mr_model_load(model, &mp);
-    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
-    if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
-    fprintf(stderr, "loaded %s in %.2f s\n", model, mr_cli_now() - t0);
-    mr_session *s = mr_session_new(m, n_ctx);
-    if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
-    if (profile) mr_profile_reset();
-    bench_row rows[2];
+    const int n_ctx = list_max(&b.depth) + (list_max(&b.pp) > list_max(&b.tg) ? list_max(&b.pp) : list_max(&b.tg)) + 1;
+    b.c.mp.n_ctx = n_ctx;
+    const int max_rows = b.threads.n * b.depth.n * (b.pp.n + b.tg.n);
+    bench_row *rows = calloc((size_t)max_rows, sizeof *rows);
+    int *row_threads = calloc((size_t)max_rows, sizeof *row_threads), *row_depth = calloc((size_t)max_rows, sizeof *row_depth);
+    if (!rows || !row_threads || !row_depth) { free(rows); free(row_threads); free(row_depth); fprintf(stderr, "error: out of memory\n"); return 1; }
     int nrows = 0, rc = 0;
-    mr_pager_stats ps0, ps1;
-    double tg_s = 0;
-    for (int t = 0; t < 2 && rc == 0; t++) {
-        int n = t == 0 ? pp : tg;
-        if (n == 0) continue;
-        double sum = 0, sum2 = 0, tps = 0;
-        /* warm-up like llama-bench (the whole prompt, or one generated token): page faults, caches */
-        if (warmup && bench_run(s, mr_model_n_vocab(m), depth, t == 0 ? n : 1, t == 0, 0, &tps) != 0) rc = 1;
-        if (budget && t == 1 && mr_model_pager_stats(m, &ps0)) budget = NULL;
-        for (int r = 0; r < reps && rc == 0; r++) {
-            if (bench_run(s, mr_model_n_vocab(m), depth, n, t == 0, profile, &tps) != 0) rc = 1;
-            if (t == 1 && tps > 0) tg_s += n / tps;
-            sum += tps;
-            sum2 += tps * tps;
-        }
-        bench_row *br = &rows[nrows++];
-        br->name = t == 0 ? "pp" : "tg";
-        br->n = n;
-        br->mean = sum / reps;
-        br->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / reps) / (reps - 1))) : 0;
-    }
-    if (rc == 0) {
-        struct stat st;
-        double gib = stat(model, &st) == 0 ? (double)st.st_size / (1024.0 * 1024 * 1024) : 0;
-        const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
-        int nt = mr_model_n_threads(m);
-        if (!strcmp(fmt, "md")) {
-            printf("| model | arch | size | threads | test | t/s |\n|---|---|---:|---:|---:|---:|\n");
-            for (int i = 0; i < nrows; i++) {
+    struct stat st;
+    const double gib = stat(b.c.model, &st) == 0 ? (double)st.st_size / (1024.0 * 1024 * 1024) : 0;
+    const char *base = strrchr(b.c.model, '/') ? strrchr(b.c.model, '/') + 1 : b.c.model;
+    char arch[64] = "";
+    mr_cli_catch_sigint();
+    if (!strcmp(b.fmt, "md")) printf("| model | arch | size | threads | test | t/s |\n|---|---|---:|---:|---:|---:|\n");
+    else if (!strcmp(b.fmt, "csv")) printf("model,arch,size_gib,threads,test,n,depth,tps_mean,tps_sd\n");
+    else printf("[");
+    /* one model load per thread count (the pool is made at load) */
+    for (int ti = 0; ti < b.threads.n && rc == 0; ti++) {
+        b.c.mp.n_threads = b.threads.v[ti];
+        int intr;
+        mr_model *m = mr_cli_load(&b.c, NULL, &intr);
+        if (!m) { rc = intr ? 130 : 1; break; }
+        snprintf(arch, sizeof arch, "%s", mr_model_arch(m));
+        mr_session *s = mr_session_new(m, n_ctx);
+        if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); rc = 1; break; }
+        if (b.profile) mr_profile_reset();
+        const int nt = mr_model_n_threads(m);
+        for (int di = 0; di < b.depth.n && rc == 0; di++) {
+            const int depth = b.depth.v[di];
+            for (int t = 0; t < b.pp.n + b.tg.n && rc == 0; t++) {
+                const int is_pp = t < b.pp.n, n = is_pp ? b.pp.v[t] : b.tg.v[t - b.pp.n];
+                if (n == 0) continue;
+                double sum = 0, sum2 = 0, tps = 0, tg_s = 0;
+                /* warm-up like llama-bench (the whole prompt, or one generated token): page faults, caches */
+                if (!b.no_warmup && bench_run(s, mr_model_n_vocab(m), depth, is_pp ? n : 1, is_pp, 0, &tps) != 0) rc = 1;
+                mr_pager_stats ps0, ps1;
+                const int tg_pager = b.c.budget && !is_pp && mr_model_pager_stats(m, &ps0) == 0;
+                for (int r = 0; r < b.reps && rc == 0; r++) {
+                    if (mr_cli_interrupted) { rc = 130; break; }
+                    if (bench_run(s, mr_model_n_vocab(m), depth, n, is_pp, b.profile, &tps) != 0) rc = 1;
+                    if (tps > 0) tg_s += n / tps;
+                    sum += tps;
+                    sum2 += tps * tps;
+                }
+                if (rc) break;
+                /* the pager during the timed decode runs only (the summary at the end mixes in pp) */
+                if (tg_pager && mr_model_pager_stats(m, &ps1) == 0) {
+                    char label[64];
+                    snprintf(label, sizeof label, "tg%d (timed runs only)", n);
+                    mr_pager_print_delta(stderr, label, &ps1, &ps0, (long)n * b.reps, tg_s);
+                }
+                bench_row *br = &rows[nrows];
+                br->name = is_pp ? "pp" : "tg";
+                br->n = n;
+                br->mean = sum / b.reps;
+                br->sd = b.reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / b.reps) / (b.reps - 1))) : 0;
+                row_threads[nrows] = nt;
+                row_depth[nrows] = depth;
+                /* rows are printed as they are measured (a long run shows progress) */
                 char test[48];
-                if (depth) snprintf(test, sizeof test, "%s%d @ d%d", rows[i].name, rows[i].n, depth);
-                else snprintf(test, sizeof test, "%s%d", rows[i].name, rows[i].n);
-                printf("| %s | %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", base, mr_model_arch(m), gib, nt, test,
-                       rows[i].mean, rows[i].sd);
+                if (depth) snprintf(test, sizeof test, "%s%d @ d%d", br->name, n, depth);
+                else snprintf(test, sizeof test, "%s%d", br->name, n);
+                if (!strcmp(b.fmt, "md"))
+                    printf("| %s | %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", base, arch, gib, nt, test, br->mean, br->sd);
+                else if (!strcmp(b.fmt, "csv"))
+                    printf("%s,%s,%.4f,%d,%s,%d,%d,%.4f,%.4f\n", base, arch, gib, nt, br->name, n, depth, br->mean, br->sd);
+                else
+                    printf("%s{\"model\":\"%s\",\"arch\":\"%s\",\"size_gib\":%.4f,\"threads\":%d,\"test\":\"%s\",\"n\":%d,"
+                           "\"depth\":%d,\"reps\":%d,\"tps_mean\":%.4f,\"tps_sd\":%.4f}",
+                           nrows ? "," : "", base, arch, gib, nt, br->name, n, depth, b.reps, br->mean, br->sd);
+                fflush(stdout);
+                nrows++;
             }
-        } else if (!strcmp(fmt, "csv")) {
-            printf("model,arch,size_gib,threads,test,n,depth,tps_mean,tps_sd\n");
-            for (int i = 0; i < nrows; i++)
-                printf("%s,%s,%.4f,%d,%s,%d,%d,%.4f,%.4f\n", base, mr_model_arch(m), gib, nt, rows[i].name, rows[i].n,
-                       depth, rows[i].mean, rows[i].sd);
-        } else {
-            printf("[");
-            for (int i = 0; i < nrows; i++)
-                printf("%s{\"model\":\"%s\",\"arch\":\"%s\",\"size_gib\":%.4f,\"threads\":%d,\"test\":\"%s\",\"n\":%d,"
-                       "\"depth\":%d,\"reps\":%d,\"tps_mean\":%.4f,\"tps_sd\":%.4f}",
-                       i ? "," : "", base, mr_model_arch(m), gib, nt, rows[i].name, rows[i].n, depth, reps, rows[i].mean,
-                       rows[i].sd);
-            printf("]\n");
         }
-        if (profile) mr_profile_report(stdout);
-        if (budget) mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
-        if (budget && tg > 0 && mr_model_pager_stats(m, &ps1) == 0)
-            mr_pager_print_delta(stderr, "tg (timed runs only)", &ps1, &ps0, (long)tg * reps, tg_s);
-        if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
+        if (rc == 0) {
+            if (b.profile) mr_profile_report(stdout);
+            if (b.c.budget) mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
+            if (mr_approx_params_enabled(&b.c.ap)) mr_cli_approx_report(m, stderr);
+        }
+        mr_session_free(s);
+        mr_model_free(m);
     }
-    mr_session_free(s);
-    mr_model_free(m);
+    if (!strcmp(b.fmt, "json")) printf("]\n");
+    if (rc == 0 && b.plot) rc = bench_plot(b.plot, base, rows, row_threads, row_depth, nrows) ? 1 : 0;
+    free(rows); free(row_threads); free(row_depth);
     return rc;
 }
 

@@ -8,16 +8,27 @@
 
 #define MAX_SIZES 16
 
+typedef struct { const char *trace, *policy, *sizes, *plot; } sim_args;
+
+#define SIM_OPTS(a) \
+    {.names = "--trace", .arg = "FILE", .help = "trace in the KJVR format (default $MR_SHARED or ../shared,\n" \
+     "golden/routing/kjv-moe.trace.bin)", .kind = MR_OPT_STR, .dst = &(a)->trace}, \
+    {.names = "--policy", .arg = "NAME", .help = "one policy, or 'all' (default)", .kind = MR_OPT_STR, .dst = &(a)->policy}, \
+    {.names = "--sizes", .arg = "P1,P2,..", .help = "cache sizes in percent of all pairs (default 25,50,75; with --plot\n" \
+     "5,10,20,...,90)", .kind = MR_OPT_STR, .dst = &(a)->sizes}, \
+    {.names = "--plot", .arg = "FILE.svg", .help = "also draw hit rate against cache size per policy (Belady dashed)", \
+     .kind = MR_OPT_STR, .dst = &(a)->plot}
+
 static void help(FILE *f) {
+    sim_args a;
+    const mr_opt opts[] = {SIM_OPTS(&a)};
     fprintf(f,
-            "usage: moerun cache-sim [--trace FILE] [--policy NAME|all] [--sizes P1,P2,...]\n\n"
+            "usage: moerun cache-sim [--trace FILE] [--policy NAME|all] [--sizes P1,P2,...] [--plot FILE.svg]\n\n"
             "Replays a routing trace (token -> layer -> rank) through one global cache of (layer, expert)\n"
             "pairs and prints the hit rate of each policy at each cache size, with the offline optimum\n"
-            "(Belady) and the share of the LRU -> Belady gap each policy closes.\n\n"
-            "  --trace FILE   trace in the KJVR format (default $MR_SHARED or ../shared,\n"
-            "                 golden/routing/kjv-moe.trace.bin)\n"
-            "  --policy NAME  one policy, or 'all' (default)\n"
-            "  --sizes LIST   cache sizes in percent of all pairs (default 25,50,75)\n\npolicies:\n");
+            "(Belady) and the share of the LRU -> Belady gap each policy closes.\n\n");
+    mr_cli_print_opts(f, opts, MR_NOPTS(opts));
+    fprintf(f, "policies:\n");
     for (int i = 0; i < mr_cache_sim_n_policies(); i++) {
         const char *desc, *name = mr_cache_sim_policy(i, &desc);
         fprintf(f, "  %-10s %s%s\n", name, desc, strcmp(name, mr_cache_default_policy()) ? "" : " (default)");
@@ -28,15 +39,12 @@ static int run(int argc, char **argv) {
     char def_trace[1024];
     const char *shared = getenv("MR_SHARED");
     snprintf(def_trace, sizeof def_trace, "%s/golden/routing/kjv-moe.trace.bin", shared ? shared : "../shared");
-    const char *trace_path = def_trace, *policy = "all", *sizes_arg = "25,50,75";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(stdout); return 0; }
-        if (i + 1 >= argc) { fprintf(stderr, "error: unknown or incomplete option '%s'\n", argv[i]); return 1; }
-        if (!strcmp(argv[i], "--trace")) trace_path = argv[++i];
-        else if (!strcmp(argv[i], "--policy")) policy = argv[++i];
-        else if (!strcmp(argv[i], "--sizes")) sizes_arg = argv[++i];
-        else { fprintf(stderr, "error: unknown option '%s'\n", argv[i]); return 1; }
-    }
+    sim_args a = {def_trace, "all", NULL, NULL};
+    const mr_opt opts[] = {SIM_OPTS(&a)};
+    int pr_rc = mr_cli_parse("cache-sim", opts, MR_NOPTS(opts), help, argc, argv, NULL, 0, NULL);
+    if (pr_rc) return pr_rc > 0 ? 0 : 1;
+    const char *trace_path = a.trace, *policy = a.policy;
+    const char *sizes_arg = a.sizes ? a.sizes : a.plot ? "5,10,20,30,40,50,60,70,80,90" : "25,50,75";
     double pct[MAX_SIZES];
     int n_sizes = 0;
     for (const char *s = sizes_arg; *s;) {
@@ -84,6 +92,9 @@ static int run(int argc, char **argv) {
         if (mr_cache_sim(t, "belady", slots[j], &r)) goto done;
         bel[j] = 100.0 * (double)r.hits / (double)r.accesses;
     }
+    double hit[64][MAX_SIZES];
+    const char *names[64];
+    int nplot = 0;
     for (int i = 0; i < np; i++) {
         if (chosen >= 0 && i != chosen && strcmp(mr_cache_sim_policy(i, NULL), "belady")) continue;
         const char *name = mr_cache_sim_policy(i, NULL);
@@ -92,16 +103,28 @@ static int run(int argc, char **argv) {
             mr_cache_sim_result r;
             if (mr_cache_sim(t, name, slots[j], &r)) { printf("\n"); goto done; }
             double h = 100.0 * (double)r.hits / (double)r.accesses;
+            if (nplot < 64) hit[nplot][j] = h;
             double gap = bel[j] - lru[j];
             if (gap > 1e-9) printf("   %6.2f (%4.0f%%)", h, 100.0 * (h - lru[j]) / gap);
             else printf("   %6.2f        ", h);
         }
         printf("\n");
         fflush(stdout);
+        if (nplot < 64) names[nplot++] = name;
     }
     rc = 0;
+    if (a.plot) {
+        mr_svg_series ser[64];
+        for (int i = 0; i < nplot; i++)
+            ser[i] = (mr_svg_series){names[i], pct, hit[i], n_sizes, !strcmp(names[i], "belady")};
+        char title[160];
+        const char *base = strrchr(trace_path, '/') ? strrchr(trace_path, '/') + 1 : trace_path;
+        snprintf(title, sizeof title, "expert-cache hit rate: %s", base);
+        if (mr_svg_lines(a.plot, title, "cache size, % of all (layer, expert) pairs", "hit rate %", ser, nplot, 100)) rc = 2;
+    }
 done:
-    if (rc) fprintf(stderr, "error: %s\n", mr_last_error());
+    if (rc == 1) fprintf(stderr, "error: %s\n", mr_last_error());
+    if (rc) rc = 1;
     mr_routing_trace_free(t);
     return rc;
 }
