@@ -65,7 +65,7 @@ expect_err run_prompt_twice "not both" "$MOERUN" run -m "$A" -p hi -f "$TMPD/p.t
 cmp -s "$TMPD/d" "$TMPD/h" && ok run_seed_hex_equals_decimal || fail run_seed_hex_equals_decimal "outputs differ"
 
 # an unknown trailing word is named as such, not as an option missing its value
-expect_err tokenize_unknown_word "unknown or incomplete option 'extra'" "$MOERUN" tokenize -m "$A" -p hi extra
+expect_err tokenize_unknown_word "unexpected argument 'extra'" "$MOERUN" tokenize -m "$A" -p hi extra
 expect_err bench_unknown_word "unknown option '--bogus'" "$MOERUN" bench -m "$A" --bogus
 
 # no command: the usage on stderr, then an error line, exit 1

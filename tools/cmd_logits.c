@@ -7,48 +7,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    mr_cli_common c;
+    const char *out, *toks, *tokfile, *stats_path;
+    int decode;
+} logits_args;
+
+#define LOGITS_OPTS(a) \
+    MR_CLI_OPT_MODEL(&(a)->c), \
+    {.names = "--tokens", .arg = "1,2,3", .help = "token ids to evaluate", .kind = MR_OPT_STR, .dst = &(a)->toks}, \
+    {.names = "--tokens-file", .arg = "FILE", .help = "read the ids from FILE (- = standard input)", .kind = MR_OPT_STR, \
+     .dst = &(a)->tokfile}, \
+    {.names = "-o, --output", .arg = "OUT.lgts", .help = "file to write (required)", .kind = MR_OPT_STR, .dst = &(a)->out}, \
+    {.names = "--decode", .help = "evaluate one token at a time through the KV cache (default: one batch)", .kind = MR_OPT_FLAG, \
+     .dst = &(a)->decode, .ival = 1}, \
+    MR_CLI_OPT_THREADS(&(a)->c), \
+    {.names = "-c, --ctx-size", .arg = "N", .help = "context length (at least the number of ids, the default)", .kind = MR_OPT_INT, \
+     .dst = &(a)->c.mp.n_ctx, .lo = 0, .hi = 0x7fffffff}, \
+    {.names = "--kv-f32", .help = "F32 KV cache (default F16 like the reference)", .kind = MR_OPT_FLAG, .dst = &(a)->c.mp.kv_f32, .ival = 1}, \
+    MR_CLI_OPT_OFFICIAL(&(a)->c), \
+    {.names = "--dump", .arg = "NAMES", .help = "print intermediate tensors (comma list or 'all') to stderr", .kind = MR_OPT_STR, \
+     .dst = &(a)->c.mp.dump}, \
+    MR_CLI_OPT_BUDGET(&(a)->c), \
+    {.names = "--stats-file", .arg = "FILE", .help = "one JSON line of pager counters per evaluation (per token with --decode)", \
+     .kind = MR_OPT_STR, .dst = &(a)->stats_path}, \
+    MR_CLI_OPTS_IGNORED
+
 static void logits_usage(FILE *f) {
+    logits_args a;
+    const mr_opt opts[] = {LOGITS_OPTS(&a)};
     fprintf(f, "usage: moerun logits -m MODEL (--tokens 1,2,3 | --tokens-file FILE) [--decode] -o OUT.lgts\n"
                "                     [-t THREADS] [-c CTX] [--kv-f32] [--official] [--dump NAMES]\n"
-               "                     [--ram-budget SIZE|auto] [--stats-file FILE]\n"
-               "  Evaluates the ids as one batch (default) or one at a time (--decode, through the KV cache)\n"
-               "  and writes the logits of every position (0..n-1) in the LGTS format.\n"
-               "  -t THREADS   worker threads (default 0 = physical cores)\n"
-               "  -c CTX       context length (at least the number of ids, the default)\n"
-               "  --kv-f32     F32 KV cache (default F16 like the reference)\n"
-               "  --official   deepseek4: the official model's numerics instead of the reference fork's\n"
-               "  --dump NAMES print intermediate tensors (comma list or 'all') to stderr\n"
-               "  --ram-budget SIZE|auto  page routed experts through SIZE bytes of RAM (8G, 512M; auto from\n"
-               "               MemAvailable); prints the pager summary on stderr at exit\n"
-               "  --stats-file FILE  one JSON line of pager counters per evaluation (per token with --decode)\n");
+               "                     [--ram-budget SIZE|auto] [--stats-file FILE]\n\n"
+               "Evaluates the ids as one batch (default) or one at a time (--decode, through the KV cache)\n"
+               "and writes the logits of every position (0..n-1) in the LGTS format.\n");
+    mr_cli_print_opts(f, opts, MR_NOPTS(opts));
 }
 
 static int cmd_logits(int argc, char **argv) {
-    const char *model = NULL, *out = NULL, *toks = NULL, *tokfile = NULL, *budget = NULL, *stats_path = NULL;
+    logits_args a;
+    memset(&a, 0, sizeof a);
+    mr_cli_common_init(&a.c);
+    const mr_opt opts[] = {LOGITS_OPTS(&a)};
+    int pr_rc = mr_cli_parse("logits", opts, MR_NOPTS(opts), logits_usage, argc, argv, NULL, 0, NULL);
+    if (pr_rc) return pr_rc > 0 ? 0 : 1;
+    const char *model = a.c.model, *out = a.out, *toks = a.toks, *tokfile = a.tokfile, *budget = a.c.budget,
+               *stats_path = a.stats_path;
+    const int decode = a.decode;
+    mr_model_params mp = a.c.mp;
     FILE *stats = NULL;
     mr_pager_stats st_prev, st_now;
     double t_eval = 0;
-    int decode = 0;
-    mr_model_params mp;
-    mr_model_params_default(&mp);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { logits_usage(stdout); return 0; }
-        else if (!strcmp(a, "-m") && has) model = argv[++i];
-        else if (!strcmp(a, "-o") && has) out = argv[++i];
-        else if (!strcmp(a, "--tokens") && has) toks = argv[++i];
-        else if (!strcmp(a, "--tokens-file") && has) tokfile = argv[++i];
-        else if (!strcmp(a, "--decode")) decode = 1;
-        else if (!strcmp(a, "-t") && has) { if (mr_cli_int(a, argv[++i], 0, MR_CLI_MAX_THREADS, &mp.n_threads)) return 1; }
-        else if (!strcmp(a, "-c") && has) { if (mr_cli_int(a, argv[++i], 0, INT_MAX, &mp.n_ctx)) return 1; }
-        else if (!strcmp(a, "--kv-f32")) mp.kv_f32 = 1;
-        else if (!strcmp(a, "--official")) mp.reference = 0;
-        else if (!strcmp(a, "--dump") && has) mp.dump = argv[++i];
-        else if (!strcmp(a, "--ram-budget") && has) budget = argv[++i];
-        else if (!strcmp(a, "--stats-file") && has) stats_path = argv[++i];
-        else { fprintf(stderr, "error: unknown or incomplete option '%s'\n", a); logits_usage(stderr); return 1; }
-    }
     if (!model || !out || (!toks && !tokfile)) {
         fprintf(stderr, "error: -m MODEL, -o OUT and --tokens (or --tokens-file) are required\n");
         return 1;

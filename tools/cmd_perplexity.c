@@ -9,28 +9,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    mr_cli_common c;
+    const char *text_path, *ids_path, *save, *base;
+    int n_ctx, chunks, bos, bos_set, profile;
+} ppl_args;
+
+static int ppl_opt_bos(const char *opt, const char *v, void *dst) {
+    ppl_args *a = dst;
+    if (mr_cli_int(opt, v, -1, INT_MAX, &a->bos)) return -1;
+    a->bos_set = 1;
+    return 0;
+}
+
+#define PPL_OPTS(a) \
+    MR_CLI_OPT_MODEL(&(a)->c), \
+    {.names = "-f, --file", .arg = "TEXT", .help = "the text to score (- = standard input)", .kind = MR_OPT_STR, .dst = &(a)->text_path}, \
+    {.names = "-c, --ctx-size", .arg = "N", .help = "context (chunk) length (default 512)", .kind = MR_OPT_INT, .dst = &(a)->n_ctx, \
+     .lo = 4, .hi = 0x7fffffff}, \
+    {.names = "--chunks", .arg = "N", .help = "score at most N chunks (default 0 = all)", .kind = MR_OPT_INT, .dst = &(a)->chunks, \
+     .lo = 0, .hi = 0x7fffffff}, \
+    MR_CLI_OPT_THREADS(&(a)->c), \
+    {.names = "--tokens-file", .arg = "F", .help = "take token ids (comma or space separated) from F instead of tokenizing\n" \
+     "a text; BOS is then given by --bos (default: none)", .kind = MR_OPT_STR, .dst = &(a)->ids_path}, \
+    {.names = "--bos", .arg = "ID", .help = "BOS id that replaces the first token of each chunk (-1: none; default:\n" \
+     "the model's BOS if its vocabulary adds one)", .kind = MR_OPT_FN, .dst = (a), .fn = ppl_opt_bos}, \
+    {.names = "--save-logits", .arg = "F", .help = "save the scored rows' logits (a baseline for --kl-base)", .kind = MR_OPT_STR, \
+     .dst = &(a)->save}, \
+    {.names = "--kl-base, --kl-divergence-base", .arg = "F", .help = "compare with a baseline saved by --save-logits (same text and\n" \
+     "-c): KL divergence KL(base || this), top-1 agreement, baseline PPL", .kind = MR_OPT_STR, .dst = &(a)->base}, \
+    {.names = "--kv-f32", .help = "F32 KV cache (default F16 like the reference)", .kind = MR_OPT_FLAG, .dst = &(a)->c.mp.kv_f32, .ival = 1}, \
+    MR_CLI_OPT_BUDGET(&(a)->c), \
+    {.names = "--profile", .help = "per-operator time table on stderr at the end", .kind = MR_OPT_FLAG, .dst = &(a)->profile, .ival = 1}, \
+    MR_CLI_OPTS_APPROX(&(a)->c), \
+    MR_CLI_OPTS_IGNORED, \
+    {.names = "-b, --batch-size, -ub, --ubatch-size", .arg = "N", .help = "each chunk is one batch", .kind = MR_OPT_NOTICE_ARG}
+
 static void ppl_usage(FILE *f) {
-    fprintf(f,
-            "usage: moerun perplexity -m MODEL (-f TEXT | --tokens-file IDS) [-c N] [--chunks N] [-t N]\n"
-            "                         [--save-logits FILE] [--kl-base FILE] [--bos ID] [--kv-f32] [--profile]\n"
-            "                         [--moe-prune P] [--moe-tau T] [--moe-skip T] [--moe-approx SPEC]\n\n"
-            "Perplexity like llama-perplexity: the text is tokenized (with BOS if the vocabulary adds one) and\n"
-            "cut into chunks of N tokens; each chunk is evaluated from an empty context with its first token\n"
-            "replaced by BOS, and the second half of each chunk is scored. Progress goes to stderr, the\n"
-            "final estimate (PPL +/- its standard error) to stdout.\n"
-            "  -c N              context (chunk) length (default 512)\n"
-            "  --chunks N        score at most N chunks (default 0 = all)\n"
-            "  -t N              threads (default 0 = physical cores)\n"
-            "  --tokens-file F   take token ids (comma or space separated) from F instead of tokenizing a\n"
-            "                    text; BOS is then given by --bos (default: none)\n"
-            "  --bos ID          BOS id that replaces the first token of each chunk (-1: none; default: the\n"
-            "                    model's BOS if its vocabulary adds one)\n"
-            "  --save-logits F   save the scored rows' logits (a baseline for --kl-base)\n"
-            "  --kl-base F       compare with a baseline saved by --save-logits (same text and -c): KL\n"
-            "                    divergence KL(base || this), top-1 agreement, baseline PPL\n"
-            "  --kv-f32          F32 KV cache (default F16 like the reference)\n"
-            "  --profile         per-operator time table on stderr at the end\n"
-            MR_CLI_APPROX_HELP);
+    ppl_args a;
+    const mr_opt opts[] = {PPL_OPTS(&a)};
+    fprintf(f, "usage: moerun perplexity -m MODEL (-f TEXT | --tokens-file IDS) [-c N] [--chunks N] [-t N]\n"
+               "                         [--save-logits FILE] [--kl-base FILE] [--bos ID] [--kv-f32] [--profile]\n"
+               "                         [--moe-prune P] [--moe-tau T] [--moe-skip T] [--moe-approx SPEC]\n\n"
+               "Perplexity like llama-perplexity: the text is tokenized (with BOS if the vocabulary adds one) and\n"
+               "cut into chunks of N tokens; each chunk is evaluated from an empty context with its first token\n"
+               "replaced by BOS, and the second half of each chunk is scored. Progress goes to stderr, the\n"
+               "final estimate (PPL +/- its standard error) to stdout.\n");
+    mr_cli_print_opts(f, opts, MR_NOPTS(opts));
 }
 
 typedef struct { double t0; int printed; } ppl_progress;
@@ -47,36 +72,17 @@ static void on_chunk(void *user, int chunk, int n_chunks, double ppl) {
 }
 
 static int cmd_perplexity(int argc, char **argv) {
-    const char *model = NULL, *text_path = NULL, *ids_path = NULL, *save = NULL, *base = NULL;
-    int n_ctx = 512, chunks = 0, bos_set = 0, profile = 0;
-    int bos = -1;
-    mr_model_params mp;
-    mr_model_params_default(&mp);
-    mr_approx_params ap;
-    mr_approx_params_default(&ap);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { ppl_usage(stdout); return 0; }
-        int af = mr_cli_approx_flag(argc, argv, &i, &ap);
-        if (af < 0) return 1;
-        if (af) continue;
-        if (!strcmp(a, "--kv-f32")) { mp.kv_f32 = 1; continue; }
-        if (!strcmp(a, "--profile")) { profile = 1; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "error: unknown or incomplete option '%s' (see moerun perplexity --help)\n", a); return 1; }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (!strcmp(a, "-m")) model = v;
-        else if (!strcmp(a, "-f")) text_path = v;
-        else if (!strcmp(a, "--tokens-file")) ids_path = v;
-        else if (!strcmp(a, "--save-logits")) save = v;
-        else if (!strcmp(a, "--kl-base")) base = v;
-        else if (!strcmp(a, "-c")) bad = mr_cli_int(a, v, 4, INT_MAX, &n_ctx);
-        else if (!strcmp(a, "--chunks")) bad = mr_cli_int(a, v, 0, INT_MAX, &chunks);
-        else if (!strcmp(a, "-t")) bad = mr_cli_int(a, v, 0, MR_CLI_MAX_THREADS, &mp.n_threads);
-        else if (!strcmp(a, "--bos")) { bad = mr_cli_int(a, v, -1, INT_MAX, &bos); bos_set = 1; }
-        else { fprintf(stderr, "error: unknown option %s (see moerun perplexity --help)\n", a); return 1; }
-        if (bad) return 1;
-    }
+    ppl_args a;
+    memset(&a, 0, sizeof a);
+    mr_cli_common_init(&a.c);
+    a.n_ctx = 512;
+    a.bos = -1;
+    const mr_opt opts[] = {PPL_OPTS(&a)};
+    int pr_rc = mr_cli_parse("perplexity", opts, MR_NOPTS(opts), ppl_usage, argc, argv, NULL, 0, NULL);
+    if (pr_rc) return pr_rc > 0 ? 0 : 1;
+    const char *model = a.c.model, *text_path = a.text_path, *ids_path = a.ids_path, *save = a.save, *base = a.base;
+    const int n_ctx = a.n_ctx, chunks = a.chunks, profile = a.profile;
+    int bos = a.bos;
     if (!model) { fprintf(stderr, "error: -m MODEL is required (see moerun perplexity --help)\n"); return 1; }
     if (!text_path == !ids_path) { fprintf(stderr, "error: give exactly one of -f TEXT and --tokens-file IDS\n"); return 1; }
     if (save && base) { fprintf(stderr, "error: --save-logits and --kl-base cannot be combined\n"); return 1; }
@@ -91,23 +97,18 @@ static int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "error: cannot read %s\n", text_path ? text_path : ids_path);
         return 1;
     }
-    mp.n_ctx = n_ctx;
+    a.c.mp.n_ctx = n_ctx;
     double t0 = mr_cli_now();
-    if (!(m = mr_model_load(model, &mp))) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
-    if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    int intr;
+    mr_cli_catch_sigint();
+    if (!(m = mr_cli_load(&a.c, NULL, &intr))) { if (intr) rc = 130; goto done; }
     if (text_path) {
         /* like llama-perplexity: tokenize with the model's special tokens (BOS if it adds one), no
          * parsing of special-token text; BOS then also replaces the first token of every chunk */
         mr_tokenizer *tk = mr_model_tokenizer(m);
         if (!tk && !(tk = own_tk = mr_tokenizer_load(model))) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
-        int cap = (int)(len < 0x3fffffff ? len : 0x3fffffff) + 16;
-        if (!(ids = malloc(sizeof(int32_t) * (size_t)cap))) { fprintf(stderr, "error: out of memory\n"); goto done; }
-        n_tok = mr_tokenize(tk, buf, len, 1, 0, ids, cap);
-        if (n_tok < 0) {
-            fprintf(stderr, "error: tokenizing %s: %s\n", text_path, n_tok == INT_MIN ? mr_last_error() : "too many tokens");
-            goto done;
-        }
-        if (!bos_set) bos = mr_tokenizer_adds_bos(tk) ? mr_tokenizer_bos(tk) : -1;
+        if ((n_tok = mr_cli_tokenize(tk, buf, len, 1, 0, &ids)) < 0) goto done;
+        if (!a.bos_set) bos = mr_tokenizer_adds_bos(tk) ? mr_tokenizer_bos(tk) : -1;
     } else if (mr_cli_parse_ids(buf, &ids, &n_tok)) {
         fprintf(stderr, "error: %s: bad token list (expected non-negative ids)\n", ids_path);
         goto done;
@@ -139,7 +140,8 @@ static int cmd_perplexity(int argc, char **argv) {
         printf("KL-divergence     : mean %.6g, median %.6g, p99 %.6g, max %.6g\n", r.kl_mean, r.kl_median, r.kl_p99, r.kl_max);
         printf("Same top-1 token  : %.3f%%\n", 100.0 * r.top1_frac);
     }
-    if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stdout);
+    if (mr_approx_params_enabled(&a.c.ap)) mr_cli_approx_report(m, stdout);
+    if (a.c.budget) mr_pager_print_summary(stderr, m, (long)r.n_chunks * n_ctx, dt, 0, 0);
     if (save) fprintf(stderr, "perplexity: saved the scored logits to %s\n", save);
     rc = 0;
 done:

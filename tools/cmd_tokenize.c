@@ -7,34 +7,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct { const char *model, *prompt, *file; int add_bos, parse_special, pieces, ids; } tok_args;
+
+#define TOK_OPTS(a) \
+    {.names = "-m, --model", .arg = "MODEL", .help = "GGUF file (a model or a vocabulary-only file)", .kind = MR_OPT_STR, \
+     .dst = &(a)->model}, \
+    {.names = "-p, --prompt", .arg = "TEXT", .help = "text to tokenize", .kind = MR_OPT_STR, .dst = &(a)->prompt}, \
+    {.names = "-f, --file", .arg = "FILE", .help = "read the text from FILE (bytes as they are; - = standard input)", \
+     .kind = MR_OPT_STR, .dst = &(a)->file}, \
+    {.names = "--no-bos", .help = "do not add the BOS token the model asks for", .kind = MR_OPT_FLAG, .dst = &(a)->add_bos, .ival = 0}, \
+    {.names = "--no-parse-special", .help = "do not turn text like <|im_start|> into control tokens", .kind = MR_OPT_FLAG, \
+     .dst = &(a)->parse_special, .ival = 0}, \
+    {.names = "--pieces", .help = "also print one line per token: id and its text", .kind = MR_OPT_FLAG, .dst = &(a)->pieces, .ival = 1}, \
+    {.names = "--ids", .help = "print the ids as [id, id, ...] (the default, as llama-tokenize --ids)", .kind = MR_OPT_FLAG, \
+     .dst = &(a)->ids, .ival = 1}
+
 static void tokenize_usage(FILE *f) {
-    fprintf(f,
-            "usage: moerun tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--no-parse-special] [--pieces]\n\n"
-            "Prints the token ids of TEXT as [id, id, ...]. MODEL is any GGUF with tokenizer metadata.\n"
-            "  -m MODEL             GGUF file (a model or a vocabulary-only file)\n"
-            "  -p TEXT              text to tokenize\n"
-            "  -f FILE              read the text from FILE (bytes as they are)\n"
-            "  --no-bos             do not add the BOS token the model asks for\n"
-            "  --no-parse-special   do not turn text like <|im_start|> into control tokens\n"
-            "  --pieces             also print one line per token: id and its text\n");
+    tok_args a;
+    const mr_opt opts[] = {TOK_OPTS(&a)};
+    fprintf(f, "usage: moerun tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--no-parse-special] [--pieces]\n\n"
+               "Prints the token ids of TEXT as [id, id, ...]. MODEL is any GGUF with tokenizer metadata.\n");
+    mr_cli_print_opts(f, opts, MR_NOPTS(opts));
 }
 
 static int cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *file = NULL;
-    int add_bos = 1, parse_special = 1, pieces = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { tokenize_usage(stdout); return 0; }
-        if (!strcmp(a, "--no-bos")) { add_bos = 0; continue; }
-        if (!strcmp(a, "--no-parse-special")) { parse_special = 0; continue; }
-        if (!strcmp(a, "--pieces")) { pieces = 1; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "error: unknown or incomplete option '%s' (see moerun tokenize --help)\n", a); return 1; }
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m")) model = v;
-        else if (!strcmp(a, "-p")) prompt = v;
-        else if (!strcmp(a, "-f")) file = v;
-        else { fprintf(stderr, "error: unknown option '%s' (see moerun tokenize --help)\n", a); return 1; }
-    }
+    tok_args a = {.add_bos = 1, .parse_special = 1};
+    const mr_opt opts[] = {TOK_OPTS(&a)};
+    int pr_rc = mr_cli_parse("tokenize", opts, MR_NOPTS(opts), tokenize_usage, argc, argv, NULL, 0, NULL);
+    if (pr_rc) return pr_rc > 0 ? 0 : 1;
+    const char *model = a.model, *prompt = a.prompt, *file = a.file;
+    const int add_bos = a.add_bos, parse_special = a.parse_special, pieces = a.pieces;
     if (!model) { fprintf(stderr, "error: -m MODEL is required\n"); return 1; }
     if (!prompt == !file) { fprintf(stderr, "error: give exactly one of -p TEXT and -f FILE\n"); return 1; }
     size_t len = 0;
