@@ -95,6 +95,7 @@ void mr_session_reset(mr_session *s);                 /* back to position 0 */
  * -1 if the architecture's state cannot be cut (then reset instead). */
 int mr_session_truncate(mr_session *s, int n);
 int mr_session_n_past(const mr_session *s);           /* tokens evaluated so far */
+int mr_session_can_truncate(const mr_session *s);      /* 1 if mr_session_truncate can cut the state back */
 int mr_session_n_ctx(const mr_session *s);
 mr_model *mr_session_model(const mr_session *s);
 /* Evaluate n tokens after the ones already in the session (n > 1: one batch; n == 1: decode step).
@@ -227,6 +228,10 @@ void mr_sampler_free(mr_sampler *s);
 void mr_sampler_reset(mr_sampler *s);                    /* forget history, reseed */
 void mr_sampler_accept(mr_sampler *s, int32_t id);       /* record a token (prompt or generated) */
 int32_t mr_sampler_sample(mr_sampler *s, const float *logits); /* logits[n_vocab] (not modified); -1 on error */
+/* Verify a drafted token (speculative decoding): returns the token to emit and sets *accepted to 1
+ * when it is the draft. The emitted token has exactly mr_sampler_sample's distribution (accept with
+ * probability p(draft), else draw from p without the draft); greedy: the argmax. */
+int32_t mr_sampler_verify(mr_sampler *s, const float *logits, int32_t draft, int *accepted);
 /* Deterministic RNG (xoshiro256**, seeded with splitmix64): same seed, same sequence everywhere. */
 typedef struct { uint64_t s[4]; } mr_rng;
 void mr_rng_seed(mr_rng *r, uint64_t seed);
@@ -256,6 +261,17 @@ typedef struct {
     int n_batch;                 /* prefill chunk in tokens (default 512); results do not depend on it */
     mr_gen_progress_fn progress; /* may be NULL */
     void *user;
+    /* Speculative decoding (off when spec_max is 0): each step drafts up to spec_max tokens and
+     * verifies them with the pending token in one batch; output is exactly that of plain decoding
+     * (greedy: token for token; sampled: the same distribution). Drafts come from draft (a session
+     * of a smaller model with the same vocabulary, owned by the caller, used only by this
+     * generator) or, when draft is NULL, from the longest earlier match of the last spec_ngram..1
+     * tokens of the context (prompt lookup). Needs a session that can be cut back
+     * (mr_session_can_truncate); otherwise it stays off (mr_gen_spec_active). */
+    int spec_max;                /* draft tokens per step, 0..64 */
+    int spec_ngram;              /* n-gram size for prompt lookup (default 3) */
+    int spec_ngram_min;          /* shortest n-gram that may propose a draft (default 1) */
+    mr_session *draft;
 } mr_gen_params;
 typedef struct {
     const char *text;            /* text to show now (not NUL-terminated; valid until the next call) */
@@ -266,6 +282,8 @@ typedef struct {
 typedef struct {
     int n_prompt, n_gen, n_decode;   /* prompt tokens prefilled, tokens accepted, decode evals run */
     double prefill_s, decode_s;      /* time in mr_gen_prefill; in mr_gen_next (evals + sampling) */
+    int n_spec_steps;                /* verification evals (speculative decoding) */
+    int n_drafted, n_draft_accepted; /* draft tokens proposed / accepted by verification */
 } mr_gen_stats;                      /* cumulative over the generator's replies */
 void mr_gen_params_default(mr_gen_params *p);
 mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p);   /* p NULL = defaults */
@@ -287,6 +305,7 @@ int mr_gen_n_pending(const mr_gen *g);                       /* accepted tokens 
 const float *mr_gen_logits(const mr_gen *g);                 /* [n_vocab] of the last evaluated token */
 mr_sampler *mr_gen_sampler(mr_gen *g);  /* e.g. mr_sampler_accept of a prompt prefix reused from a cache */
 void mr_gen_get_stats(const mr_gen *g, mr_gen_stats *out);
+int mr_gen_spec_active(const mr_gen *g);   /* 1 if speculative decoding is on for this generator */
 const char *mr_gen_finish_name(int finish);  /* "eog", "stop", "length", "context", "aborted" */
 
 /* ---- expert pager (issue 6) ---- */

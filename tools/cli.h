@@ -159,6 +159,32 @@ typedef struct { const char *name; const double *x, *y; int n, dashed; } mr_svg_
 int mr_svg_lines(const char *path, const char *title, const char *xlabel, const char *ylabel, const mr_svg_series *ser,
                  int nser, double ymax_fixed);
 
+/* Speculative decoding options of run, chat, bench and server (tools/cli_spec.c,
+ * docs/SPECULATIVE.md). mr_cli_spec_setup loads the draft model (if any) and fills gp. */
+#define MR_CLI_SPEC_DEFAULT_MAX 8
+typedef struct {
+    int max, ngram;
+    const char *draft_path;
+    mr_model *draft_model;
+    mr_session *draft;
+} mr_cli_spec;
+void mr_cli_spec_default(mr_cli_spec *o);
+int mr_cli_opt_spec(const char *opt, const char *v, void *dst);   /* dst: mr_cli_spec */
+#define MR_CLI_OPTS_SPEC(o) \
+    {.names = "--spec", .help = "speculative decoding with n-gram drafts from the context (prompt lookup):\n" \
+     "same output (greedy: identical tokens), faster on repetitive text", .kind = MR_OPT_FN, .dst = (o), \
+     .fn = mr_cli_opt_spec}, \
+    {.names = "--draft-max, --draft, --draft-n", .arg = "N", .help = "draft tokens per verification step (default 8 when on; 0 = off)", \
+     .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}, \
+    {.names = "--spec-ngram", .arg = "N", .help = "longest n-gram matched for a draft (default 3; turns --spec on)", \
+     .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}, \
+    {.names = "-md, --model-draft", .arg = "FILE", .help = "draft with a smaller model of the same vocabulary (turns --spec on)", \
+     .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}
+int mr_cli_spec_setup(mr_cli_spec *o, int n_threads, int n_ctx, mr_gen_params *gp);
+/* "speculative: ..." line (acceptance, tokens per step); nothing when off. */
+void mr_cli_spec_report(const mr_cli_spec *o, const mr_gen *g, FILE *out);
+void mr_cli_spec_free(mr_cli_spec *o);
+
 /* Ctrl-C and progress lines (tools/cli_progress.c). mr_cli_catch_sigint sets mr_cli_interrupted on
  * SIGINT (without SA_RESTART). The progress callbacks draw "WHAT: done/total (p%), rate, ETA" on
  * stderr when it is a terminal, and return mr_cli_interrupted so the library stops between chunks;

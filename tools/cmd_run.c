@@ -11,6 +11,7 @@ typedef struct {
     mr_cli_common c;
     const char *prompt, *pfile, *stats_path;
     int n_gen, show_ids, no_bos, profile, escape, no_display_prompt;
+    mr_cli_spec spec;
 } run_args;
 
 #define RUN_OPTS(r) \
@@ -36,6 +37,7 @@ typedef struct {
     {.names = "--show-ids", .help = "also print the generated token ids (a line \"ids: a,b,...\" on stdout)", \
      .kind = MR_OPT_FLAG, .dst = &(r)->show_ids, .ival = 1}, \
     MR_CLI_OPTS_APPROX(&(r)->c), \
+    MR_CLI_OPTS_SPEC(&(r)->spec), \
     {.names = "--profile", .help = "per-operator time table (prefill and decode) on stderr at the end", .kind = MR_OPT_FLAG, \
      .dst = &(r)->profile, .ival = 1}, \
     MR_CLI_OPTS_IGNORED, \
@@ -56,6 +58,7 @@ static int cmd_run(int argc, char **argv) {
     run_args r;
     memset(&r, 0, sizeof r);
     mr_cli_common_init(&r.c);
+    mr_cli_spec_default(&r.spec);
     r.n_gen = 128;
     r.escape = 1;
     const mr_opt opts[] = {RUN_OPTS(&r)};
@@ -109,6 +112,7 @@ static int cmd_run(int argc, char **argv) {
     gp.n_batch = r.c.n_batch;
     gp.progress = mr_cli_progress_gen;
     gp.user = &pr;
+    if (mr_cli_spec_setup(&r.spec, mr_model_n_threads(m), n_ctx, &gp)) goto done;
     g = mr_gen_new(s, &gp);
     if (!g) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
 
@@ -160,7 +164,8 @@ static int cmd_run(int argc, char **argv) {
             gs.prefill_s > 0 ? gs.n_prompt / gs.prefill_s : 0.0);
     /* the last token sampled is not evaluated: report the decode steps actually run */
     fprintf(stderr, "generated: %d tokens in %.3f s, %.2f tok/s (%d decode steps)\n", gs.n_gen, gs.decode_s,
-            gs.decode_s > 0 ? gs.n_decode / gs.decode_s : 0.0, gs.n_decode);
+            gs.decode_s > 0 ? (gs.n_decode + gs.n_draft_accepted) / gs.decode_s : 0.0, gs.n_decode);
+    mr_cli_spec_report(&r.spec, g, stderr);
     if (mr_approx_params_enabled(&r.c.ap)) mr_cli_approx_report(m, stderr);
     if (r.c.budget) mr_pager_print_summary(stderr, m, gs.n_prompt, gs.prefill_s, gs.n_decode, gs.decode_s);
     if (r.profile) mr_profile_report(stderr);
@@ -169,6 +174,7 @@ done:
     if (stats) fclose(stats);
     free(text); free(ids);
     mr_gen_free(g);
+    mr_cli_spec_free(&r.spec);
     mr_session_free(s);
     mr_model_free(m);
     return rc;

@@ -9,6 +9,7 @@
  * another step or turn follows: a chat's next prefill evaluates it first. */
 #include "moerun.h"
 #include "base/base.h"
+#include "gen/draft.h"
 
 #include <limits.h>
 #include <math.h>
@@ -40,6 +41,16 @@ struct mr_gen {
     size_t text_len, text_cap, sent;
     int finish;
     mr_gen_stats st;
+    /* speculative decoding */
+    int spec;                /* on for this generator */
+    int32_t *hist;           /* the context as this generator saw it: prompts and accepted tokens */
+    int n_hist, cap_hist;
+    int draft_past;          /* tokens of hist in the draft session (the last one is re-evaluated) */
+    int32_t *dbuf;           /* [spec_max] draft */
+    int32_t *vbatch;         /* pending + draft, evaluated as one batch */
+    int cap_vbatch;
+    float *vlogits;          /* [cap_vbatch][n_vocab] logits of the verification batch */
+    int spec_extra;          /* drafts evaluated beyond the state plain decoding would hold */
 };
 
 void mr_gen_params_default(mr_gen_params *p) {
@@ -47,6 +58,8 @@ void mr_gen_params_default(mr_gen_params *p) {
     mr_sampler_default_params(&p->sampler);
     p->max_tokens = -1;
     p->n_batch = 512;
+    p->spec_ngram = 3;
+    p->spec_ngram_min = 1;
 }
 
 const char *mr_gen_finish_name(int finish) {
@@ -65,6 +78,7 @@ void mr_gen_free(mr_gen *g) {
     if (!g) return;
     mr_sampler_free(g->smp);
     free(g->logits); free(g->eog); free(g->pending); free(g->gen); free(g->text);
+    free(g->hist); free(g->dbuf); free(g->vbatch); free(g->vlogits);
     free(g);
 }
 
@@ -103,11 +117,34 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
         for (int32_t id = 0; id < g->n_vocab; id++)
             if (mr_tokenizer_is_eog(g->tok, id)) g->eog[g->n_eog++] = id;
     }
+    if (g->p.spec_max < 0 || g->p.spec_max > 64) { mr_set_error("generate: draft length %d is outside 0..64", g->p.spec_max); goto fail; }
+    if (g->p.spec_max) {
+        if (g->p.spec_ngram < 1 || g->p.spec_ngram > 64 || g->p.spec_ngram_min < 1 || g->p.spec_ngram_min > g->p.spec_ngram) {
+            mr_set_error("generate: n-gram sizes %d..%d are not within 1..64", g->p.spec_ngram_min, g->p.spec_ngram);
+            goto fail;
+        }
+        if (g->p.draft) {
+            const mr_model *dm = mr_session_model(g->p.draft);
+            if (mr_model_n_vocab(dm) != g->n_vocab) {
+                mr_set_error("generate: the draft model's vocabulary (%d tokens) differs from the model's (%d)", (int)mr_model_n_vocab(dm), g->n_vocab);
+                goto fail;
+            }
+        }
+        /* rejected drafts are cut from the state: only architectures that can cut it */
+        g->spec = mr_session_can_truncate(s) && (!g->p.draft || mr_session_can_truncate(g->p.draft));
+        g->cap_hist = 256;
+        g->hist = malloc(sizeof(int32_t) * (size_t)g->cap_hist);
+        g->dbuf = malloc(sizeof(int32_t) * (size_t)g->p.spec_max);
+        if (!g->hist || !g->dbuf) { mr_set_error("generate: out of memory"); goto fail; }
+        if (g->p.draft) mr_session_reset(g->p.draft);
+    }
     return g;
 fail:
     mr_gen_free(g);
     return NULL;
 }
+
+int mr_gen_spec_active(const mr_gen *g) { return g->spec; }
 
 mr_sampler *mr_gen_sampler(mr_gen *g) { return g->smp; }
 const float *mr_gen_logits(const mr_gen *g) { return g->have_logits ? g->logits : NULL; }
@@ -125,6 +162,8 @@ int mr_gen_tokens(const mr_gen *g, const int32_t **ids) {
 }
 
 void mr_gen_reset(mr_gen *g) {
+    g->n_hist = g->draft_past = 0;
+    if (g->spec && g->p.draft) mr_session_reset(g->p.draft);
     g->n_pending = 0;
     g->have_logits = 0;
     g->n_gen = 0;
@@ -143,6 +182,14 @@ static int grow_i32(int32_t **v, int *cap, int need) {
     if (!nv) { mr_set_error("generate: out of memory"); return -1; }
     *v = nv;
     *cap = c;
+    return 0;
+}
+
+static int hist_add(mr_gen *g, const int32_t *ids, int n) {
+    if (!g->hist) return 0;
+    if (grow_i32(&g->hist, &g->cap_hist, g->n_hist + n)) return -1;
+    memcpy(g->hist + g->n_hist, ids, sizeof(int32_t) * (size_t)n);
+    g->n_hist += n;
     return 0;
 }
 
@@ -201,6 +248,7 @@ int mr_gen_prefill(mr_gen *g, const int32_t *tokens, int n) {
         }
     }
     for (int j = 0; j < n; j++) mr_sampler_accept(g->smp, tokens[j]);
+    if (hist_add(g, tokens, n)) return -1;
     g->st.n_prompt += n;
     g->st.prefill_s += mr_now() - t0;
     /* a new reply */
@@ -246,43 +294,52 @@ static void step_text(mr_gen *g, mr_gen_step *out) {
     g->sent = ready;
 }
 
+/* Take one token into the reply (pending evaluation): text, stop strings, limits. Returns 1 if it
+ * was taken, 0 if it ended the reply without being taken (an end-of-generation token), -1 on error.
+ * g->finish says whether the reply goes on. */
+static int accept_one(mr_gen *g, int32_t id) {
+    if (id < 0 || id >= g->n_vocab) { mr_set_error("generate: token id %d out of range", id); return -1; }
+    if (!g->p.ignore_eos && mr_tokenizer_is_eog(g->tok, id)) { g->finish = MR_GEN_EOG; return 0; }
+    if (grow_i32(&g->pending, &g->cap_pending, g->n_pending + 1) || grow_i32(&g->gen, &g->cap_gen, g->n_gen + 1)) return -1;
+    if (hist_add(g, &id, 1)) return -1;
+    g->pending[g->n_pending++] = id;
+    g->gen[g->n_gen++] = id;
+    mr_sampler_accept(g->smp, id);
+    g->st.n_gen++;
+    char piece[256];
+    int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, 0);
+    if (pl < 0 && pl != INT_MIN) { /* a piece longer than the stack buffer */
+        char *big = malloc((size_t)-pl);
+        if (!big) { mr_set_error("generate: out of memory"); return -1; }
+        int bl = mr_token_to_piece(g->tok, id, big, -pl, 0);
+        int rc = bl > 0 ? text_add(g, big, (size_t)bl) : 0;
+        free(big);
+        if (rc) return -1;
+    } else if (pl > 0 && text_add(g, piece, (size_t)pl)) return -1;
+    for (int k = 0; k < g->n_stop; k++) {
+        /* a match starts in the unsent text (sent text never ends with a stop-string prefix) */
+        const char *hit = memmem(g->text + g->sent, g->text_len - g->sent, g->stop[k], g->stop_len[k]);
+        if (hit && (size_t)(hit - g->text) < g->text_len) {
+            g->text_len = (size_t)(hit - g->text);
+            g->text[g->text_len] = 0;
+            g->finish = MR_GEN_STOP;
+        }
+    }
+    if (g->finish) return 1;
+    if (g->p.max_tokens >= 0 && g->n_gen >= g->p.max_tokens) g->finish = MR_GEN_LENGTH;
+    /* the accepted tokens must still fit the context when they are evaluated */
+    else if (mr_session_n_past(g->s) - g->spec_extra + g->n_pending >= mr_session_n_ctx(g->s)) g->finish = MR_GEN_CONTEXT;
+    return 1;
+}
+
 int mr_gen_accept(mr_gen *g, const int32_t *ids, int n, mr_gen_step *out) {
     memset(out, 0, sizeof *out);
     if (g->finish) { out->finish = g->finish; return 0; }
-    const int n_ctx = mr_session_n_ctx(g->s);
     int taken = 0;
-    for (; taken < n && !g->finish; taken++) {
-        const int32_t id = ids[taken];
-        if (id < 0 || id >= g->n_vocab) { mr_set_error("generate: token id %d out of range", id); return -1; }
-        if (!g->p.ignore_eos && mr_tokenizer_is_eog(g->tok, id)) { g->finish = MR_GEN_EOG; break; }
-        if (grow_i32(&g->pending, &g->cap_pending, g->n_pending + 1) || grow_i32(&g->gen, &g->cap_gen, g->n_gen + 1)) return -1;
-        g->pending[g->n_pending++] = id;
-        g->gen[g->n_gen++] = id;
-        mr_sampler_accept(g->smp, id);
-        g->st.n_gen++;
-        char piece[256];
-        int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, 0);
-        if (pl < 0 && pl != INT_MIN) { /* a piece longer than the stack buffer */
-            char *big = malloc((size_t)-pl);
-            if (!big) { mr_set_error("generate: out of memory"); return -1; }
-            int bl = mr_token_to_piece(g->tok, id, big, -pl, 0);
-            int rc = bl > 0 ? text_add(g, big, (size_t)bl) : 0;
-            free(big);
-            if (rc) return -1;
-        } else if (pl > 0 && text_add(g, piece, (size_t)pl)) return -1;
-        for (int k = 0; k < g->n_stop; k++) {
-            /* a match starts in the unsent text (sent text never ends with a stop-string prefix) */
-            const char *hit = memmem(g->text + g->sent, g->text_len - g->sent, g->stop[k], g->stop_len[k]);
-            if (hit && (size_t)(hit - g->text) < g->text_len) {
-                g->text_len = (size_t)(hit - g->text);
-                g->text[g->text_len] = 0;
-                g->finish = MR_GEN_STOP;
-            }
-        }
-        if (g->finish) { taken++; break; }
-        if (g->p.max_tokens >= 0 && g->n_gen >= g->p.max_tokens) g->finish = MR_GEN_LENGTH;
-        /* the accepted tokens must still fit the context when they are evaluated */
-        else if (mr_session_n_past(g->s) + g->n_pending >= n_ctx) g->finish = MR_GEN_CONTEXT;
+    while (taken < n && !g->finish) {
+        int r = accept_one(g, ids[taken]);
+        if (r < 0) return -1;
+        taken += r;
     }
     out->n_accepted = taken;
     out->finish = g->finish;
@@ -297,10 +354,82 @@ void mr_gen_stop(mr_gen *g, mr_gen_step *out) {
     step_text(g, out);
 }
 
+/* Draft tokens to follow the pending ones, limited so that the draft and one more token fit the
+ * context and max_tokens. Returns how many were written to g->dbuf, -1 on error. */
+static int make_draft(mr_gen *g) {
+    int kmax = g->p.spec_max;
+    const int room = mr_session_n_ctx(g->s) - (mr_session_n_past(g->s) + g->n_pending) - 1;
+    if (kmax > room) kmax = room;
+    if (g->p.max_tokens >= 0 && kmax > g->p.max_tokens - g->n_gen - 1) kmax = g->p.max_tokens - g->n_gen - 1;
+    if (kmax <= 0) return 0;
+    if (!g->p.draft)
+        return mr_draft_ngram(g->hist, g->n_hist, g->p.spec_ngram, g->p.spec_ngram_min, kmax, g->dbuf);
+    return mr_draft_model(g->p.draft, g->hist, g->n_hist, &g->draft_past, g->p.n_batch, kmax, g->dbuf);
+}
+
+/* One speculative step: evaluate the pending tokens and k drafts as one batch (each layer's experts
+ * are read once for all of them), then walk the drafts: draft i is checked against the logits of
+ * the position before it (mr_sampler_verify); the first rejection emits the verifier's own token,
+ * and if every draft is accepted the last row gives one more. The state is then cut back to what
+ * plain decoding would hold: everything accepted but the last token, which stays pending. */
+static int spec_step(mr_gen *g, int k, mr_gen_step *out) {
+    const int np = g->n_pending, n = np + k;
+    const size_t V = (size_t)g->n_vocab;
+    if (n > g->cap_vbatch) {
+        int32_t *b = realloc(g->vbatch, sizeof(int32_t) * (size_t)n);
+        if (b) g->vbatch = b;
+        float *l = b ? realloc(g->vlogits, sizeof(float) * V * (size_t)n) : NULL;
+        if (!b || !l) { mr_set_error("generate: out of memory for %d verification rows", n); return -1; }
+        g->vlogits = l;
+        g->cap_vbatch = n;
+    }
+    memcpy(g->vbatch, g->pending, sizeof(int32_t) * (size_t)np);
+    memcpy(g->vbatch + np, g->dbuf, sizeof(int32_t) * (size_t)k);
+    const int n_past0 = mr_session_n_past(g->s);
+    if (mr_session_eval(g->s, g->vbatch, n, g->vlogits, 1)) return -1;
+    g->n_pending = 0;
+    g->st.n_decode++;
+    g->st.n_spec_steps++;
+    g->st.n_drafted += k;
+    int taken = 0;
+    g->spec_extra = k;
+    for (int i = 0; i <= k && !g->finish; i++) {
+        float *row = g->vlogits + V * (size_t)(np - 1 + i);
+        for (int e = 0; e < g->n_eog; e++) row[g->eog[e]] = -INFINITY; /* ignore_eos */
+        int acc = 0;
+        int32_t id = i < k ? mr_sampler_verify(g->smp, row, g->dbuf[i], &acc) : mr_sampler_sample(g->smp, row);
+        if (id < 0) return -1;
+        int r = accept_one(g, id);
+        if (r < 0) { g->spec_extra = 0; return -1; }
+        taken += r;
+        if (!acc) break;
+        g->st.n_draft_accepted++;
+    }
+    g->spec_extra = 0;
+    const int keep = taken > 0 ? taken - 1 : 0; /* accepted drafts that stay evaluated */
+    if (mr_session_truncate(g->s, n_past0 + np + keep)) return -1;
+    memcpy(g->logits, g->vlogits + V * (size_t)(np - 1 + keep), sizeof(float) * V);
+    g->have_logits = 1;
+    if (taken > 0) { g->pending[0] = g->pending[g->n_pending - 1]; g->n_pending = 1; }
+    out->n_accepted = taken;
+    out->finish = g->finish;
+    step_text(g, out);
+    return 0;
+}
+
 int mr_gen_next(mr_gen *g, mr_gen_step *out) {
     memset(out, 0, sizeof *out);
     if (g->finish) { out->finish = g->finish; return 0; }
     double t0 = mr_now();
+    if (g->spec && g->n_pending && g->p.max_tokens != 0) {
+        int k = make_draft(g);
+        if (k < 0) return -1;
+        if (k > 0) {
+            int rc = spec_step(g, k, out);
+            g->st.decode_s += mr_now() - t0;
+            return rc;
+        }
+    }
     if (g->n_pending) {
         if (eval_pending(g)) return -1;
         g->st.n_decode++;

@@ -199,6 +199,7 @@ int mr_session_truncate(mr_session *s, int n) {
 }
 
 int mr_session_n_past(const mr_session *s) { return s->n_past; }
+int mr_session_can_truncate(const mr_session *s) { return s->m->arch->state_truncate != NULL; }
 int mr_session_n_ctx(const mr_session *s) { return s->n_ctx; }
 mr_model *mr_session_model(const mr_session *s) { return s->m; }
 

@@ -139,7 +139,10 @@ static double softmax(const struct cand *c, int32_t n, double *prob) {
     return sum;
 }
 
-int32_t mr_sampler_sample(mr_sampler *s, const float *logits) {
+/* The sampling distribution of the chain: candidates c[0..*m) with unnormalised probabilities
+ * prob[0..*m) (their sum in *sum). Returns -1 then; or, when the chain ends in one certain token
+ * (greedy, or nothing possible), that token id. */
+static int32_t chain(mr_sampler *s, const float *logits, int32_t *m_out, double *sum_out) {
     const mr_sampler_params *p = &s->p;
     int32_t n = s->n_vocab;
     struct cand *c = s->c;
@@ -190,13 +193,47 @@ int32_t mr_sampler_sample(mr_sampler *s, const float *logits) {
         while (keep < m && (double)c[keep].logit >= thr) keep++;
         m = keep;
     }
-    /* temperature, then draw */
+    /* temperature */
     for (int32_t i = 0; i < m; i++) c[i].logit /= p->temperature;
-    double sum = softmax(c, m, s->prob);
-    double u = mr_rng_uniform(&s->rng) * sum, cum = 0;
+    *sum_out = softmax(c, m, s->prob);
+    *m_out = m;
+    return -1;
+}
+
+/* Draw from candidates 0..m) by prob, skipping index skip (-1: none); total = their sum. */
+static int32_t draw(mr_sampler *s, int32_t m, int32_t skip, double total) {
+    const struct cand *c = s->c;
+    double u = mr_rng_uniform(&s->rng) * total, cum = 0;
+    int32_t last = -1;
     for (int32_t i = 0; i < m; i++) {
+        if (i == skip) continue;
         cum += s->prob[i];
+        last = i;
         if (u < cum) return c[i].id;
     }
-    return c[m - 1].id;
+    return c[last < 0 ? 0 : last].id;
+}
+
+int32_t mr_sampler_sample(mr_sampler *s, const float *logits) {
+    int32_t m;
+    double sum;
+    int32_t id = chain(s, logits, &m, &sum);
+    return id >= 0 ? id : draw(s, m, -1, sum);
+}
+
+/* Speculative sampling with a deterministic draft (the draft distribution q is a point mass on
+ * `draft`): accept it with probability p(draft); otherwise draw from max(p - q, 0) renormalised,
+ * which is p without the draft. The token returned is distributed exactly as mr_sampler_sample's
+ * (Leviathan et al. 2023, Chen et al. 2023). Greedy: the argmax, accepted when it is the draft. */
+int32_t mr_sampler_verify(mr_sampler *s, const float *logits, int32_t draft, int *accepted) {
+    int32_t m;
+    double sum;
+    int32_t id = chain(s, logits, &m, &sum);
+    if (id >= 0) { *accepted = id == draft; return id; }
+    int32_t at = -1;
+    for (int32_t i = 0; i < m; i++) if (s->c[i].id == draft) { at = i; break; }
+    if (at >= 0 && mr_rng_uniform(&s->rng) * sum < s->prob[at]) { *accepted = 1; return draft; }
+    *accepted = 0;
+    if (at >= 0 && m == 1) return draft; /* p(draft) = 1: unreachable (u < 1), kept for safety */
+    return draw(s, m, at, at >= 0 ? sum - s->prob[at] : sum);
 }
