@@ -66,16 +66,26 @@ static inline void ds4_rows_ptr(const ds4_rows *r, int64_t i, const float **f, c
     else { *f = (const float *)r->data + i * r->width; *h = NULL; }
 }
 
+/* How many evaluated positions a session can be cut back by (mr_session_truncate), e.g. the
+ * rejected drafts of speculative decoding. The rings below keep this many extra positions so that
+ * cutting back needs no re-evaluation: the window rows of the positions kept are not overwritten,
+ * and the compressor state at the cut is rebuilt from the per-position history. */
+#define DS4_CUT_SLACK 80
+
 typedef struct {
-    ds4_rows raw;       /* ring of W rows of D (position p at row p % W) */
+    ds4_rows raw;       /* ring of W + DS4_CUT_SLACK rows of D (position p at row p % cap) */
     ds4_rows comp;      /* ratio > 0: compressed attention rows */
     ds4_rows icomp;     /* ratio 4: compressed indexer rows */
     float *kvs, *scs;   /* attention compressor state [c*r][c*D] */
     float *ikvs, *iscs; /* indexer compressor state [8][2*Di] */
+    /* compressor inputs of the last c*r + DS4_CUT_SLACK positions (position p at row p % cap), F32:
+     * attention [c*D] (hkv, hsc), indexer [2*Di] (ihkv, ihsc) */
+    ds4_rows hkv, hsc, ihkv, ihsc;
 } ds4_lstate;
 
 typedef struct {
     int n_ctx;
+    int n_past;         /* positions evaluated (for ds4_state_truncate's bound) */
     ds4_lstate *l;
     int n_layers;
     float *kconv;       /* scratch kept between steps: a short batch's F16 keys as floats */

@@ -418,7 +418,7 @@ static void ds4_keys_item(void *arg, long t) {
     /* raw window: positions max(0, p-W+1) .. p (§3.7); the batch's own rows, older ones from the ring */
     for (int64_t s = p - M->W + 1 < 0 ? 0 : p - M->W + 1; s <= p; s++, nk++) {
         if (s >= j->pos0) { kf[nk] = j->kvb + (s - j->pos0) * D; kh[nk] = NULL; }
-        else ds4_rows_ptr(&j->ls->raw, s % M->W, &kf[nk], &kh[nk]);
+        else ds4_rows_ptr(&j->ls->raw, s % j->ls->raw.cap, &kf[nk], &kh[nk]);
     }
     if (r > 0) {
         const int nvis = (int)((p + 1) / r);
@@ -661,6 +661,16 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
                 }
             }
         }
+        /* compressor inputs of the batch's last positions, for cutting the state back */
+        for (int t = n > ls->hkv.cap ? n - (int)ls->hkv.cap : 0; t < n; t++) {
+            ds4_rows_put(&ls->hkv, (pos0 + t) % ls->hkv.cap, B->ckv + (int64_t)t * Wd);
+            ds4_rows_put(&ls->hsc, (pos0 + t) % ls->hsc.cap, B->csc + (int64_t)t * Wd);
+        }
+        if (r == 4)
+            for (int t = n > ls->ihkv.cap ? n - (int)ls->ihkv.cap : 0; t < n; t++) {
+                ds4_rows_put(&ls->ihkv, (pos0 + t) % ls->ihkv.cap, B->ikv + (int64_t)t * IWd);
+                ds4_rows_put(&ls->ihsc, (pos0 + t) % ls->ihsc.cap, B->isc + (int64_t)t * IWd);
+            }
         MR_PROF_END(tc, "compressor");
         if (r == 4 && dump) {
             job.topk_out = B->topk;
@@ -691,7 +701,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
     }
     MR_PROF_BEGIN(to);
     /* raw window cache: the batch's last W positions */
-    for (int t = n > M->W ? n - M->W : 0; t < n; t++) ds4_rows_put(&ls->raw, (pos0 + t) % M->W, B->kv + (int64_t)t * D);
+    for (int t = n > ls->raw.cap ? n - (int)ls->raw.cap : 0; t < n; t++) ds4_rows_put(&ls->raw, (pos0 + t) % ls->raw.cap, B->kv + (int64_t)t * D);
     DUMP("kqv_out", il, B->o, (int64_t)H * D, n);
     /* output: inverse RoPE at the query position, grouped low-rank projection (§3.8) */
     ds4_orope_job oj = {M, ly, pos0, B->o};
@@ -905,6 +915,7 @@ int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float 
         const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH, last = i + len == n;
         float *lg = !logits ? NULL : all_logits ? logits + (size_t)i * (size_t)nv : last ? logits : NULL;
         if (ds4_eval_batch(m, stp, tok + i, len, pos0 + i, lg, all_logits)) return -1;
+        ((ds4_state *)stp)->n_past = pos0 + i + len;
     }
     return 0;
 }

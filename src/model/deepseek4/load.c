@@ -312,6 +312,7 @@ static void ds4_state_free(mr_model *m, void *p) {
         ds4_lstate *ls = &s->l[l];
         free(ls->raw.data); free(ls->comp.data); free(ls->icomp.data);
         free(ls->kvs); free(ls->scs); free(ls->ikvs); free(ls->iscs);
+        free(ls->hkv.data); free(ls->hsc.data); free(ls->ihkv.data); free(ls->ihsc.data);
     }
     free(s->l);
     free(s->kconv);
@@ -321,6 +322,7 @@ static void ds4_state_free(mr_model *m, void *p) {
 static void ds4_state_reset(mr_model *m, void *p) {
     ds4_model *M = m->priv;
     ds4_state *s = p;
+    s->n_past = 0;
     for (int l = 0; l < s->n_layers; l++) {
         ds4_lstate *ls = &s->l[l];
         const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
@@ -336,6 +338,43 @@ static void ds4_state_reset(mr_model *m, void *p) {
     }
 }
 
+/* The streaming compressor state at position n (the next position to evaluate is n), rebuilt from
+ * the per-position history as the batch compressor leaves it (§3.6.3): ratio 4 keeps the previous
+ * block in rows 0..3 and the current one from row 4, other ratios the current block from row 0;
+ * unused rows are empty (0, -inf). Pooling reads only rows written since, so this equals the state
+ * the step-by-step path would hold. */
+static void ds4_comp_rebuild(int r, int64_t n, const ds4_rows *hkv, const ds4_rows *hsc, float *kvs, float *scs) {
+    const int c = r == 4 ? 2 : 1;
+    const int64_t Wd = hkv->width, rows = (int64_t)c * r, b = n / r;
+    for (int64_t i = 0; i < rows * Wd; i++) { kvs[i] = 0.0f; scs[i] = -INFINITY; }
+    const int64_t first = r == 4 ? 4 : 0; /* row of the current block's first position */
+    for (int64_t q = (r == 4 && b > 0) ? (b - 1) * r : b * r; q < n; q++) {
+        const int64_t row = q >= b * r ? first + (q - b * r) : q - (b - 1) * r;
+        memcpy(kvs + row * Wd, (const float *)hkv->data + (q % hkv->cap) * Wd, sizeof(float) * (size_t)Wd);
+        memcpy(scs + row * Wd, (const float *)hsc->data + (q % hsc->cap) * Wd, sizeof(float) * (size_t)Wd);
+    }
+}
+
+/* Cut the state back to its first n positions (n_past - n <= DS4_CUT_SLACK): window rows and
+ * compressed rows are indexed by position, so only the compressor states need rebuilding. */
+static int ds4_state_truncate(mr_model *m, void *p, int n) {
+    ds4_model *M = m->priv;
+    ds4_state *s = p;
+    const int n_past = s->n_past;
+    if (n_past - n > DS4_CUT_SLACK) {
+        mr_set_error("deepseek4: a session can be cut back by at most %d positions (asked %d)", DS4_CUT_SLACK, n_past - n);
+        return -1;
+    }
+    for (int l = 0; l < s->n_layers; l++) {
+        ds4_lstate *ls = &s->l[l];
+        const int r = M->layers[l].ratio;
+        if (r > 0) ds4_comp_rebuild(r, n, &ls->hkv, &ls->hsc, ls->kvs, ls->scs);
+        if (r == 4) ds4_comp_rebuild(4, n, &ls->ihkv, &ls->ihsc, ls->ikvs, ls->iscs);
+    }
+    s->n_past = n;
+    return 0;
+}
+
 static void *ds4_state_new(mr_model *m, int n_ctx) {
     ds4_model *M = m->priv;
     ds4_state *s = calloc(1, sizeof *s);
@@ -347,8 +386,10 @@ static void *ds4_state_new(mr_model *m, int n_ctx) {
     for (int l = 0; l < M->L; l++) {
         ds4_lstate *ls = &s->l[l];
         const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
-        if (ds4_rows_init(&ls->raw, M->D, M->W, M->kv_f16)) goto oom;
+        if (ds4_rows_init(&ls->raw, M->D, M->W + DS4_CUT_SLACK, M->kv_f16)) goto oom;
         if (r > 0) {
+            if (ds4_rows_init(&ls->hkv, c * M->D, c * r + DS4_CUT_SLACK, 0) ||
+                ds4_rows_init(&ls->hsc, c * M->D, c * r + DS4_CUT_SLACK, 0)) goto oom;
             const int64_t cap = n_ctx / r + 1;
             if (ds4_rows_init(&ls->comp, M->D, cap, M->kv_f16)) goto oom;
             ls->kvs = malloc(sizeof(float) * (size_t)c * r * c * M->D);
@@ -356,6 +397,8 @@ static void *ds4_state_new(mr_model *m, int n_ctx) {
             if (!ls->kvs || !ls->scs) goto oom;
         }
         if (r == 4) {
+            if (ds4_rows_init(&ls->ihkv, 2 * M->Di, 8 + DS4_CUT_SLACK, 0) ||
+                ds4_rows_init(&ls->ihsc, 2 * M->Di, 8 + DS4_CUT_SLACK, 0)) goto oom;
             if (ds4_rows_init(&ls->icomp, M->Di, n_ctx / 4 + 1, M->kv_f16)) goto oom;
             ls->ikvs = malloc(sizeof(float) * 16 * (size_t)M->Di);
             ls->iscs = malloc(sizeof(float) * 16 * (size_t)M->Di);
@@ -377,5 +420,6 @@ const struct mr_arch mr_arch_deepseek4 = {
     .state_new = ds4_state_new,
     .state_free = ds4_state_free,
     .state_reset = ds4_state_reset,
+    .state_truncate = ds4_state_truncate,
     .eval = ds4_eval,
 };
