@@ -28,21 +28,9 @@ void mr_cli_unescape(char *s);
 /* "1,2,3" (also spaces, newlines, brackets) -> malloc'd non-negative ids; -1 on a malformed list. */
 int mr_cli_parse_ids(const char *s, int32_t **out, int *n);
 
-/* Sampler flags of run and chat: like mr_cli_approx_flag below (1 consumed, 0 not one, -1 error). */
-#define MR_CLI_SAMPLER_HELP \
-    "  --temp T           temperature (default 0.8; 0 = greedy)\n" \
-    "  --top-k K          keep the K most likely tokens (default 40; 0 = off)\n" \
-    "  --top-p P          keep the most likely tokens up to probability P (default 0.95; 1 = off)\n" \
-    "  --min-p P          drop tokens below P times the best one's probability (default 0.05; 0 = off)\n" \
-    "  --repeat-penalty R penalise the logits of the last N tokens by R (default 1 = off)\n" \
-    "  --repeat-last-n N  tokens the repeat penalty looks at (default 64)\n" \
-    "  --seed S           sampler seed (default 0x5eed)\n"
-int mr_cli_sampler_flag(int argc, char **argv, int *i, mr_sampler_params *sp);
-
-/* MoE approximation flags for commands that run a model (docs/APPROX.md): --moe-prune P, --moe-tau T,
- * --moe-skip T, --moe-approx "prune=P tau=T min=N rescale=l2 skip=T skip_abs=A". If argv[*i] is one
- * of them: consumes its value (++*i), updates *p and returns 1; 0 if it is not; -1 after printing
- * "error: ..." for a bad value. Apply with mr_model_set_approx after loading. */
+/* MoE approximation flags (docs/APPROX.md) for a parser without the option table (the server's,
+ * until it moves to MR_CLI_OPTS_APPROX): if argv[*i] is one of them, consumes its value (++*i),
+ * updates *p and returns 1; 0 if it is not; -1 after printing "error: ..." for a bad value. */
 #define MR_CLI_APPROX_HELP \
     "  --moe-prune P     MoE: drop the tail of the top-k experts beyond cumulative weight P (0-1)\n" \
     "  --moe-tau T       MoE: drop experts whose weight is below T * the largest (0-1)\n" \

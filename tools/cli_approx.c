@@ -7,17 +7,9 @@
 
 int mr_cli_approx_flag(int argc, char **argv, int *i, mr_approx_params *p) {
     const char *a = argv[*i];
-    const char *key = !strcmp(a, "--moe-prune") ? "prune" : !strcmp(a, "--moe-tau") ? "tau"
-                    : !strcmp(a, "--moe-skip") ? "skip" : !strcmp(a, "--moe-approx") ? "" : NULL;
-    if (!key) return 0;
+    if (strcmp(a, "--moe-prune") && strcmp(a, "--moe-tau") && strcmp(a, "--moe-skip") && strcmp(a, "--moe-approx")) return 0;
     if (*i + 1 >= argc) { fprintf(stderr, "error: %s needs a value\n", a); return -1; }
-    const char *v = argv[++*i];
-    char spec[256];
-    if (*key) snprintf(spec, sizeof spec, "%s=%s", key, v);
-    else snprintf(spec, sizeof spec, "%s", v);
-    if (*key && strpbrk(v, " ,\t")) { fprintf(stderr, "error: bad value '%s' for %s\n", v, a); return -1; }
-    if (mr_approx_parse(spec, p)) { fprintf(stderr, "error: %s %s: %s\n", a, v, mr_last_error()); return -1; }
-    return 1;
+    return mr_cli_opt_approx(a, argv[++*i], p) ? -1 : 1;
 }
 
 void mr_cli_approx_report(const mr_model *m, FILE *out) {

@@ -109,35 +109,6 @@ int mr_cli_parse_ids(const char *s, int32_t **out, int *n) {
     return 0;
 }
 
-int mr_cli_sampler_flag(int argc, char **argv, int *i, mr_sampler_params *sp) {
-    const char *a = argv[*i];
-    static const char *const names[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
-                                        "--repeat-last-n", "--seed"};
-    int which = -1;
-    for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++)
-        if (!strcmp(a, names[k])) which = k;
-    if (which < 0) return 0;
-    if (*i + 1 >= argc) { fprintf(stderr, "error: %s needs a value\n", a); return -1; }
-    const char *v = argv[++*i];
-    int bad = 0;
-    switch (which) {
-    case 0: bad = mr_cli_float(a, v, 0, MR_CLI_BIG, &sp->temperature); break;
-    case 1: bad = mr_cli_int(a, v, 0, 0x7fffffff, &sp->top_k); break;
-    case 2: bad = mr_cli_float(a, v, 0, 1, &sp->top_p); break;
-    case 3: bad = mr_cli_float(a, v, 0, 1, &sp->min_p); break;
-    case 4:
-        bad = mr_cli_float(a, v, 0, MR_CLI_BIG, &sp->repeat_penalty);
-        if (!bad && !(sp->repeat_penalty > 0)) {
-            fprintf(stderr, "error: bad value '%s' for %s (want a number > 0; 1 = off)\n", v, a);
-            bad = -1;
-        }
-        break;
-    case 5: bad = mr_cli_int(a, v, 0, 0x7fffffff, &sp->repeat_last_n); break;
-    default: bad = mr_cli_u64(a, v, &sp->seed); break;
-    }
-    return bad ? -1 : 1;
-}
-
 void mr_cli_unescape(char *s) {
     char *w = s;
     for (const char *p = s; *p; p++) {

@@ -5,7 +5,30 @@
 #include <stdio.h>
 #include <string.h>
 
+typedef struct { int lo, hi; } isa_range;
+
+static int opt_isa(const char *opt, const char *v, void *dst) {
+    isa_range *r = dst;
+    (void)opt;
+    if (!strcmp(v, "all")) {
+        r->lo = 0;
+        for (r->hi = 0; mr_kernel_isa_available(r->hi + 1);) r->hi++;
+        return 0;
+    }
+    int isa = mr_kernel_isa_from_name(v);
+    if (isa < 0) { fprintf(stderr, "error: unknown --isa '%s' (scalar|avx2|avx512|all)\n", v); return -1; }
+    if (!mr_kernel_isa_available(isa)) { fprintf(stderr, "error: this CPU cannot run %s kernels\n", v); return -1; }
+    r->lo = r->hi = isa;
+    return 0;
+}
+
+#define QC_OPTS(r) \
+    {.names = "--isa", .arg = "NAME", .help = "scalar, avx2, avx512 or all (default: the ISA in use)", .kind = MR_OPT_FN, \
+     .dst = (r), .fn = opt_isa}
+
 static void usage(FILE *f) {
+    isa_range r;
+    const mr_opt opts[] = {QC_OPTS(&r)};
     fprintf(f,
             "usage: moerun quant-check [--isa scalar|avx2|avx512|all] FILE.bin...\n\n"
             "Checks golden quant files (shared/golden/quants/TYPE.bin): the dequantized weights must\n"
@@ -16,39 +39,26 @@ static void usage(FILE *f) {
             "'all' checks every ISA this CPU can run. An ISA without a kernel for the type is\n"
             "checked with the scalar reference and marked 'scalar fallback'.\n",
             MR_QUANT_CHECK_Y_TOL);
+    mr_cli_print_opts(f, opts, MR_NOPTS(opts));
 }
 
+#define QC_MAX_FILES 256
+
 static int cmd_quant_check(int argc, char **argv) {
-    int isa_lo = mr_kernel_isa_current(), isa_hi = isa_lo, nfiles = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--isa")) {
-            if (i + 1 >= argc) { fprintf(stderr, "error: --isa needs a value\n"); return 1; }
-            const char *v = argv[++i];
-            if (!strcmp(v, "all")) {
-                isa_lo = 0;
-                for (isa_hi = 0; mr_kernel_isa_available(isa_hi + 1);) isa_hi++;
-            } else {
-                int isa = mr_kernel_isa_from_name(v);
-                if (isa < 0) { fprintf(stderr, "error: unknown --isa '%s' (scalar|avx2|avx512|all)\n", v); return 1; }
-                if (!mr_kernel_isa_available(isa)) { fprintf(stderr, "error: this CPU cannot run %s kernels\n", v); return 1; }
-                isa_lo = isa_hi = isa;
-            }
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "error: unknown option '%s' (see moerun quant-check --help)\n", argv[i]);
-            return 1;
-        } else {
-            nfiles++;
-        }
-    }
+    isa_range ir = {mr_kernel_isa_current(), mr_kernel_isa_current()};
+    const mr_opt opts[] = {QC_OPTS(&ir)};
+    const char *files[QC_MAX_FILES];
+    int nfiles = 0;
+    int pr_rc = mr_cli_parse("quant-check", opts, MR_NOPTS(opts), usage, argc, argv, files, QC_MAX_FILES, &nfiles);
+    if (pr_rc) return pr_rc > 0 ? 0 : 1;
+    const int isa_lo = ir.lo, isa_hi = ir.hi;
     if (!nfiles) { fprintf(stderr, "error: no golden file given (see moerun quant-check --help)\n"); return 1; }
 
     int failed = 0, errors = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--isa")) { i++; continue; }
+    for (int i = 0; i < nfiles; i++) {
         for (int isa = isa_lo; isa <= isa_hi; isa++) {
             mr_quant_check_result r;
-            if (mr_quant_check_file(argv[i], isa, &r) != 0) {
+            if (mr_quant_check_file(files[i], isa, &r) != 0) {
                 fprintf(stderr, "error: %s\n", mr_last_error());
                 errors++;
                 break;

@@ -25,7 +25,7 @@ static int cmp_cmd(const void *a, const void *b) {
 
 static void usage(FILE *f) {
     fprintf(f, "moerun %s: run Mixture-of-Experts GGUF models on CPUs\n\n"
-               "usage: moerun COMMAND [options]   (moerun COMMAND --help for details)\n\ncommands:\n",
+               "usage: moerun COMMAND [options]   (moerun help COMMAND or moerun COMMAND --help for details)\n\ncommands:\n",
             mr_version());
     qsort(cmds, (size_t)n_cmds, sizeof cmds[0], cmp_cmd);
     for (int i = 0; i < n_cmds; i++) fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].summary);
@@ -33,6 +33,15 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); fprintf(stderr, "error: no command given\n"); return 1; }
+    if (!strcmp(argv[1], "help") && argc > 2) { /* moerun help CMD = moerun CMD --help */
+        for (int i = 0; i < n_cmds; i++)
+            if (!strcmp(argv[2], cmds[i].name)) {
+                char *av[] = {argv[2], "--help", NULL};
+                return cmds[i].fn(2, av);
+            }
+        fprintf(stderr, "error: unknown command '%s' (see moerun --help)\n", argv[2]);
+        return 1;
+    }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version")) { printf("moerun %s\n", mr_version()); return 0; }
     for (int i = 0; i < n_cmds; i++)
