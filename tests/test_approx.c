@@ -136,6 +136,25 @@ static void test_prune_rescale(void) {
 
 /* ---- block-sparse product ---- */
 
+/* the products take activations converted by mr_mm_act_make (the engine converts once per expert) */
+static int sparse(mr_pool *pool, const void *W, int type, int64_t rows, int64_t cols, const float *H, int64_t nc,
+                  const uint8_t *act, int zg, float *Y) {
+    mr_mm_act a;
+    if (mr_mm_act_make(pool, &a, type, H, cols, nc, cols)) return -1;
+    int rc = mr_matmul_blocks(pool, W, type, rows, &a, act, zg, Y);
+    mr_mm_act_free(&a);
+    return rc;
+}
+
+static int rows_mm(mr_pool *pool, const void *W, int type, int64_t rows, int64_t cols, const float *X, int64_t nc,
+                   const uint8_t *act, float *U) {
+    mr_mm_act a;
+    if (mr_mm_act_make(pool, &a, type, X, cols, nc, cols)) return -1;
+    int rc = mr_matmul_rows_masked(pool, W, type, rows, &a, act, U);
+    mr_mm_act_free(&a);
+    return rc;
+}
+
 static void check_sparse_type(int type, mr_pool *pool, int *n_checked) {
     const mr_type_traits *t = mr_type_get(type);
     const int bs = t->block_size;
@@ -149,7 +168,7 @@ static void check_sparse_type(int type, mr_pool *pool, int *n_checked) {
     /* all active: bit for bit */
     memset(act, 1, (size_t)(nc * nb));
     CHECK(mr_matmul(pool, W, type, rows, cols, H, nc, Yd) == 0, "%s", mr_last_error());
-    CHECK(mr_matmul_blocks(pool, W, type, rows, cols, H, nc, act, 0, Ys) == 0, "%s: %s", t->name, mr_last_error());
+    CHECK(sparse(pool, W, type, rows, cols, H, nc, act, 0, Ys) == 0, "%s: %s", t->name, mr_last_error());
     CHECK(!memcmp(Yd, Ys, sizeof(float) * rows * nc), "%s %s: all blocks active differs from mr_matmul", t->name,
           mr_isa_name(mr_isa()));
     /* random masks (column 0 all off, column 1 one block): dense product of the zeroed activations */
@@ -162,7 +181,7 @@ static void check_sparse_type(int type, mr_pool *pool, int *n_checked) {
     CHECK(mr_matmul(pool, W, type, rows, cols, H0, nc, Yd) == 0, "%s", mr_last_error());
     for (int zg = 0; zg < 2; zg++) {
     /* zero_gaps = 0: H itself (the inactive blocks must not be read); 1: H0 (gaps may be computed) */
-    CHECK(mr_matmul_blocks(pool, W, type, rows, cols, zg ? H0 : H, nc, act, zg, Ys) == 0, "%s", mr_last_error());
+    CHECK(sparse(pool, W, type, rows, cols, zg ? H0 : H, nc, act, zg, Ys) == 0, "%s", mr_last_error());
     double worst = 0;
     for (int64_t r = 0; r < rows; r++) {
         t->to_float(W + r * wrow, wf, cols);
@@ -199,7 +218,7 @@ static void check_rows_type(int type, mr_pool *pool, int *n_checked) {
     for (int pass = 0; pass < 2; pass++) {
         const int64_t n = pass ? 1 : nc; /* a batch, and a single column (decode) */
         for (int64_t i = 0; i < rows * n; i++) Yr[i] = NAN;
-        CHECK(mr_matmul_rows_masked(pool, W, type, rows, cols, X, n, act, Yr) == 0, "%s: %s", t->name, mr_last_error());
+        CHECK(rows_mm(pool, W, type, rows, cols, X, n, act, Yr) == 0, "%s: %s", t->name, mr_last_error());
         int bad = 0;
         for (int64_t i = 0; i < rows * n; i++) bad += act[i] ? memcmp(&Yr[i], &Yd[i], sizeof(float)) != 0 : Yr[i] != 0.0f;
         CHECK(bad == 0, "%s %s ncols %lld: %d values differ from mr_matmul (or are not 0 where inactive)", t->name,
@@ -229,7 +248,7 @@ static void test_sparse_matmul(void) {
     float y[4];
     uint8_t w[64] = {0}, a[2] = {1, 1};
     float h[64] = {0};
-    CHECK(mr_matmul_blocks(NULL, w, MR_TYPE_Q4_0, 1, 48, h, 1, a, 0, y) == -1, "48 values accepted as q4_0");
+    CHECK(sparse(NULL, w, MR_TYPE_Q4_0, 1, 48, h, 1, a, 0, y) == -1, "48 values accepted as q4_0");
     mr_pool_free(pool);
 }
 

@@ -339,7 +339,7 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
             if (mr_moe_route(&L->moe, rl, NULL, NULL, n, sel, w)) goto done;
             MR_PROF_END(tm, "moe_route");
             MR_PROF_BEGIN(te);
-            if (mr_moe_experts(m, il, &L->moe, h, n, sel, w, o)) goto done;
+            if (mr_moe_experts(m, il, &L->moe, h, n, sel, w, NULL, 0, o)) goto done;
             MR_PROF_END(te, "moe_experts");
         }
         mr_model_dump(m, "ffn_out", il, o, d, n);

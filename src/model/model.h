@@ -57,6 +57,7 @@ struct mr_model {
     int n_vocab, n_embd, n_layer, n_ctx_train;
     void *priv;                 /* arch-private */
     struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); NULL until mr_model_set_approx */
+    const struct mr_moe_remote *moe_remote; /* experts computed elsewhere (moe.h); NULL: all local */
     int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
     /* repacked copies (quant/repack.h), one per tensor, made by mr_model_weight / init_pager */
     int no_repack;              /* MOERUN_NO_REPACK set at load */

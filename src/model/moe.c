@@ -1,4 +1,4 @@
-/* Routed mixture of experts: routing and grouped expert products (see moe.h). */
+/* Routed mixture of experts: routing and the expert engine (see moe.h). */
 #include "model/moe.h"
 #include "model/moe_approx.h"
 #include "model/ops.h"
@@ -58,200 +58,65 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
     return 0;
 }
 
-int mr_moe_prefetch(mr_model *m, int layer, const mr_moe_cfg *c, const int32_t *sel, int n) {
-    if (!m->pager) { mr_set_error("moe: layer %d has no routed experts (pager not initialised)", layer); return -1; }
-    const int E = c->n_expert;
-    unsigned char *used = calloc((size_t)E + 1, 1);
-    int *ids = malloc(sizeof(int) * ((size_t)E + 1));
-    int n_ids = 0, rc = -1;
-    if (!used || !ids) { mr_set_error("moe: out of memory"); goto out; }
-    for (int i = 0; i < n * c->n_used; i++) {
-        if (sel[i] < 0 || sel[i] >= E) { mr_set_error("moe: expert id %d out of range", sel[i]); goto out; }
-        used[sel[i]] = 1;
-    }
-    for (int e = 0; e < E; e++) if (used[e]) ids[n_ids++] = e; /* ascending, as mr_moe_experts lists them */
-    rc = mr_pager_prefetch(m->pager, layer, ids, n_ids);
-out:
-    free(used); free(ids);
-    return rc;
-}
+/* ---- the expert engine ---- */
 
-/* All experts of the batch at once (no paging), in two pool dispatches:
- *   1. gate + up + activation, fused: the input is converted once (a token's converted row is
- *      copied to each expert that takes it, which equals converting the gathered floats); every
- *      expert's F rows are cut in chunks, and a chunk computes its rows of gate and up for the
- *      expert's tokens (quant/matmul.h: mr_mm_rows) and applies the clamp, SwiGLU and the
- *      weight-before-down to those rows right away;
- *   2. the down products of every expert (their activations converted once each).
- * Work rows are in `list` order (grouped by expert). Every number is the one the per-expert loop
- * computes (same kernels and columns, same element operations), so the logits are bit-identical. */
+/* One expert of the plan; work rows [start, start + cnt) of the engine's buffers are its slots. */
 typedef struct {
-    const void *pg, *pu, *pd;
-    int cnt, start;
-    mr_mm_act ax;          /* gathered input (n > 1) */
-    mr_mm_act ah;          /* activation rows converted for the down product */
+    int e, cnt, start;
+    int remote;                 /* computed by m->moe_remote */
+    int sparse_down;            /* row skipping: the down product skips the inactive blocks */
+    const void *pg, *pu, *pd;   /* its matrices (local experts, once the pager served them) */
+    mr_mm_act ag, au;           /* its tokens' inputs for the gate / up partner, gathered (n > 1) */
+    mr_mm_act ah;               /* its activations h, converted for the down product */
 } moe_xp;
 
+/* The plan of one layer and batch, with the engine's buffers. Slot s = t*K + j is token t's j-th
+ * expert. The kept slots (all, unless pruning drops some: keep[s] = 0) are grouped by expert in
+ * ascending id: work row r holds slot list[r] (token tok_of[r], weight wrow[r]); row_of[s] is the
+ * inverse (-1: dropped). */
 typedef struct {
+    mr_model *m;
+    const mr_moe_cfg *c;
+    const mr_approx_params *ap;    /* this eval's approximations, NULL when exact */
+    int layer, n, K, E, rows, n_xp;
+    int skip;                      /* row masks (gate-first SwiGLU row skipping) */
+    int tg, tu, td, has_gate;      /* weight types */
+    const mr_repacked *rg, *ru, *rd; /* the model's repacked copies of resident experts (NULL: none / paged) */
+    int64_t d, F, dblk, nb;        /* dblk: the down type's block along F; nb = F / dblk */
     moe_xp *xp;
-    const mr_mm_act *ax_all;
-    const mr_moe_cfg *c;
-    const mr_repacked *rg, *ru;   /* repacked copies of the resident experts (or NULL) */
-    int has_gate, tg, tu, td, K, n;
-    int64_t d, F;
-    const int *list;
-    const float *w;
-    float *g, *u;
-    long *task, *crow;
-    int err;
-} moe_batch_job;
-
-static void moe_gather_task(void *arg, long i) {
-    moe_batch_job *j = arg;
-    moe_xp *x = &j->xp[i];
-    int idx[256], *ip = x->cnt <= 256 ? idx : malloc(sizeof(int) * (size_t)x->cnt);
-    if (!ip) { j->err = 1; return; }
-    for (int r = 0; r < x->cnt; r++) ip[r] = j->list[x->start + r] / j->K; /* the slot's token */
-    if (mr_mm_act_alloc(&x->ax, j->ax_all->vdtype, j->d, x->cnt, 1)) j->err = 1;
-    else mr_mm_act_gather(&x->ax, j->ax_all, ip, x->cnt);
-    if (ip != idx) free(ip);
-}
-
-static void moe_gate_up_task(void *arg, long i) {
-    moe_batch_job *j = arg;
-    moe_xp *x = &j->xp[j->task[i] >> 32];
-    const long ch = j->task[i] & 0xffffffffL, crow = j->crow[j->task[i] >> 32];
-    const int64_t F = j->F, r0 = (int64_t)ch * crow, r1 = r0 + crow < F ? r0 + crow : F;
-    const mr_mm_act *a = j->n > 1 ? &x->ax : j->ax_all;
-    float *g = j->g + (int64_t)x->start * F, *u = j->u + (int64_t)x->start * F;
-    if (mr_mm_rows(a, j->tu, x->pu, j->ru, r0, r1, u, F) ||
-        (j->has_gate && mr_mm_rows(a, j->tg, x->pg, j->rg, r0, r1, g, F))) {
-        j->err = 1;
-        return;
-    }
-    for (int r = 0; r < x->cnt; r++)
-        mr_swiglu(u + (int64_t)r * F + r0, j->has_gate ? g + (int64_t)r * F + r0 : NULL, u + (int64_t)r * F + r0, r1 - r0,
-                  j->c->clamp, j->c->weight_before_down ? j->w[j->list[x->start + r]] : 1.0f);
-}
-
-static void moe_down_act_task(void *arg, long i) {
-    moe_batch_job *j = arg;
-    moe_xp *x = &j->xp[i];
-    if (mr_mm_act_make(NULL, &x->ah, j->td, j->u + (int64_t)x->start * j->F, j->F, x->cnt, j->F)) j->err = 1;
-}
-
-/* the weighted sum of tokens [8 ch, 8 ch + 8) (tokens are independent) */
-typedef struct {
-    const mr_moe_cfg *c;
-    const float *y, *w;
-    const int *row_of;
+    int *xidx;                     /* [E] expert id -> index in xp */
+    int *list, *row_of, *tok_of;
+    uint8_t *keep;
+    float *wk;                     /* [n*K] weights used (pruning rescales the kept ones) */
+    float *wrow;                   /* [rows] */
+    float *g, *u, *y;              /* [rows][F] gate, [rows][F] up then h, [rows][d] expert outputs */
+    uint8_t *act, *bact;           /* row skipping: [rows][F] row masks, [rows][nb] down block masks */
+    mr_mm_act ax_g, ax_u;          /* the batch input converted for the gate / up partner */
+    const mr_mm_act *in_g, *in_u;  /* in_u is &ax_g when both have the same partner */
+    long *crow, *task;             /* gate/up dispatch: rows per chunk (per expert), expert << 32 | chunk */
+    const int *xs;                 /* gather / down conversion: the experts of the dispatch */
     float *out;
-    int64_t d;
-    int K, n;
-} moe_sum_job;
+    int stage;                     /* MOE_FUSED: gate + up + SwiGLU; MOE_GATE, MOE_UP: one product */
+    int err;
+    mr_approx_stats st;
+} moe_plan;
 
-static void moe_sum_chunk(void *arg, long ch) {
-    const moe_sum_job *j = arg;
-    const int64_t d = j->d;
-    for (int t = (int)ch * 8; t < j->n && t < (int)ch * 8 + 8; t++) {
-        float *o = j->out + (int64_t)t * d;
-        for (int k = 0; k < j->K; k++) {
-            const int i = t * j->K + k;
-            const float *src = j->y + (int64_t)j->row_of[i] * d;
-            const float wr = j->w[i];
-            if (k == 0) {
-                if (j->c->weight_before_down) memcpy(o, src, sizeof(float) * (size_t)d);
-                else for (int64_t e = 0; e < d; e++) o[e] = src[e] * wr;
-            } else if (j->c->weight_before_down) mr_add(o, o, src, d);
-            else for (int64_t e = 0; e < d; e++) o[e] = o[e] + src[e] * wr;
-        }
-    }
+enum { MOE_FUSED, MOE_GATE, MOE_UP };
+
+static void moe_plan_free(moe_plan *P) {
+    if (P->xp)
+        for (int i = 0; i < P->n_xp; i++) { mr_mm_act_free(&P->xp[i].ag); mr_mm_act_free(&P->xp[i].au); mr_mm_act_free(&P->xp[i].ah); }
+    mr_mm_act_free(&P->ax_g);
+    mr_mm_act_free(&P->ax_u);
+    free(P->xp); free(P->xidx); free(P->list); free(P->row_of); free(P->tok_of); free(P->keep); free(P->wk); free(P->wrow);
+    free(P->g); free(P->u); free(P->y); free(P->act); free(P->bact); free(P->crow);
 }
 
-static int moe_experts_batched(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const float *w,
-                               const int *ids, int n_ids, const int *count, const int *start, const int *list,
-                               const mr_gguf_tensor *tg, const mr_gguf_tensor *tu, const mr_gguf_tensor *td,
-                               float *out) {
-    const int K = c->n_used, nth = mr_pool_size(m->pool);
-    const int64_t d = tu->ne[0], F = tu->ne[1], rows = (int64_t)n * K;
-    int rc = -1;
-    float *g = malloc(sizeof(float) * (size_t)(rows * F));
-    float *u = malloc(sizeof(float) * (size_t)(rows * F));
-    float *y = malloc(sizeof(float) * (size_t)(rows * d));
-    moe_xp *xp = calloc((size_t)n_ids, sizeof *xp);
-    long *crow = malloc(sizeof(long) * (size_t)n_ids);
-    long *task = NULL;
-    mr_mm_part *parts = malloc(sizeof(mr_mm_part) * (size_t)n_ids);
-    int *row_of = malloc(sizeof(int) * (size_t)rows);
-    mr_mm_act ax = {0};
-    if (!g || !u || !y || !xp || !crow || !parts || !row_of) goto oom;
-    for (int ii = 0; ii < n_ids; ii++) {
-        const void *ptr[MR_PAGER_MATS];
-        if (mr_pager_get(m->pager, layer, ids[ii], ptr)) goto done;
-        xp[ii] = (moe_xp){.pg = ptr[MR_PAGER_GATE], .pu = ptr[MR_PAGER_UP], .pd = ptr[MR_PAGER_DOWN],
-                          .cnt = count[ids[ii]], .start = start[ids[ii]]};
-    }
-    const mr_repacked *rd = mr_model_expert_rp(m, layer, MR_PAGER_DOWN);
-    moe_batch_job j = {.xp = xp, .ax_all = &ax, .c = c, .rg = mr_model_expert_rp(m, layer, MR_PAGER_GATE),
-                       .ru = mr_model_expert_rp(m, layer, MR_PAGER_UP), .has_gate = tg != NULL, .tg = tg ? tg->type : -1,
-                       .tu = tu->type, .td = td->type, .K = K, .n = n, .d = d, .F = F, .list = list, .w = w,
-                       .g = g, .u = u, .crow = crow};
-    MR_PROF_BEGIN(t_gather);
-    if (mr_mm_act_make(m->pool, &ax, tu->type, x, d, n, d)) goto done;
-    if (n > 1) {
-        mr_pool_run_chunks(m->pool, moe_gather_task, &j, n_ids);
-        if (j.err) goto oom;
-    }
-    MR_PROF_END(t_gather, "moe_experts/convert+gather");
-    MR_PROF_BEGIN(t_gu);
-    {
-        const size_t wr = mr_row_size(tu->type, d) + (tg ? mr_row_size(tg->type, d) : 0);
-        const size_t total = wr * (size_t)F * (size_t)n_ids;
-        const long gr = mr_mm_group_rows(j.ru, tu->type, d);
-        long ntask = 0;
-        for (int ii = 0; ii < n_ids; ii++) {
-            crow[ii] = mr_mm_chunk_rows(F, wr, xp[ii].cnt, total, nth);
-            crow[ii] = (crow[ii] + gr - 1) / gr * gr; /* whole repacked groups */
-            ntask += (long)((F + crow[ii] - 1) / crow[ii]);
-        }
-        if (!(task = malloc(sizeof(long) * (size_t)ntask))) goto oom;
-        long i = 0;
-        for (int ii = 0; ii < n_ids; ii++)
-            for (long ch = 0; ch * crow[ii] < F; ch++) task[i++] = (long)ii << 32 | ch;
-        j.task = task;
-        mr_pool_run_chunks(m->pool, moe_gate_up_task, &j, ntask);
-        if (j.err) { mr_set_error("moe: no expert product for these weight types"); goto done; }
-    }
-    MR_PROF_END(t_gu, "moe_experts/gate+up+act");
-    MR_PROF_BEGIN(t_down);
-    mr_pool_run_chunks(n > 1 ? m->pool : NULL, moe_down_act_task, &j, n_ids);
-    if (j.err) goto oom;
-    for (int ii = 0; ii < n_ids; ii++)
-        parts[ii] = (mr_mm_part){xp[ii].pd, td->type, d, &xp[ii].ah, y + (int64_t)xp[ii].start * d, d, rd};
-    if (mr_matmul_parts(m->pool, parts, n_ids)) goto done;
-    MR_PROF_END(t_down, "moe_experts/down");
-    MR_PROF_BEGIN(t_sum);
-    /* out_t = its slots' outputs (times the weight) added in slot order; row_of[t*K + j] = work row */
-    for (int64_t r = 0; r < rows; r++) row_of[list[r]] = (int)r;
-    moe_sum_job sj = {c, y, w, row_of, out, d, K, n};
-    mr_pool_run_chunks(n > 1 ? m->pool : NULL, moe_sum_chunk, &sj, (n + 7) / 8);
-    MR_PROF_END(t_sum, "moe_experts/weighted_sum");
-    rc = 0;
-    goto done;
-oom:
-    mr_set_error("moe: out of memory");
-done:
-    if (xp)
-        for (int ii = 0; ii < n_ids; ii++) { mr_mm_act_free(&xp[ii].ax); mr_mm_act_free(&xp[ii].ah); }
-    mr_mm_act_free(&ax);
-    free(g); free(u); free(y); free(xp); free(crow); free(task); free(parts); free(row_of);
-    return rc;
-}
-
-int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
-                   const int32_t *sel, const float *w, float *out) {
-    if (mr_moe_approx_on(m)) return mr_moe_experts_approx(m, layer, c, x, n, sel, w, out); /* moe_approx.h */
-    const int E = c->n_expert, K = c->n_used;
+/* routing result -> plan: pruning's keep-mask, the slots grouped by expert, remote experts marked */
+static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *c, int n, const int32_t *sel,
+                         const float *w) {
+    memset(P, 0, sizeof *P);
+    P->m = m; P->c = c; P->layer = layer; P->n = n; P->K = c->n_used; P->E = c->n_expert;
     if (!m->pager || !m->exp_layers || layer < 0 || layer >= m->n_layer) {
         mr_set_error("moe: layer %d has no routed experts (pager not initialised)", layer);
         return -1;
@@ -259,67 +124,327 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     const mr_pager_layer *pl = &m->exp_layers[layer];
     const mr_gguf_tensor *tg = pl->mat[MR_PAGER_GATE], *tu = pl->mat[MR_PAGER_UP], *td = pl->mat[MR_PAGER_DOWN];
     if (!tu || !td) { mr_set_error("moe: layer %d lacks ffn_up_exps / ffn_down_exps", layer); return -1; }
-    const int64_t d = tu->ne[0], F = tu->ne[1];
-    int rc = -1, prefetched = 0;
+    P->has_gate = tg != NULL;
+    P->tg = tg ? tg->type : -1; P->tu = tu->type; P->td = td->type;
+    P->d = tu->ne[0]; P->F = tu->ne[1];
+    P->rg = mr_model_expert_rp(m, layer, MR_PAGER_GATE);
+    P->ru = mr_model_expert_rp(m, layer, MR_PAGER_UP);
+    P->rd = mr_model_expert_rp(m, layer, MR_PAGER_DOWN);
+    P->ap = mr_moe_approx_on(m) ? &m->approx->cur : NULL;
+    P->skip = P->ap && mr_approx_skip_on(P->ap) && P->has_gate;
+    const int K = P->K, E = P->E, nk = n * K;
+    const int64_t F = P->F, d = P->d;
+    if (P->skip) {
+        const mr_type_traits *dt = mr_type_get(P->td);
+        P->dblk = dt ? dt->block_size : 0;
+        if (!P->dblk || F % P->dblk) { mr_set_error("moe: n_ff %lld is not a multiple of the down block size", (long long)F); return -1; }
+        P->nb = F / P->dblk;
+    }
     int *count = calloc((size_t)E + 1, sizeof(int));
-    int *start = calloc((size_t)E + 1, sizeof(int));
-    int *ids = calloc((size_t)E + 1, sizeof(int));
-    int *list = malloc(sizeof(int) * (size_t)n * K);        /* (t*K + j) grouped by expert */
-    float *xs = malloc(sizeof(float) * (size_t)n * d);       /* gathered inputs of one expert */
-    float *g = malloc(sizeof(float) * (size_t)n * F);
-    float *u = malloc(sizeof(float) * (size_t)n * F);
-    float *y = malloc(sizeof(float) * (size_t)n * d);
-    float *slots = malloc(sizeof(float) * (size_t)n * K * d); /* per (token, slot) expert output */
-    if (!count || !start || !ids || !list || !xs || !g || !u || !y || !slots) { mr_set_error("moe: out of memory"); goto done; }
-
-    for (int i = 0; i < n * K; i++) {
-        if (sel[i] < 0 || sel[i] >= E) { mr_set_error("moe: expert id %d out of range", sel[i]); goto done; }
-        count[sel[i]]++;
-    }
-    int n_ids = 0;
-    for (int e = 0; e < E; e++) { start[e + 1] = start[e] + count[e]; if (count[e]) ids[n_ids++] = e; }
-    memset(count, 0, sizeof(int) * (size_t)E);
-    for (int i = 0; i < n * K; i++) list[start[sel[i]] + count[sel[i]]++] = i;
-
-    if (mr_pager_prefetch(m->pager, layer, ids, n_ids)) goto done;
-    prefetched = 1;
-    if (!mr_pager_paging(m->pager) && (!tg || mr_mm_partner(tg->type) == mr_mm_partner(tu->type))) {
-        /* every expert is in the mmap: all gate/up products in one dispatch, then all down products */
-        if (moe_experts_batched(m, layer, c, x, n, w, ids, n_ids, count, start, list, tg, tu, td, out)) goto done;
-        rc = 0;
-        goto done;
-    }
-    for (int ii = 0; ii < n_ids; ii++) {
-        /* experts in the pager's order: resident ones first, so compute overlaps the reads of the rest
-         * (the result does not depend on the order: outputs are summed per token in slot order below) */
-        int e;
-        const void *ptr[MR_PAGER_MATS];
-        if (mr_pager_next(m->pager, layer, &e, ptr)) goto done;
-        const int cnt = count[e];
-        const int *li = list + start[e];
-        for (int r = 0; r < cnt; r++) memcpy(xs + (int64_t)r * d, x + (int64_t)(li[r] / K) * d, sizeof(float) * (size_t)d);
-        if (mr_matmul(m->pool, ptr[MR_PAGER_UP], tu->type, F, d, xs, cnt, u)) goto done;
-        if (tg && mr_matmul(m->pool, ptr[MR_PAGER_GATE], tg->type, F, d, xs, cnt, g)) goto done;
-        for (int r = 0; r < cnt; r++)
-            mr_swiglu(u + (int64_t)r * F, tg ? g + (int64_t)r * F : NULL, u + (int64_t)r * F, F, c->clamp,
-                      c->weight_before_down ? w[li[r]] : 1.0f);
-        if (mr_matmul(m->pool, ptr[MR_PAGER_DOWN], td->type, d, F, u, cnt, y)) goto done;
-        for (int r = 0; r < cnt; r++) {
-            float *dst = slots + (int64_t)li[r] * d;
-            const float *src = y + (int64_t)r * d;
-            if (c->weight_before_down) memcpy(dst, src, sizeof(float) * (size_t)d);
-            else { const float wr = w[li[r]]; for (int64_t i = 0; i < d; i++) dst[i] = src[i] * wr; }
+    P->xidx = malloc(sizeof(int) * ((size_t)E + 1));
+    P->list = malloc(sizeof(int) * (size_t)nk); P->row_of = malloc(sizeof(int) * (size_t)nk);
+    P->tok_of = malloc(sizeof(int) * (size_t)nk); P->keep = malloc((size_t)nk);
+    P->wk = malloc(sizeof(float) * (size_t)nk); P->wrow = malloc(sizeof(float) * (size_t)nk);
+    if (!count || !P->xidx || !P->list || !P->row_of || !P->tok_of || !P->keep || !P->wk || !P->wrow) goto oom;
+    for (int s = 0; s < nk; s++)
+        if (sel[s] < 0 || sel[s] >= E) { mr_set_error("moe: expert id %d out of range", sel[s]); free(count); return -1; }
+    if (P->ap) {
+        int kint[K > 0 ? K : 1];
+        for (int t = 0; t < n; t++) {
+            P->st.experts_kept += (uint64_t)mr_approx_prune(P->ap, K, w + (int64_t)t * K, kint, P->wk + (int64_t)t * K);
+            for (int j = 0; j < K; j++) P->keep[t * K + j] = (uint8_t)kint[j];
         }
-        mr_pager_done(m->pager, layer, e); /* its slot may now take another expert of the batch */
+        P->st.token_layers = (uint64_t)n;
+        P->st.experts_routed = (uint64_t)nk;
+    } else {
+        memset(P->keep, 1, (size_t)nk);
+        memcpy(P->wk, w, sizeof(float) * (size_t)nk);
     }
-    for (int t = 0; t < n; t++) {
-        float *o = out + (int64_t)t * d;
-        memcpy(o, slots + (int64_t)t * K * d, sizeof(float) * (size_t)d);
-        for (int j = 1; j < K; j++) mr_add(o, o, slots + ((int64_t)t * K + j) * d, d);
+    for (int s = 0; s < nk; s++) if (P->keep[s]) count[sel[s]]++;
+    for (int e = 0; e < E; e++) if (count[e]) P->n_xp++;
+    P->xp = calloc((size_t)P->n_xp + 1, sizeof(moe_xp));
+    P->crow = malloc(sizeof(long) * ((size_t)P->n_xp + 1));
+    if (!P->xp || !P->crow) goto oom;
+    for (int e = 0, i = 0, r = 0; e < E; e++) {
+        P->xidx[e] = -1;
+        if (!count[e]) continue;
+        P->xidx[e] = i;
+        P->xp[i] = (moe_xp){.e = e, .cnt = count[e], .start = r};
+        if (m->moe_remote) P->xp[i].remote = m->moe_remote->owns(m->moe_remote->ctx, layer, e) != 0;
+        r += count[e];
+        count[e] = 0;
+        i++;
     }
+    for (int s = 0; s < nk; s++) {
+        P->row_of[s] = -1;
+        if (!P->keep[s]) continue;
+        const moe_xp *x = &P->xp[P->xidx[sel[s]]];
+        const int r = x->start + count[sel[s]]++;
+        P->list[r] = s; P->row_of[s] = r; P->tok_of[r] = s / K; P->wrow[r] = P->wk[s];
+        P->rows++;
+    }
+    free(count);
+    count = NULL;
+    const int64_t rows = P->rows > 0 ? P->rows : 1;
+    P->u = malloc(sizeof(float) * (size_t)(rows * F));
+    P->y = malloc(sizeof(float) * (size_t)(rows * d));
+    if (P->has_gate && !(P->g = malloc(sizeof(float) * (size_t)(rows * F)))) goto oom;
+    if (P->skip && (!(P->act = malloc((size_t)(rows * F))) || !(P->bact = malloc((size_t)(rows * P->nb))))) goto oom;
+    if (!P->u || !P->y) goto oom;
+    return 0;
+oom:
+    free(count);
+    mr_set_error("moe: out of memory");
+    return -1;
+}
+
+/* the batch input of expert x for the gate / up product */
+static const mr_mm_act *moe_in_g(const moe_plan *P, const moe_xp *x) { return P->n > 1 ? &x->ag : P->in_g; }
+static const mr_mm_act *moe_in_u(const moe_plan *P, const moe_xp *x) {
+    return P->n > 1 ? (P->in_u == P->in_g ? &x->ag : &x->au) : P->in_u;
+}
+
+/* Gather: an expert's tokens' converted rows copied from the batch input (which equals converting
+ * the gathered floats); a single token uses the batch input as it is. */
+static void moe_gather_task(void *arg, long i) {
+    moe_plan *P = arg;
+    moe_xp *x = &P->xp[P->xs[i]];
+    const int *tok = P->tok_of + x->start;
+    if (mr_mm_act_alloc(&x->ag, P->in_g->vdtype, P->d, x->cnt, 1)) { P->err = 1; return; }
+    mr_mm_act_gather(&x->ag, P->in_g, tok, x->cnt);
+    if (P->in_u != P->in_g) {
+        if (mr_mm_act_alloc(&x->au, P->in_u->vdtype, P->d, x->cnt, 1)) { P->err = 1; return; }
+        mr_mm_act_gather(&x->au, P->in_u, tok, x->cnt);
+    }
+}
+
+static int moe_gather(moe_plan *P, const int *xs, int nx) {
+    if (P->n == 1) return 0;
+    P->xs = xs;
+    mr_pool_run_chunks(nx > 1 ? P->m->pool : NULL, moe_gather_task, P, nx);
+    if (P->err) { mr_set_error("moe: out of memory"); return -1; }
+    return 0;
+}
+
+/* Gate and up rows r0..r1 of one expert for all its tokens (P->stage says which), then (MOE_FUSED)
+ * the SwiGLU of those rows with the clamp and the weight before the down product. */
+static void moe_gate_up_task(void *arg, long i) {
+    moe_plan *P = arg;
+    const long xi = P->task[i] >> 32, ch = P->task[i] & 0xffffffffL, crow = P->crow[xi];
+    const moe_xp *x = &P->xp[xi];
+    const int64_t F = P->F, r0 = (int64_t)ch * crow, r1 = r0 + crow < F ? r0 + crow : F;
+    float *g = P->has_gate ? P->g + (int64_t)x->start * F : NULL, *u = P->u + (int64_t)x->start * F;
+    if ((P->stage != MOE_GATE && mr_mm_rows(moe_in_u(P, x), P->tu, x->pu, P->ru, r0, r1, u, F)) ||
+        (P->stage != MOE_UP && g && mr_mm_rows(moe_in_g(P, x), P->tg, x->pg, P->rg, r0, r1, g, F))) {
+        P->err = 1;
+        return;
+    }
+    if (P->stage != MOE_FUSED) return;
+    for (int r = 0; r < x->cnt; r++)
+        mr_swiglu(u + (int64_t)r * F + r0, g ? g + (int64_t)r * F + r0 : NULL, u + (int64_t)r * F + r0, r1 - r0,
+                  P->c->clamp, P->c->weight_before_down ? P->wrow[x->start + r] : 1.0f);
+}
+
+/* One dispatch over row chunks of the experts xs[nx]. Chunks hold whole groups when a matrix is
+ * repacked (repack.h), so every chunk runs the repacked kernel on all its rows. */
+static int moe_gate_up(moe_plan *P, const int *xs, int nx, int stage) {
+    const int64_t F = P->F, d = P->d;
+    const int gate = P->has_gate && stage != MOE_UP, up = stage != MOE_GATE;
+    const size_t wr = (up ? mr_row_size(P->tu, d) : 0) + (gate ? mr_row_size(P->tg, d) : 0);
+    const long gu = up ? mr_mm_group_rows(P->ru, P->tu, d) : 1, gg = gate ? mr_mm_group_rows(P->rg, P->tg, d) : 1;
+    const long grp = gu > gg ? gu : gg;
+    const size_t total = wr * (size_t)F * (size_t)nx;
+    long ntask = 0;
+    for (int k = 0; k < nx; k++) {
+        long cr = mr_mm_chunk_rows(F, wr, P->xp[xs[k]].cnt, total, mr_pool_size(P->m->pool));
+        cr = (cr + grp - 1) / grp * grp;
+        P->crow[xs[k]] = cr;
+        ntask += (long)((F + cr - 1) / cr);
+    }
+    long *task = malloc(sizeof(long) * (size_t)(ntask > 0 ? ntask : 1));
+    if (!task) { mr_set_error("moe: out of memory"); return -1; }
+    for (long k = 0, i = 0; k < nx; k++)
+        for (long ch = 0; ch * P->crow[xs[k]] < F; ch++) task[i++] = (long)xs[k] << 32 | ch;
+    P->task = task;
+    P->stage = stage;
+    mr_pool_run_chunks(P->m->pool, moe_gate_up_task, P, ntask);
+    P->task = NULL;
+    free(task);
+    if (P->err) { mr_set_error("moe: no expert product for these weight types"); return -1; }
+    return 0;
+}
+
+static void moe_down_act_task(void *arg, long i) {
+    moe_plan *P = arg;
+    moe_xp *x = &P->xp[P->xs[i]];
+    if (mr_mm_act_make(NULL, &x->ah, P->td, P->u + (int64_t)x->start * P->F, P->F, x->cnt, P->F)) P->err = 1;
+}
+
+/* The down products of the experts xs[nx] (their h converted once each) and the extra products, in
+ * one dispatch; an expert whose rows were skipped by blocks goes through the sparse product. */
+static int moe_down(moe_plan *P, const int *xs, int nx, const mr_moe_extra *extra, int n_extra) {
+    mr_pool *pool = P->m->pool;
+    const int64_t d = P->d;
+    int rc = -1, np = 0;
+    mr_mm_act *eact = calloc((size_t)n_extra + 1, sizeof(mr_mm_act));
+    mr_mm_part *parts = malloc(sizeof(mr_mm_part) * ((size_t)nx + (size_t)n_extra + 1));
+    if (!eact || !parts) { mr_set_error("moe: out of memory"); goto done; }
+    if (nx == 1) { /* one expert: its columns converted over the pool */
+        moe_xp *x = &P->xp[xs[0]];
+        if (mr_mm_act_make(pool, &x->ah, P->td, P->u + (int64_t)x->start * P->F, P->F, x->cnt, P->F)) goto done;
+    } else if (nx > 1) {
+        P->xs = xs;
+        mr_pool_run_chunks(P->n > 1 ? pool : NULL, moe_down_act_task, P, nx);
+        if (P->err) { mr_set_error("moe: out of memory"); goto done; }
+    }
+    for (int k = 0; k < nx; k++) {
+        moe_xp *x = &P->xp[xs[k]];
+        float *y = P->y + (int64_t)x->start * d;
+        if (x->sparse_down) {
+            if (mr_matmul_blocks(pool, x->pd, P->td, d, &x->ah, P->bact + (int64_t)x->start * P->nb, 1, y)) goto done;
+        } else parts[np++] = (mr_mm_part){x->pd, P->td, d, &x->ah, y, d, P->rd};
+    }
+    for (int k = 0; k < n_extra; k++) {
+        const mr_weight *w = extra[k].w;
+        if (mr_mm_act_make(pool, &eact[k], w->type, extra[k].X, w->cols, P->n, w->cols)) goto done;
+        parts[np++] = (mr_mm_part){w->data, w->type, w->rows, &eact[k], extra[k].Y, w->rows, w->rp};
+    }
+    rc = np ? mr_matmul_parts(pool, parts, np) : 0;
+done:
+    if (eact) for (int k = 0; k < n_extra; k++) mr_mm_act_free(&eact[k]);
+    free(eact); free(parts);
+    return rc;
+}
+
+/* Row skipping for one expert: the gate first, the masks from silu(g), the up product of the active
+ * rows only (a batch of 4 or more computes all rows with the faster multi-column kernels and drops
+ * the inactive ones: the same values), the SwiGLU, and the down product sparse over the inactive
+ * blocks when that pays off. */
+static int moe_expert_skipping(moe_plan *P, int xi) {
+    moe_xp *x = &P->xp[xi];
+    const int64_t F = P->F, nb = P->nb;
+    if (moe_gate_up(P, &xi, 1, MOE_GATE)) return -1;
+    int64_t bskipped = 0;
+    for (int r = 0; r < x->cnt; r++) {
+        const int64_t row = x->start + r;
+        int64_t skipped;
+        bskipped += mr_approx_row_mask(P->ap, P->g + row * F, F, P->c->clamp, P->dblk, P->act + row * F,
+                                       P->bact + row * nb, &skipped);
+        P->st.rows_skipped += (uint64_t)skipped;
+    }
+    P->st.blocks_skipped += (uint64_t)bskipped;
+    P->st.rows_total += (uint64_t)x->cnt * (uint64_t)F;
+    P->st.blocks_total += (uint64_t)x->cnt * (uint64_t)nb;
+    float *u = P->u + (int64_t)x->start * F;
+    const uint8_t *act = P->act + (int64_t)x->start * F;
+    if (x->cnt >= 4) {
+        if (moe_gate_up(P, &xi, 1, MOE_UP)) return -1;
+        for (int64_t i = 0; i < (int64_t)x->cnt * F; i++) if (!act[i]) u[i] = 0.0f;
+    } else if (mr_matmul_rows_masked(P->m->pool, x->pu, P->tu, F, moe_in_u(P, x), act, u)) return -1;
+    for (int r = 0; r < x->cnt; r++) /* inactive rows have up = 0, so h = 0 */
+        mr_swiglu(u + (int64_t)r * F, P->g + (int64_t)(x->start + r) * F, u + (int64_t)r * F, F, P->c->clamp,
+                  P->c->weight_before_down ? P->wrow[x->start + r] : 1.0f);
+    /* a batch loses the 4-column kernel (about 2x faster per column) in the sparse product: worth it
+     * only when at least half of the blocks are skipped */
+    x->sparse_down = bskipped > 0 && (x->cnt == 1 || bskipped * 2 >= (int64_t)x->cnt * nb);
+    return moe_down(P, &xi, 1, NULL, 0);
+}
+
+/* out_t = the outputs of token t's kept slots (times the weight unless it came before the down
+ * product) added in slot order: ((y_0 + y_1) + y_2) + ..., like the reference's chain of adds.
+ * Tokens [8 ch, 8 ch + 8). */
+static void moe_sum_chunk(void *arg, long ch) {
+    const moe_plan *P = arg;
+    const int64_t d = P->d;
+    const int wbd = P->c->weight_before_down;
+    for (int t = (int)ch * 8; t < P->n && t < (int)ch * 8 + 8; t++) {
+        float *o = P->out + (int64_t)t * d;
+        int first = 1;
+        for (int j = 0; j < P->K; j++) {
+            const int s = t * P->K + j;
+            if (!P->keep[s]) continue;
+            const float *src = P->y + (int64_t)P->row_of[s] * d;
+            const float wr = P->wk[s];
+            if (first) {
+                if (wbd) memcpy(o, src, sizeof(float) * (size_t)d);
+                else for (int64_t e = 0; e < d; e++) o[e] = src[e] * wr;
+            } else if (wbd) mr_add(o, o, src, d);
+            else for (int64_t e = 0; e < d; e++) o[e] = o[e] + src[e] * wr;
+            first = 0;
+        }
+    }
+}
+
+void mr_moe_set_remote(mr_model *m, const mr_moe_remote *r) { m->moe_remote = r; }
+
+int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const int32_t *sel,
+                   const float *w, const mr_moe_extra *extra, int n_extra, float *out) {
+    moe_plan P;
+    int rc = -1, prefetched = 0, nl = 0;
+    int *local = NULL;
+    MR_PROF_BEGIN(t_gather);
+    if (moe_plan_make(&P, m, layer, c, n, sel, w)) goto done;
+    P.out = out;
+    if (!(local = malloc(sizeof(int) * ((size_t)P.n_xp + 1)))) { mr_set_error("moe: out of memory"); goto done; }
+    for (int i = 0; i < P.n_xp; i++) if (!P.xp[i].remote) local[nl++] = P.xp[i].e; /* ascending ids */
+    if (mr_pager_prefetch(m->pager, layer, local, nl)) goto done;
+    prefetched = 1;
+    for (int k = 0; k < nl; k++) local[k] = P.xidx[local[k]]; /* now indices into P.xp */
+    /* the batch input converted once per partner type (gate and up usually share one) */
+    if (mr_mm_act_make(m->pool, &P.ax_g, P.has_gate ? P.tg : P.tu, x, P.d, n, P.d)) goto done;
+    P.in_g = P.in_u = &P.ax_g;
+    if (P.has_gate && mr_mm_partner(P.tg) != mr_mm_partner(P.tu)) {
+        if (mr_mm_act_make(m->pool, &P.ax_u, P.tu, x, P.d, n, P.d)) goto done;
+        P.in_u = &P.ax_u;
+    }
+    if (!mr_pager_paging(m->pager) && !P.skip) {
+        /* every expert is in memory: all gate/up products in one dispatch, then all downs (with the
+         * extra products) in another */
+        for (int k = 0; k < nl; k++) {
+            int e;
+            const void *ptr[MR_PAGER_MATS];
+            if (mr_pager_next(m->pager, layer, &e, ptr)) goto done;
+            moe_xp *xe = &P.xp[P.xidx[e]];
+            xe->pg = ptr[MR_PAGER_GATE]; xe->pu = ptr[MR_PAGER_UP]; xe->pd = ptr[MR_PAGER_DOWN];
+        }
+        if (moe_gather(&P, local, nl)) goto done;
+        MR_PROF_END(t_gather, "moe_experts/convert+gather");
+        MR_PROF_BEGIN(t_gu);
+        if (nl && moe_gate_up(&P, local, nl, MOE_FUSED)) goto done;
+        MR_PROF_END(t_gu, "moe_experts/gate+up+act");
+        MR_PROF_BEGIN(t_down);
+        if (moe_down(&P, local, nl, extra, n_extra)) goto done;
+        MR_PROF_END(t_down, "moe_experts/down");
+    } else {
+        /* the extra products first (they overlap the pager's reads), then each expert as the pager
+         * serves it, resident ones first; its slot is handed back right after */
+        if (n_extra && moe_down(&P, NULL, 0, extra, n_extra)) goto done;
+        for (int k = 0; k < nl; k++) {
+            int e;
+            const void *ptr[MR_PAGER_MATS];
+            if (mr_pager_next(m->pager, layer, &e, ptr)) goto done;
+            int xi = P.xidx[e];
+            moe_xp *xe = &P.xp[xi];
+            xe->pg = ptr[MR_PAGER_GATE]; xe->pu = ptr[MR_PAGER_UP]; xe->pd = ptr[MR_PAGER_DOWN];
+            if (moe_gather(&P, &xi, 1)) goto done;
+            if (P.skip ? moe_expert_skipping(&P, xi)
+                       : moe_gate_up(&P, &xi, 1, MOE_FUSED) || moe_down(&P, &xi, 1, NULL, 0)) goto done;
+            mr_pager_done(m->pager, layer, e);
+        }
+    }
+    for (int i = 0; i < P.n_xp; i++) {
+        const moe_xp *xe = &P.xp[i];
+        if (xe->remote && m->moe_remote->compute(m->moe_remote->ctx, layer, xe->e, c, x, P.d, P.tok_of + xe->start, xe->cnt,
+                                                 P.wrow + xe->start, P.y + (int64_t)xe->start * P.d)) goto done;
+    }
+    MR_PROF_BEGIN(t_sum);
+    mr_pool_run_chunks(n > 1 ? m->pool : NULL, moe_sum_chunk, &P, (n + 7) / 8);
+    MR_PROF_END(t_sum, "moe_experts/weighted_sum");
+    if (P.ap) mr_moe_approx_add_stats(m, &P.st);
     rc = 0;
 done:
     if (prefetched) mr_pager_release(m->pager, layer);
-    free(count); free(start); free(ids); free(list); free(xs); free(g); free(u); free(y); free(slots);
+    free(local);
+    moe_plan_free(&P);
     return rc;
 }

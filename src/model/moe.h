@@ -11,7 +11,7 @@
  *   h = silu(g) * u;  weight_before_down: h *= w[j], y_j = down_e h;  else y_j = (down_e h) * w[j]
  *   out = ((y_0 + y_1) + y_2) + ...   (slot order, like the reference's chain of adds)
  * Tokens routed to the same expert are gathered so each expert matrix is multiplied once per batch
- * (mr_matmul with ncols = number of tokens routed there); the experts come from the model's pager. */
+ * (ncols = number of tokens routed there); the experts come from the model's pager. */
 #ifndef MR_MOE_H
 #define MR_MOE_H
 #include "model/model.h"
@@ -33,13 +33,33 @@ typedef struct {
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w);
 
-/* Optional: start the pager's reads for the experts sel[n][n_used] selects (their union) now, so they
- * overlap whatever the caller computes before mr_moe_experts (e.g. the shared expert);
- * mr_moe_experts then finds the batch already prefetched. */
-int mr_moe_prefetch(mr_model *m, int layer, const mr_moe_cfg *c, const int32_t *sel, int n);
+/* A product run together with the expert down products (in their dispatch when the experts are in
+ * memory, before the experts while the pager reads them otherwise): Y[n][w->rows] = w X[n][w->cols],
+ * e.g. deepseek4's shared expert's down projection. */
+typedef struct { const mr_weight *w; const float *X; float *Y; } mr_moe_extra;
 
-/* out[n][d] = routed experts of layer `layer` applied to x[n][d] (see above). The expert tensors
- * are the ones given to mr_model_init_pager for that layer. */
-int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
-                   const int32_t *sel, const float *w, float *out);
+/* Experts computed elsewhere (expert parallelism over several hosts). The plan asks owns() for each
+ * expert of a batch; an owned expert is neither paged in nor computed here: compute() receives the
+ * batch input x[n][d], the tokens tok[cnt] routed to it and their weights w[cnt], and writes y[cnt][d]
+ * = down_e(h) with h = SwiGLU(gate_e x_tok, up_e x_tok) as mr_swiglu computes it (clamp c->clamp, and
+ * times w when c->weight_before_down; otherwise the engine applies w in the sum). 0 or -1 with
+ * mr_set_error. */
+typedef struct mr_moe_remote {
+    void *ctx;
+    int (*owns)(void *ctx, int layer, int expert);
+    int (*compute)(void *ctx, int layer, int expert, const mr_moe_cfg *c, const float *x, int64_t d, const int *tok,
+                   int cnt, const float *w, float *y);
+} mr_moe_remote;
+/* r (kept by the caller, NULL = every expert local) applies from the next mr_moe_experts on */
+void mr_moe_set_remote(mr_model *m, const mr_moe_remote *r);
+
+/* The expert engine: out[n][d] = routed experts of layer `layer` applied to x[n][d] (see above), and
+ * the extra products extra[n_extra] (may be NULL / 0). One plan per call: the slots grouped by expert
+ * (ascending id), each expert local (from the pager: all in one pair of dispatches when the experts
+ * are in memory, one at a time as they arrive when the pager pages) or remote; with the model's MoE
+ * approximations on, pruning gives the plan's keep-mask and row skipping per-expert row masks
+ * (moe_approx.h). Every number is computed by the same kernels and element operations whichever
+ * path runs, so the result does not depend on paging, batch grouping or thread count. */
+int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const int32_t *sel,
+                   const float *w, const mr_moe_extra *extra, int n_extra, float *out);
 #endif

@@ -1,7 +1,9 @@
 /* Optional MoE approximations (docs/APPROX.md), off by default. They are set with
  * mr_model_set_approx() (moerun.h) and take effect at the next eval: mr_session_eval copies the
  * requested parameters into the ones the eval uses (mr_moe_approx_begin_eval), so one forward pass
- * never mixes two settings. While they are off, mr_moe_experts runs its exact path untouched.
+ * never mixes two settings. This file holds the rules (which slots and rows to drop) and the sparse
+ * products; the expert engine (moe.c) applies them: pruning as the plan's keep-mask, row skipping
+ * as per-expert row masks. While they are off, the engine's path is the exact one.
  *
  * 1. Top-k tail pruning. Per token, of the k routed experts (weights w, sorted by weight):
  *      m_p   = smallest m with sum_{j<m} w_j >= prune_p * sum_j w_j   (prune_p in (0, 1), else k)
@@ -38,15 +40,23 @@ struct mr_moe_approx {
 void mr_moe_approx_begin_eval(mr_model *m);
 void mr_moe_approx_free(struct mr_moe_approx *a);
 static inline int mr_moe_approx_on(const mr_model *m) { return m->approx && m->approx->on; }
+static inline int mr_approx_prune_on(const mr_approx_params *p) {
+    return (p->prune_p > 0.0f && p->prune_p < 1.0f) || p->prune_tau > 0.0f;
+}
+static inline int mr_approx_skip_on(const mr_approx_params *p) { return p->skip_rel > 0.0f || p->skip_abs > 0.0f; }
+/* adds one layer's counters to the model's (under its lock) */
+void mr_moe_approx_add_stats(mr_model *m, const mr_approx_stats *st);
 
 /* Pruning of one token's k weights w[k] (in slot order). keep[j] = 1 for the kept slots, w_out[j]
  * their (rescaled) weights, 0 for the dropped ones. Returns the number kept (>= 1). */
 int mr_approx_prune(const mr_approx_params *p, int k, const float *w, int *keep, float *w_out);
 
-/* The approximate version of mr_moe_experts (same contract); called by mr_moe_experts when
- * mr_moe_approx_on(m). */
-int mr_moe_experts_approx(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n,
-                          const int32_t *sel, const float *w, float *out);
+/* Row skipping of one (token, expert): g[F] the gate row (before the clamp lim). act[i] = 1 for the
+ * rows with |silu(min(g_i, lim))| >= max(skip_rel * max_i |silu(min(g_i, lim))|, skip_abs), bact[b] =
+ * 1 for the down blocks (blk rows of the n_ff axis; F a multiple of blk) with an active row. Returns
+ * the number of inactive blocks; *rows_skipped receives the inactive rows. */
+int64_t mr_approx_row_mask(const mr_approx_params *p, const float *g, int64_t F, float lim, int64_t blk, uint8_t *act,
+                           uint8_t *bact, int64_t *rows_skipped);
 
 /* The partial products (block-sparse down, masked-row up) are quant/matmul.h's mr_matmul_blocks and
  * mr_matmul_rows_masked. */

@@ -112,17 +112,18 @@ typedef struct {
 int mr_matmul_many(mr_pool *pool, const mr_matmul_task *tasks, int n);
 
 /* ---- partial products (MoE approximations; matmul_sparse.c) ---- */
-/* Block-sparse product: Y[j][r] = dot(W[r], H[j]) restricted to the weight blocks b (wtype's block
- * size along cols) with active[j * nb + b] != 0, nb = cols / block. Each output is the sum, in
+/* Both take activations prepared by mr_mm_act_make / _convert for wtype (the MoE engine converts an
+ * expert's inputs once for all its products).
+ * Block-sparse product: Y[j][r] = dot(W[r], H[j]) restricted to the weight blocks b (wtype's block
+ * size along H->cols) with active[j * nb + b] != 0, nb = cols / block, j < H->ncols. Each output is the sum, in
  * block order, of one dot per run of contiguous active blocks, so with every block active it equals
  * mr_matmul bit for bit. zero_gaps != 0 promises that H is 0 in the inactive blocks: short gaps
  * between runs (fewer bytes of weights than a dot call costs) are then computed rather than split
  * off, which gives the same sum (zero blocks add exactly 0) with fewer calls. */
-int mr_matmul_blocks(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
-                     const float *H, int64_t ncols, const uint8_t *active, int zero_gaps, float *Y);
+int mr_matmul_blocks(mr_pool *pool, const void *W, int wtype, int64_t rows, const mr_mm_act *H, const uint8_t *active,
+                     int zero_gaps, float *Y);
 /* Masked rows: U[c][r] = dot(W[r], X[c]) for the rows with act[c * rows + r] != 0 (equal to
- * mr_matmul's values bit for bit), 0 for the others. W: rows x cols of wtype; X: ncols columns of
- * cols floats; U: ncols x rows. */
-int mr_matmul_rows_masked(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols, const float *X,
-                          int64_t ncols, const uint8_t *act, float *U);
+ * mr_matmul's values bit for bit), 0 for the others. W: rows x X->cols of wtype; U: X->ncols x rows. */
+int mr_matmul_rows_masked(mr_pool *pool, const void *W, int wtype, int64_t rows, const mr_mm_act *X,
+                          const uint8_t *act, float *U);
 #endif

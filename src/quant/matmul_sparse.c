@@ -51,10 +51,11 @@ static void sparse_chunk(void *arg, long ch) {
  * zero_gaps, a gap of zero blocks smaller than that is computed instead of starting a new run. */
 #define MR_APPROX_GAP_BYTES 96
 
-int mr_matmul_blocks(mr_pool *pool, const void *W, int wtype, int64_t rows, int64_t cols,
-                     const float *H, int64_t ncols, const uint8_t *active, int zero_gaps, float *Y) {
+int mr_matmul_blocks(mr_pool *pool, const void *W, int wtype, int64_t rows, const mr_mm_act *H, const uint8_t *active,
+                     int zero_gaps, float *Y) {
     const mr_type_traits *wt = mr_type_get(wtype);
     if (!wt) { mr_set_error("matmul: unknown weight type %d", wtype); return -1; }
+    const int64_t cols = H->cols, ncols = H->ncols;
     const int blk = wt->block_size;
     const int xt = wt->vec_dot_type;
     size_t w_row = mr_row_size(wtype, cols), x_row = mr_row_size(xt, cols);
@@ -63,16 +64,15 @@ int mr_matmul_blocks(mr_pool *pool, const void *W, int wtype, int64_t rows, int6
         mr_set_error("matmul: %lld values of %s do not split into blocks for a sparse product", (long long)cols, wt->name);
         return -1;
     }
+    if (H->vdtype != xt) { mr_set_error("matmul: %s weights with %s activations", wt->name, mr_type_name(H->vdtype)); return -1; }
     if (rows <= 0 || ncols <= 0) return 0;
     const int64_t nb = cols / blk;
     const mr_vec_dot_fn dot = mr_kern_get(wtype, mr_isa())->dot;
     if (!dot) { mr_set_error("matmul: no kernels for weight type %s", wt->name); return -1; }
     int rc = -1;
-    mr_mm_act xa = {0};
     int *runs = malloc(sizeof(int) * 2 * (size_t)(nb * ncols));
     int *run_off = malloc(sizeof(int) * (size_t)ncols), *n_runs = malloc(sizeof(int) * (size_t)ncols);
     if (!runs || !run_off || !n_runs) { mr_set_error("matmul: out of memory"); goto done; }
-    if (mr_mm_act_convert(pool, &xa, wtype, H, cols, ncols, cols)) goto done;
     int tot = 0;
     for (int64_t c = 0; c < ncols; c++) {
         const uint8_t *a = active + c * nb;
@@ -96,8 +96,9 @@ int mr_matmul_blocks(mr_pool *pool, const void *W, int wtype, int64_t rows, int6
         tot += 2 * k;
     }
     sparse_job j = {
-        .W = W, .w_row = w_row, .w_blk = w_blk, .x_row = x_row, .x_blk = x_blk, .rows = rows, .ncols = ncols,
-        .nb = nb, .blk = blk, .Xq = xa.Xq ? xa.Xq : (const uint8_t *)H, .active = active, .runs = runs,
+        .W = W, .w_row = w_row, .w_blk = w_blk, .x_row = H->Xq ? H->x_row : sizeof(float) * (size_t)H->ldx,
+        .x_blk = x_blk, .rows = rows, .ncols = ncols, .nb = nb, .blk = blk,
+        .Xq = H->Xq ? H->Xq : (const uint8_t *)H->X, .active = active, .runs = runs,
         .run_off = run_off, .n_runs = n_runs, .Y = Y, .dot = dot,
     };
     const int nth = mr_pool_size(pool);
@@ -107,7 +108,6 @@ int mr_matmul_blocks(mr_pool *pool, const void *W, int wtype, int64_t rows, int6
     mr_pool_run_chunks(pool, sparse_chunk, &j, j.chunks_per_col * (long)ncols);
     rc = 0;
 done:
-    mr_mm_act_free(&xa);
     free(runs); free(run_off); free(n_runs);
     return rc;
 }
@@ -196,21 +196,19 @@ static void rows_chunk(void *arg, long ch) {
     }
 }
 
-int mr_matmul_rows_masked(mr_pool *pool, const void *W, int wtype, int64_t F, int64_t d, const float *X, int64_t cnt,
-                          const uint8_t *act, float *U) {
+int mr_matmul_rows_masked(mr_pool *pool, const void *W, int wtype, int64_t F, const mr_mm_act *X, const uint8_t *act,
+                          float *U) {
     const mr_type_traits *wt = mr_type_get(wtype);
     if (!wt) { mr_set_error("matmul: unknown weight type %d", wtype); return -1; }
-    const int xt = wt->vec_dot_type;
-    size_t w_row = mr_row_size(wtype, d), x_row = mr_row_size(xt, d);
+    const int64_t d = X->cols, cnt = X->ncols;
+    size_t w_row = mr_row_size(wtype, d);
     const mr_kern *k = mr_kern_get(wtype, mr_isa());
-    if (!w_row || !x_row || !k->dot || d > 0x7fffffff) {
+    if (!w_row || !k->dot || wt->vec_dot_type != X->vdtype || d > 0x7fffffff) {
         mr_set_error("matmul: no row kernels for %s rows of %lld", wt->name, (long long)d);
         return -1;
     }
-    mr_mm_act xa;
-    if (mr_mm_act_convert(pool, &xa, wtype, X, d, cnt, d)) return -1;
-    rows_job j = {.W = W, .w_row = w_row, .x_row = x_row, .F = F, .d = d, .cnt = cnt,
-                  .Xq = xa.Xq ? xa.Xq : (const uint8_t *)X, .act = act, .U = U, .dot = k->dot, .dot4 = k->dot4};
+    rows_job j = {.W = W, .w_row = w_row, .x_row = X->Xq ? X->x_row : sizeof(float) * (size_t)X->ldx, .F = F, .d = d,
+                  .cnt = cnt, .Xq = X->Xq ? X->Xq : (const uint8_t *)X->X, .act = act, .U = U, .dot = k->dot, .dot4 = k->dot4};
     const int nth = mr_pool_size(pool);
     const long groups = (long)((cnt + 3) / 4);
     long cr = (long)(F * groups / (nth * 8));
@@ -218,6 +216,5 @@ int mr_matmul_rows_masked(mr_pool *pool, const void *W, int wtype, int64_t F, in
     j.chunk_rows = cr < 16 ? 16 : cr;
     j.chunks_per_group = (long)((F + j.chunk_rows - 1) / j.chunk_rows);
     mr_pool_run_chunks(pool, rows_chunk, &j, j.chunks_per_group * groups);
-    mr_mm_act_free(&xa);
     return 0;
 }

@@ -1,6 +1,6 @@
 /* DeepSeek-V4-Flash (`deepseek4`): the model and session types shared by the files of this folder,
- * and the entry points between them. Dependencies run one way:
- *   load.c (loader, session state, the mr_arch) -> forward.c (ds4_eval) -> experts.c (ds4_moe_fast)
+ * and the entry point between them. Dependencies run one way:
+ *   load.c (loader, session state, the mr_arch) -> forward.c (ds4_eval) -> model/moe.h (experts)
  *   every file -> ops.h (the V4-specific math, no model). */
 #ifndef MR_DEEPSEEK4_DS4_H
 #define MR_DEEPSEEK4_DS4_H
@@ -94,11 +94,5 @@ typedef struct {
 
 /* forward.c: the mr_arch eval (model.h's contract), any n (cut into batches internally) */
 int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
-
-/* experts.c: routed experts of layer il served from the mmap (no paging, no approximation), with the
- * shared expert's down product (sh_down x hs -> sh) in the same dispatch. Returns 1 when this path
- * does not apply (the caller then uses mr_moe_experts), 0 done, -1 error. */
-int ds4_moe_fast(mr_model *m, int il, const float *a, int n, const int32_t *sel, const float *w, float lim,
-                 const mr_weight *sh_down, const float *hs, float *sh, float *eg, float *eu, float *ey, float *out);
 
 #endif

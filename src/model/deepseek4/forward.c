@@ -7,8 +7,8 @@
  *     converted once per partner type (ds4_matmuls over mr_matmul_many): the attention input
  *     projections (q_a, kv, compressor and indexer projections), q_b with the indexer's q_b, the
  *     eight output groups, the router with the shared expert's gate and up;
- *   - the routed experts (experts.c): gate+up+SwiGLU of every selected expert in one
- *     dispatch, the downs with the shared expert's down in another;
+ *   - the routed experts (model/moe.c, the expert engine): gate+up+SwiGLU of every selected expert
+ *     in one dispatch, the downs with the shared expert's down in another;
  *   - per-token work (norms, RoPE, FP8, hyper-connections) is split by token in a batch;
  *   - attention: the indexer scores split by rows of compressed keys (a single token) or by token,
  *     the heads by (token, group of heads); a decode step converts its F16 keys once.
@@ -17,7 +17,6 @@
 #include "model/deepseek4/ds4.h"
 #include "model/moe.h"
 #include "model/ops.h"
-#include "model/moe_approx.h"
 #include "quant/matmul.h"
 #include "base/prof.h"
 
@@ -94,7 +93,6 @@ typedef struct {
     float *zn, *mixes, *pre, *post, *comb, *y, *a, *qa, *q, *kv, *kvb, *o, *z, *att, *Xt;
     float *ckv, *csc, *ikv, *isc, *comp32, *icomp32, *qI, *wI;
     float *logits, *w, *moe, *sg, *su, *sh;
-    float *eg, *eu, *ey;     /* routed experts: gate, up/h [n*K][F], down outputs [n*K][d] */
     int32_t *sel;
     int *topk;
 } ds4_buf;
@@ -786,22 +784,16 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     }
     const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
                             .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim};
-    /* start the routed experts' reads (expert pager) */
-    if (mr_moe_prefetch(m, il, &cfg, B->sel, n)) return -1;
     /* shared expert: no clamp in the reference, the routed clamp in the official graph (§8) */
     MR_PROF_BEGIN(ts);
     ds4_swiglu_job sj = {B->sg, B->su, M->Fs, M->official ? ly->lim : 0.0f};
     ds4_pfor(m, n, ds4_swiglu_item, &sj);
     MR_PROF_END(ts, "swiglu_shexp");
-    /* (times itself: "mm experts_gate_up", "mm experts_down+shexp", "moe_experts" for the rest) */
-    int rc = ds4_moe_fast(m, il, B->a, n, B->sel, B->w, ly->lim, &ly->sh_down, B->sg, B->sh, B->eg, B->eu, B->ey, B->moe);
-    if (rc < 0) return -1;
-    if (rc == 1) { /* paging or MoE approximations: the generic path */
-        if (mr_model_matmul(m, &ly->sh_down, B->sg, n, B->sh)) return -1;
-        MR_PROF_BEGIN(te2);
-        if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, B->moe)) return -1;
-        MR_PROF_END(te2, "moe_experts");
-    }
+    /* the routed experts, with the shared expert's down product in their down dispatch */
+    const mr_moe_extra shexp = {&ly->sh_down, B->sg, B->sh};
+    MR_PROF_BEGIN(te);
+    if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, &shexp, 1, B->moe)) return -1;
+    MR_PROF_END(te, "moe_experts");
     DUMP("ffn_moe_out", il, B->moe, d, n);
     DUMP("ffn_shexp", il, B->sh, d, n);
     for (int64_t i = 0; i < (int64_t)n * d; i++) B->moe[i] += B->sh[i];
@@ -817,14 +809,14 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
 static void ds4_buf_free(ds4_buf *B) {
     float **f[] = {&B->zn, &B->mixes, &B->pre, &B->post, &B->comb, &B->y, &B->a, &B->qa, &B->q, &B->kv, &B->kvb, &B->o,
                    &B->z, &B->att, &B->Xt, &B->ckv, &B->csc, &B->ikv, &B->isc, &B->comp32, &B->icomp32, &B->qI,
-                   &B->wI, &B->logits, &B->w, &B->moe, &B->sg, &B->su, &B->sh, &B->eg, &B->eu, &B->ey};
+                   &B->wI, &B->logits, &B->w, &B->moe, &B->sg, &B->su, &B->sh};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { free(*f[i]); *f[i] = NULL; }
     free(B->sel); free(B->topk);
 }
 
 static int ds4_buf_alloc(const ds4_model *M, int n, ds4_buf *B) {
     memset(B, 0, sizeof *B);
-    const int64_t hd = (int64_t)M->Nh * M->d, mix = (2 + M->Nh) * M->Nh, N = n, NK = N * M->K;
+    const int64_t hd = (int64_t)M->Nh * M->d, mix = (2 + M->Nh) * M->Nh, N = n;
     const int64_t ncomp = n / 4 + 1;
     int64_t att = M->d > M->ro ? M->d : M->ro;
 #define A(p, cnt) do { if (!((p) = malloc(sizeof(*(p)) * (size_t)(cnt) + 16))) goto oom; } while (0)
@@ -835,7 +827,7 @@ static int ds4_buf_alloc(const ds4_model *M, int n, ds4_buf *B) {
     A(B->isc, N * 2 * M->Di + 1); A(B->comp32, ncomp * M->D); A(B->icomp32, ncomp * M->Di + 1);
     A(B->qI, N * M->Hi * M->Di + 1); A(B->wI, N * M->Hi + 1); A(B->logits, N * M->E); A(B->w, N * M->K);
     A(B->moe, N * M->d); A(B->sg, N * M->Fs); A(B->su, N * M->Fs); A(B->sh, N * M->d); A(B->sel, N * M->K);
-    A(B->topk, N * M->topk + 1); A(B->eg, NK * M->F); A(B->eu, NK * M->F); A(B->ey, NK * M->d);
+    A(B->topk, N * M->topk + 1);
 #undef A
     return 0;
 oom:
