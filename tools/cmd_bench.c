@@ -43,6 +43,46 @@ static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, in
     return 0;
 }
 
+/* Greedy generation of n tokens with the generation loop (speculative when spec->max > 0) after a
+ * repetitive prompt of plen tokens (a 16-token pseudo-random pattern repeated: the kind of text
+ * where n-gram drafts are accepted; random weights make acceptance depend on the prompt). Only the
+ * generation is timed; tok/s counts the tokens the timed evals produced. */
+static int bench_gen(mr_session *s, int n_vocab, int plen, int n, mr_cli_spec *spec, int spec_on, int profile, double *tps,
+                     mr_gen_stats *gs) {
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)plen);
+    if (!tok) { fprintf(stderr, "error: out of memory\n"); return -1; }
+    unsigned x = 777;
+    for (int i = 0; i < plen; i++) {
+        if (i < 16) { x = x * 1103515245u + 12345u; tok[i] = (int32_t)((x >> 8) % (unsigned)n_vocab); }
+        else tok[i] = tok[i - 16];
+    }
+    tok[0] = 1 % n_vocab;
+    mr_session_reset(s);
+    mr_gen_params gp;
+    mr_gen_params_default(&gp);
+    gp.sampler.temperature = 0;
+    gp.max_tokens = n;
+    gp.ignore_eos = 1;
+    if (spec_on) { gp.spec_max = spec->max; gp.spec_ngram = spec->ngram; gp.draft = spec->draft; }
+    mr_gen *g = mr_gen_new(s, &gp);
+    int rc = g ? 0 : -1;
+    mr_profile_enable(0);
+    if (rc == 0 && mr_gen_prefill(g, tok, plen) != 0) rc = -1;
+    mr_profile_enable(profile);
+    double t0 = mr_cli_now();
+    mr_gen_step st = {0};
+    while (rc == 0 && !st.finish) rc = mr_gen_next(g, &st);
+    double dt = mr_cli_now() - t0;
+    if (profile) mr_profile_eval_time(1, dt);
+    if (rc == 0) {
+        mr_gen_get_stats(g, gs);
+        *tps = (gs->n_decode + gs->n_draft_accepted) / dt;
+    } else fprintf(stderr, "error: %s\n", mr_last_error());
+    mr_gen_free(g);
+    free(tok);
+    return rc;
+}
+
 #define BENCH_MAX_LIST 16
 typedef struct { int v[BENCH_MAX_LIST], n; long lo, hi; } bench_list;
 
@@ -66,6 +106,7 @@ typedef struct {
     bench_list pp, tg, threads, depth;
     int reps, profile, no_warmup;
     const char *fmt, *plot;
+    mr_cli_spec spec;
 } bench_args;
 
 /* the context is depth + max(pp, tg) + 1: bounds keep that an int */
@@ -89,6 +130,7 @@ typedef struct {
     {.names = "--profile", .help = "print the per-operator time table after the runs", .kind = MR_OPT_FLAG, .dst = &(b)->profile, \
      .ival = 1}, \
     MR_CLI_OPTS_APPROX(&(b)->c), \
+    MR_CLI_OPTS_SPEC(&(b)->spec), \
     MR_CLI_OPTS_IGNORED
 
 static void bench_usage(FILE *f) {
@@ -97,7 +139,9 @@ static void bench_usage(FILE *f) {
     fprintf(f, "usage: moerun bench -m MODEL [-p N,..] [-n N,..] [-t N,..] [-d D,..] [-r N] [options]\n\n"
                "Measures prompt processing (pp: N tokens in one batch) and text generation (tg: N tokens one\n"
                "at a time) in tokens/second, mean +- stddev over repetitions. Token ids are pseudo-random.\n"
-               "Lists run every combination (threads x depth x test), like llama-bench.\n");
+               "Lists run every combination (threads x depth x test), like llama-bench.\n"
+               "With --spec (or -md) each tg test also runs as greedy generation after a repetitive prompt\n"
+               "(depth tokens, default 64), once plainly (\"tgN gen\") and once speculatively (\"tgN spec\").\n");
     mr_cli_print_opts(f, opts, MR_NOPTS(opts));
 }
 
@@ -141,6 +185,7 @@ static int cmd_bench(int argc, char **argv) {
     bench_args b;
     memset(&b, 0, sizeof b);
     mr_cli_common_init(&b.c);
+    mr_cli_spec_default(&b.spec);
     b.pp = (bench_list){{512}, 1, 0, INT_MAX / 4};
     b.tg = (bench_list){{128}, 1, 0, INT_MAX / 4};
     b.threads = (bench_list){{0}, 1, 0, MR_CLI_MAX_THREADS};
@@ -155,9 +200,12 @@ static int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "error: -o must be md, csv or json\n");
         return 1;
     }
-    const int n_ctx = list_max(&b.depth) + (list_max(&b.pp) > list_max(&b.tg) ? list_max(&b.pp) : list_max(&b.tg)) + 1;
+    const int gen_depth_min = 64; /* the repetitive prompt of the gen/spec rows */
+    const int n_ctx = (list_max(&b.depth) > gen_depth_min ? list_max(&b.depth) : gen_depth_min) +
+                      (list_max(&b.pp) > list_max(&b.tg) ? list_max(&b.pp) : list_max(&b.tg)) + 1;
     b.c.mp.n_ctx = n_ctx;
-    const int max_rows = b.threads.n * b.depth.n * (b.pp.n + b.tg.n);
+    const int n_tg_kinds = b.spec.max ? 3 : 1; /* tg, tg gen, tg spec */
+    const int max_rows = b.threads.n * b.depth.n * (b.pp.n + b.tg.n * n_tg_kinds);
     bench_row *rows = calloc((size_t)max_rows, sizeof *rows);
     int *row_threads = calloc((size_t)max_rows, sizeof *row_threads), *row_depth = calloc((size_t)max_rows, sizeof *row_depth);
     if (!rows || !row_threads || !row_depth) { free(rows); free(row_threads); free(row_depth); fprintf(stderr, "error: out of memory\n"); return 1; }
@@ -181,11 +229,59 @@ static int cmd_bench(int argc, char **argv) {
         if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); rc = 1; break; }
         if (b.profile) mr_profile_reset();
         const int nt = mr_model_n_threads(m);
+        if (b.spec.max && !b.spec.draft && mr_cli_spec_setup(&b.spec, nt, n_ctx, &(mr_gen_params){0})) { rc = 1; mr_session_free(s); mr_model_free(m); break; }
         for (int di = 0; di < b.depth.n && rc == 0; di++) {
             const int depth = b.depth.v[di];
-            for (int t = 0; t < b.pp.n + b.tg.n && rc == 0; t++) {
-                const int is_pp = t < b.pp.n, n = is_pp ? b.pp.v[t] : b.tg.v[t - b.pp.n];
+            for (int t = 0; t < b.pp.n + b.tg.n * n_tg_kinds && rc == 0; t++) {
+                const int is_pp = t < b.pp.n, kind = is_pp ? 0 : (t - b.pp.n) / b.tg.n; /* 0 tg, 1 gen, 2 spec */
+                const int n = is_pp ? b.pp.v[t] : b.tg.v[(t - b.pp.n) % b.tg.n];
                 if (n == 0) continue;
+                if (kind) { /* greedy generation, plain or speculative */
+                    const int plen = depth > gen_depth_min ? depth : gen_depth_min;
+                    double tps = 0, sum = 0, sum2 = 0, tg_s = 0;
+                    mr_gen_stats gs = {0}, tot = {0};
+                    mr_pager_stats ps0, ps1;
+                    const int pg = b.c.budget && mr_model_pager_stats(m, &ps0) == 0;
+                    long produced = 0;
+                    for (int r = 0; r < b.reps && rc == 0; r++) {
+                        if (mr_cli_interrupted) { rc = 130; break; }
+                        if (bench_gen(s, mr_model_n_vocab(m), plen, n, &b.spec, kind == 2, b.profile, &tps, &gs) != 0) rc = 1;
+                        sum += tps;
+                        sum2 += tps * tps;
+                        if (tps > 0) tg_s += (gs.n_decode + gs.n_draft_accepted) / tps;
+                        produced += gs.n_decode + gs.n_draft_accepted;
+                        tot.n_spec_steps += gs.n_spec_steps; tot.n_drafted += gs.n_drafted; tot.n_draft_accepted += gs.n_draft_accepted;
+                    }
+                    if (rc) break;
+                    char label[64];
+                    snprintf(label, sizeof label, "tg%d %s (timed runs only)", n, kind == 2 ? "spec" : "gen");
+                    if (pg && mr_model_pager_stats(m, &ps1) == 0) mr_pager_print_delta(stderr, label, &ps1, &ps0, produced, tg_s);
+                    if (kind == 2)
+                        fprintf(stderr, "tg%d spec: %d verification steps, %d drafted, %d accepted (%.1f%%), %.2f tokens per step\n", n,
+                                tot.n_spec_steps, tot.n_drafted, tot.n_draft_accepted,
+                                tot.n_drafted ? 100.0 * tot.n_draft_accepted / tot.n_drafted : 0.0,
+                                tot.n_spec_steps ? (double)(tot.n_spec_steps + tot.n_draft_accepted) / tot.n_spec_steps : 0.0);
+                    bench_row *br = &rows[nrows];
+                    br->name = kind == 2 ? "tg spec" : "tg gen";
+                    br->n = n;
+                    br->mean = sum / b.reps;
+                    br->sd = b.reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / b.reps) / (b.reps - 1))) : 0;
+                    row_threads[nrows] = nt;
+                    row_depth[nrows] = depth;
+                    char test[48];
+                    snprintf(test, sizeof test, "tg%d %s @ d%d", n, kind == 2 ? "spec" : "gen", plen);
+                    if (!strcmp(b.fmt, "md"))
+                        printf("| %s | %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", base, arch, gib, nt, test, br->mean, br->sd);
+                    else if (!strcmp(b.fmt, "csv"))
+                        printf("%s,%s,%.4f,%d,%s,%d,%d,%.4f,%.4f\n", base, arch, gib, nt, br->name, n, plen, br->mean, br->sd);
+                    else
+                        printf("%s{\"model\":\"%s\",\"arch\":\"%s\",\"size_gib\":%.4f,\"threads\":%d,\"test\":\"%s\",\"n\":%d,"
+                               "\"depth\":%d,\"reps\":%d,\"tps_mean\":%.4f,\"tps_sd\":%.4f}",
+                               nrows ? "," : "", base, arch, gib, nt, br->name, n, plen, b.reps, br->mean, br->sd);
+                    fflush(stdout);
+                    nrows++;
+                    continue;
+                }
                 double sum = 0, sum2 = 0, tps = 0, tg_s = 0;
                 /* warm-up like llama-bench (the whole prompt, or one generated token): page faults, caches */
                 if (!b.no_warmup && bench_run(s, mr_model_n_vocab(m), depth, is_pp ? n : 1, is_pp, 0, &tps) != 0) rc = 1;
@@ -236,6 +332,7 @@ static int cmd_bench(int argc, char **argv) {
         mr_session_free(s);
         mr_model_free(m);
     }
+    mr_cli_spec_free(&b.spec);
     if (!strcmp(b.fmt, "json")) printf("]\n");
     if (rc == 0 && b.plot) rc = bench_plot(b.plot, base, rows, row_threads, row_depth, nrows) ? 1 : 0;
     free(rows); free(row_threads); free(row_depth);

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Speculative decoding from the CLI: run --spec / -md give the golden greedy continuation, report
+# acceptance; bench --spec adds the gen/spec rows; bad values are errors.
+. tests/lib.sh
+K=$SHARED/models/kjv-moe-q8_0.gguf
+want=$(tr -d ' \n' <"$SHARED/golden/kjv-moe-q8_0.greedy48.txt")
+
+for v in "--spec" "--spec --draft-max 3 --spec-ngram 2" "-md $K --draft-max 4"; do
+  name=run_spec_$(echo "$v" | tr -c 'a-z0-9' '_' | cut -c1-30)
+  # shellcheck disable=SC2086
+  if "$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 48 --show-ids $v >"$TMPD/o" 2>"$TMPD/e" &&
+     [ "$(sed -n 's/^ids: //p' "$TMPD/o")" = "$want" ] && grep -q "^speculative: .* accepted" "$TMPD/e"; then
+    ok "$name"; else fail "$name" "$(sed -n 's/^ids: //p' "$TMPD/o") $(head -c 300 "$TMPD/e")"; fi
+done
+# a model drafting for itself: every draft is accepted
+"$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 48 -md "$K" >"$TMPD/o" 2>"$TMPD/e"
+if grep -q "^speculative: draft-model .* (100.0%)" "$TMPD/e"; then ok run_spec_self_draft_all_accepted
+else fail run_spec_self_draft_all_accepted "$(grep speculative "$TMPD/e")"; fi
+
+if "$MOERUN" bench -m "$K" -p 0 -n 16 -r 1 -t 1 --spec >"$TMPD/o" 2>"$TMPD/e" &&
+   grep -q "tg16 gen @ d64" "$TMPD/o" && grep -q "tg16 spec @ d64" "$TMPD/o" && grep -q "^tg16 spec: .* accepted" "$TMPD/e"; then
+  ok bench_spec; else fail bench_spec "$(cat "$TMPD/o" "$TMPD/e" | head -c 400)"; fi
+
+expect_err run_spec_bad_max "draft" "$MOERUN" run -m "$K" -p hi --draft-max 65
+expect_err run_spec_bad_draft_model "draft model" "$MOERUN" run -m "$K" -p hi -md "$TMPD/nope.gguf"
