@@ -111,8 +111,8 @@ fi
 
 {
 echo
-echo "| round | arena | variant | load | pp$P tok/s | tg$N tok/s | hit (all) | Belady | tg hit | GiB read | tg MiB/token | tg stall s | tg I/O busy s | GB/s busy | peak RSS GiB | cgroup peak GiB |"
-echo "|---|---|---|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| round | arena | variant | load | pp$P tok/s | tg$N tok/s | hit (all) | Belady | tg hit | tg static opt | GiB read | tg MiB/token | tg stall s | tg I/O busy s | GB/s busy | peak RSS GiB | cgroup peak GiB |"
+echo "|---|---|---|---|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
 } | tee -a "$OUT.md"
 
 r=1
@@ -130,10 +130,11 @@ while [ "$r" -le "$ROUNDS" ]; do
                 /\| pp[0-9]+ \|/ { split($0, f, "|"); pp = f[7] + 0 }
                 /\| tg[0-9]+ \|/ { split($0, f, "|"); tg = f[7] + 0 }
                 /^pager: hot / { hit = $3 }
-                /Belady/ { bel = $NF }
+                /Belady/ { for (i = 1; i <= NF; i++) if ($i == "slots)") { bel = $(i+1); gsub(/,/, "", bel) } }
                 /^pager: hot .* read / { for (i = 1; i <= NF; i++) if ($i == "read" && $(i+1) != "stall") { gib = $(i+1); u = $(i+2) } }
                 /^pager: tg / { for (i = 1; i <= NF; i++) {
                     if ($i == "hit") th = $(i+1); if ($i == "stall") ts = $(i+1); if ($i == "busy") tb = $(i+1)
+                    if ($i == "optimum") { so = $(i+1); gsub(/[),]/, "", so) }
                     if ($(i+1) ~ /^MiB\/token/) { x = $i; gsub(/[(]/, "", x); tm = x + 0 }
                     if ($i == "GB/s" && $(i+1) == "while") { gb = $(i-1); gsub(/[(]/, "", gb) } } }
                 /Maximum resident set size/ { rss = $NF / 1048576 }
@@ -141,8 +142,8 @@ while [ "$r" -le "$ROUNDS" ]; do
                 END {
                     if (u ~ /MiB/) gib = gib / 1024
                     if (err != "") { printf "| %s | %s | %s | %s | failed:%s |\n", r, A, name, load, err; exit }
-                    printf "| %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %.1f | %.0f | %s | %s | %s | %.2f | %.2f |\n",
-                        r, A, name, load, pp, tg, hit, bel, th, gib, tm, ts, tb, gb, rss, peak / 1073741824 }' "$log" | tee -a "$OUT.md"
+                    printf "| %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %.1f | %.0f | %s | %s | %s | %.2f | %.2f |\n",
+                        r, A, name, load, pp, tg, hit, bel, th, so, gib, tm, ts, tb, gb, rss, peak / 1073741824 }' "$log" | tee -a "$OUT.md"
         done
     done
     r=$((r + 1))

@@ -56,7 +56,7 @@ typedef struct mr_session mr_session;     /* one sequence: KV cache / arch state
 typedef struct mr_tokenizer mr_tokenizer; /* defined by the tokenizer module */
 
 typedef struct {
-    int n_threads;          /* worker threads; 0 = number of physical cores */
+    int n_threads;          /* worker threads; 0 = physical cores, at most the cgroup CPU quota and affinity */
     int n_ctx;              /* default session context; 0 = min(training context, 4096) */
     uint64_t ram_budget;    /* bytes of RAM for routed experts; 0 = no paging (experts read from the mmap) */
     int reference;          /* 1 = reproduce the reference llama.cpp fork where it deviates from the
@@ -341,15 +341,19 @@ int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out); /* -1 if the m
 /* Belady-optimal hit rate for the recorded expert-use trace and the same slot count (computed on
  * call, O(n log n)); -1 when not paging. *truncated = 1 if only a prefix was recorded. */
 double mr_model_pager_belady(const mr_model *m, int *truncated);
+/* Static-optimum hit rate (the slot count's most used experts, loaded beforehand) over the expert uses
+ * from number `from` on (hits + misses of an earlier mr_pager_stats: e.g. decode only); -1 if none. */
+double mr_model_pager_static(const mr_model *m, uint64_t from, int *truncated);
 /* --stats-file: one JSON line per token with the increments since *prev (NULL: since the start):
  * {"token":N,"hits":..,"misses":..,"reads":..,"bytes_read":..,"stall_ms":..,"total_hits":..,...} */
 int mr_pager_stats_json(FILE *f, long token, const mr_pager_stats *now, const mr_pager_stats *prev);
 /* Summary at exit: tok/s, hot/cold %, bytes read per token, stall, per-layer hit range, Belady, peak RSS. */
 void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double prefill_s, long n_decode,
                             double decode_s);
-/* One line for a stretch of evaluation (now - prev): hit rate, bytes read, read stall, I/O busy time
- * and read GB/s while busy, tok/s of n_tokens in seconds. */
-void mr_pager_print_delta(FILE *f, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
+/* One line for a stretch of evaluation (now - prev): hit rate and the static optimum of its uses (m may
+ * be NULL: -1), bytes read, read stall, I/O busy time and read GB/s while busy, tok/s of n_tokens in
+ * seconds. */
+void mr_pager_print_delta(FILE *f, const mr_model *m, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
                           long n_tokens, double seconds);
 uint64_t mr_peak_rss_bytes(void);
 /* Sizes of a model file as the pager sees it (without loading the model). */
@@ -359,7 +363,8 @@ typedef struct {
     uint64_t kv_bytes_per_token;         /* F16 K+V estimate from the attention metadata */
 } mr_pager_model_info;
 int mr_pager_model_sizes(const char *model_path, mr_pager_model_info *info);
-/* --ram-budget: "8G", "512M", "1.5GiB", "0"/"off" (no paging) or "auto" (MemAvailable minus dense
+/* --ram-budget: "8G", "512M", "1.5GiB", "0"/"off" (no paging) or "auto" (MemAvailable, or the memory cgroup's
+ * room when smaller, minus dense
  * weights, KV cache for n_ctx, scratch and a 10% margin; 0 = no paging when all experts fit). */
 int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint64_t *out);
 

@@ -213,8 +213,30 @@ static void test_arc_scan_resistance(void) {
     CHECK(hot_hits[1] > 600, "ARC should keep the hot set (%lld of 800)", (long long)hot_hits[1]);
 }
 
+/* the static optimum equals the best of all fixed sets of the slot count (brute force over subsets) */
+static void test_static_exact(void) {
+    uint32_t r = 7;
+    for (int trial = 0; trial < 200; trial++) {
+        int n_keys = 2 + trial % 7, n = 1 + trial % 40, slots = trial % (n_keys + 1);
+        int32_t keys[40];
+        for (int i = 0; i < n; i++) { r = r * 1664525u + 1013904223u; keys[i] = (int32_t)((r >> 8) % (uint32_t)(n_keys * (r >> 30 ? 1 : 2)) % (uint32_t)n_keys); }
+        int64_t best = 0;
+        for (int set = 0; set < (1 << n_keys); set++) {
+            if (__builtin_popcount((unsigned)set) != slots) continue;
+            int64_t h = 0;
+            for (int i = 0; i < n; i++) h += (set >> keys[i]) & 1;
+            if (h > best) best = h;
+        }
+        int64_t got = mr_cache_static_hits(keys, n, n_keys, slots);
+        CHECK(got == best, "trial %d: static %lld, brute force %lld", trial, (long long)got, (long long)best);
+    }
+    int32_t bad[2] = {0, 9};
+    CHECK(mr_cache_static_hits(bad, 2, 4, 2) == -1, "key out of range accepted");
+}
+
 int main(void) {
     RUN(test_shared_trace);
+    RUN(test_static_exact);
     RUN(test_malformed_traces);
     RUN(test_belady_exact);
     RUN(test_pins_and_invalidate);

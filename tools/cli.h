@@ -83,13 +83,15 @@ void mr_cli_pick_seed(mr_cli_common *c);
 #define MR_CLI_OPT_MODEL(c) \
     {.names = "-m, --model", .arg = "FILE", .help = "GGUF model file (required)", .kind = MR_OPT_STR, .dst = &(c)->model}
 #define MR_CLI_OPT_THREADS(c) \
-    {.names = "-t, --threads", .arg = "N", .help = "worker threads (default 0 = physical cores)", .kind = MR_OPT_INT, \
+    {.names = "-t, --threads", .arg = "N", .help = "worker threads (default 0 = physical cores, at most\n" \
+     "the cgroup CPU quota and the affinity mask)", .kind = MR_OPT_INT, \
      .dst = &(c)->mp.n_threads, .lo = 0, .hi = MR_CLI_MAX_THREADS}
 #define MR_CLI_OPT_CTX(c) \
     {.names = "-c, --ctx-size", .arg = "N", .help = "context length (default 0 = min(training context, 4096))", \
      .kind = MR_OPT_INT, .dst = &(c)->mp.n_ctx, .lo = 0, .hi = 0x7fffffff}
 #define MR_CLI_OPT_BUDGET(c) \
-    {.names = "--ram-budget", .arg = "SIZE", .help = "RAM for routed experts (e.g. 8G, 512M, auto; default: no paging);\n" \
+    {.names = "--ram-budget", .arg = "SIZE", .help = "RAM for routed experts (e.g. 8G, 512M; auto = from\n" \
+     "MemAvailable or the memory cgroup's room; default: no paging);\n" \
      "prints the pager summary at exit", .kind = MR_OPT_STR, .dst = &(c)->budget}
 #define MR_CLI_OPT_OFFICIAL(c) \
     {.names = "--official", .help = "deepseek4: the official model's graph (indexer QAT, shared-expert\n" \

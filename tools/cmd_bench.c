@@ -118,7 +118,8 @@ typedef struct {
      .kind = MR_OPT_FN, .dst = &(b)->tg, .fn = bench_opt_list}, \
     {.names = "-r, --repetitions", .arg = "N", .help = "repetitions (default 3)", .kind = MR_OPT_INT, .dst = &(b)->reps, \
      .lo = 1, .hi = INT_MAX}, \
-    {.names = "-t, --threads", .arg = "N[,N..]", .help = "thread counts (default 0 = physical cores)", .kind = MR_OPT_FN, \
+    {.names = "-t, --threads", .arg = "N[,N..]", .help = "thread counts (default 0 = physical cores, at most\n" \
+     "the CPU quota and affinity mask)", .kind = MR_OPT_FN, \
      .dst = &(b)->threads, .fn = bench_opt_list}, \
     {.names = "-d, --depth, --n-depth", .arg = "D[,D..]", .help = "run each test after D tokens already in the context (default 0)", \
      .kind = MR_OPT_FN, .dst = &(b)->depth, .fn = bench_opt_list}, \
@@ -299,7 +300,7 @@ static int cmd_bench(int argc, char **argv) {
                 if (tg_pager && mr_model_pager_stats(m, &ps1) == 0) {
                     char label[64];
                     snprintf(label, sizeof label, "tg%d (timed runs only)", n);
-                    mr_pager_print_delta(stderr, label, &ps1, &ps0, (long)n * b.reps, tg_s);
+                    mr_pager_print_delta(stderr, m, label, &ps1, &ps0, (long)n * b.reps, tg_s);
                 }
                 bench_row *br = &rows[nrows];
                 br->name = is_pp ? "pp" : "tg";

@@ -19,7 +19,7 @@ static void server_usage(FILE *f) {
                "  --host H          address to listen on (default 127.0.0.1)\n"
                "  --port P          port (default 8080)\n"
                "  -c CTX            context length (default 0 = min(training context, 4096))\n"
-               "  -t N              threads (default 0 = physical cores)\n"
+               "  -t N              threads (default 0 = physical cores, at most the CPU quota and affinity mask)\n"
                "  --ram-budget S    RAM for routed experts, e.g. 8G, 512M, auto (default: no paging)\n"
                "  --alias NAME      model id to report (default: general.name)\n"
                MR_CLI_APPROX_HELP);

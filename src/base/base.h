@@ -65,6 +65,14 @@ int mr_isa(void);                      /* ISA in use: best, or MOERUN_ISA=scalar
 int mr_set_isa(int isa);               /* tests: force an ISA; -1 if unsupported here */
 const char *mr_isa_name(int isa);
 int mr_cpu_physical_cores(void);
+/* Threads by default: physical cores, at most the CPUs of the affinity mask and the cgroup's CPU
+ * quota (rounded up). src/base/cgroup.c */
+int mr_cpu_default_threads(void);
+/* cgroup v1/v2 limits on the way to the root (MOERUN_CGROUP_ROOT / MOERUN_CGROUP_SELF override the
+ * paths for tests): bytes left under the tightest memory limit, not counting reclaimable page cache
+ * (UINT64_MAX without a limit); CPUs of the tightest CPU quota (0 without one). */
+uint64_t mr_cgroup_mem_room(void);
+double mr_cgroup_cpu_quota(void);
 
 /* ---- time ---- */
 double mr_now(void);                   /* monotonic seconds */

@@ -89,7 +89,7 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     mr_model *m = calloc(1, sizeof *m);
     if (!m) { mr_set_error("model: out of memory"); return NULL; }
     if (params) m->params = *params; else mr_model_params_default(&m->params);
-    if (m->params.n_threads <= 0) m->params.n_threads = mr_cpu_physical_cores();
+    if (m->params.n_threads <= 0) m->params.n_threads = mr_cpu_default_threads();
     if (m->params.n_threads <= 0) m->params.n_threads = 1;
     if (m->params.dump_n <= 0) m->params.dump_n = 8;
     m->path = strdup(path);

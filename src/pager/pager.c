@@ -735,3 +735,10 @@ double mr_pager_belady_hit_rate(const mr_pager *p, int *truncated) {
     int64_t h = mr_cache_belady_hits(p->trace, p->n_trace, p->n_layers * p->e_max, p->n_slots);
     return h < 0 ? -1 : (double)h / (double)p->n_trace;
 }
+
+double mr_pager_static_hit_rate(const mr_pager *p, int64_t from, int *truncated) {
+    if (truncated) *truncated = p->trace_trunc;
+    if (!p->paging || from < 0 || from >= p->n_trace) return -1;
+    int64_t h = mr_cache_static_hits(p->trace + from, p->n_trace - from, p->n_layers * p->e_max, p->n_slots);
+    return h < 0 ? -1 : (double)h / (double)(p->n_trace - from);
+}

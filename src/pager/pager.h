@@ -79,4 +79,7 @@ int mr_pager_layer_counters(const mr_pager *p, int layer, uint64_t *hits, uint64
  * recorded or out of memory. *truncated = 1 when the trace was too long to record in full (the rate is
  * then over the recorded prefix). */
 double mr_pager_belady_hit_rate(const mr_pager *p, int *truncated);
+/* Static-optimum hit rate (policy.h) of the recorded uses from use number `from` on (e.g. the decode
+ * part of a run: from = hits + misses counted before it); -1 if none were recorded there. */
+double mr_pager_static_hit_rate(const mr_pager *p, int64_t from, int *truncated);
 #endif

@@ -51,6 +51,12 @@ double mr_model_pager_belady(const mr_model *m, int *truncated) {
     return mr_pager_belady_hit_rate(m->pager, truncated);
 }
 
+double mr_model_pager_static(const mr_model *m, uint64_t from, int *truncated) {
+    if (truncated) *truncated = 0;
+    if (!m->pager || from > INT64_MAX) return -1;
+    return mr_pager_static_hit_rate(m->pager, (int64_t)from, truncated);
+}
+
 int mr_pager_stats_json(FILE *f, long token, const mr_pager_stats *now, const mr_pager_stats *prev) {
     mr_pager_stats zero;
     if (!prev) { memset(&zero, 0, sizeof zero); prev = &zero; }
@@ -110,18 +116,24 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
     double bel = mr_model_pager_belady(m, &trunc);
     fprintf(f, "pager: per-layer hit rate %.1f%% (layer %d) .. %.1f%% (layer %d); Belady (same trace and slots) ",
             100 * s.layer_hit_min, s.layer_min, 100 * s.layer_hit_max, s.layer_max);
-    if (bel >= 0) fprintf(f, "%.1f%%%s\n", 100 * bel, trunc ? " (over the first 4M uses)" : "");
-    else fprintf(f, "-\n");
+    if (bel >= 0) fprintf(f, "%.1f%%%s", 100 * bel, trunc ? " (over the first 4M uses)" : "");
+    else fprintf(f, "-");
+    double st = mr_model_pager_static(m, 0, &trunc);
+    if (st >= 0) fprintf(f, ", static optimum %.1f%%\n", 100 * st);
+    else fprintf(f, "\n");
 }
 
-void mr_pager_print_delta(FILE *f, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
+void mr_pager_print_delta(FILE *f, const mr_model *m, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
                           long n_tokens, double seconds) {
     uint64_t h = now->hits - prev->hits, mi = now->misses - prev->misses, by = now->bytes_read - prev->bytes_read;
     double st = now->stall_s - prev->stall_s, busy = now->io_busy_s - prev->io_busy_s;
-    fprintf(f, "pager: %s: %ld tokens in %.2f s (%.2f tok/s), hit %.1f%% of %llu uses, read %.2f GiB "
-               "(%.1f MiB/token), read stall %.2f s, I/O busy %.2f s (%.2f GB/s while busy)\n",
+    int trunc = 0;
+    double so = m ? mr_model_pager_static(m, prev->hits + prev->misses, &trunc) : -1;
+    fprintf(f, "pager: %s: %ld tokens in %.2f s (%.2f tok/s), hit %.1f%% of %llu uses (static optimum %.1f%%), "
+               "read %.2f GiB (%.1f MiB/token), read stall %.2f s, I/O busy %.2f s (%.2f GB/s while busy)\n",
             label, n_tokens, seconds, seconds > 0 ? (double)n_tokens / seconds : 0.0,
             h + mi ? 100.0 * (double)h / (double)(h + mi) : 0.0, (unsigned long long)(h + mi),
+            so >= 0 && !trunc ? 100 * so : -1.0,
             (double)by / (1024.0 * 1024 * 1024), n_tokens > 0 ? (double)by / (1024.0 * 1024) / (double)n_tokens : 0.0,
             st, busy, busy > 0 ? (double)by / busy / 1e9 : 0.0);
 }
@@ -233,8 +245,9 @@ int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint
     mr_pager_model_info mi;
     if (mr_pager_model_sizes(model_path, &mi)) return -1;
     if (!mi.expert_bytes) return 0; /* dense model: nothing to page */
-    uint64_t avail = mem_available();
+    uint64_t avail = mem_available(), room = mr_cgroup_mem_room();
     if (!avail) { mr_set_error("--ram-budget auto: cannot read MemAvailable from /proc/meminfo"); return -1; }
+    if (room < avail) avail = room; /* a memory cgroup (container, systemd scope) allows less */
     /* everything that stays resident: dense weights (page cache), KV cache, scratch, and a margin */
     uint64_t dense = mi.total_bytes - mi.expert_bytes;
     uint64_t kv = mi.kv_bytes_per_token * (uint64_t)(n_ctx > 0 ? n_ctx : 4096);

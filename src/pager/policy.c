@@ -503,3 +503,23 @@ done:
     free(next); free(nu); free(res); free(h);
     return hits;
 }
+
+static int cmp_desc_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int64_t mr_cache_static_hits(const int32_t *keys, int64_t n, int n_keys, int n_slots) {
+    if (n_keys < 1 || n_slots < 0) { mr_set_error("static optimum: bad sizes"); return -1; }
+    uint32_t *cnt = calloc((size_t)n_keys, sizeof *cnt);
+    if (!cnt) { mr_set_error("static optimum: out of memory"); return -1; }
+    for (int64_t i = 0; i < n; i++) {
+        if (keys[i] < 0 || keys[i] >= n_keys) { free(cnt); mr_set_error("static optimum: key %d out of range", keys[i]); return -1; }
+        cnt[keys[i]]++;
+    }
+    qsort(cnt, (size_t)n_keys, sizeof *cnt, cmp_desc_u32);
+    int64_t h = 0;
+    for (int i = 0; i < n_slots && i < n_keys; i++) h += cnt[i];
+    free(cnt);
+    return h;
+}
