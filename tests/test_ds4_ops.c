@@ -358,28 +358,6 @@ static void test_vec_kernels(void) {
     for (int i = 0; i < 133; i++) CHECK(c[i] == mr_fp16_to_fp32(h[i]), "f16 %d", i);
 }
 
-static void test_route(void) {
-    float logits[8] = {0.1f, 2.0f, -1.0f, 0.5f, 25.0f, -30.0f, 1.0f, 0.0f};
-    float bias[8] = {0, 0, 10, 0, 0, 0, 0, 0};
-    int sel[3]; float w[3], s[8];
-    CHECK(ds4_route(logits, 8, 3, bias, NULL, 1, 1.5f, sel, w, s) == 0, "route");
-    CHECK(sel[0] == 2 && sel[1] == 4 && sel[2] == 1, "selection by biased score: %d %d %d", sel[0], sel[1], sel[2]);
-    double sp[3] = {log1p(exp(-1.0)), 25.0, log1p(exp(2.0))}, tot = 0;
-    for (int j = 0; j < 3; j++) tot += sqrt(sp[j]);
-    for (int j = 0; j < 3; j++) CHECK(fabs(w[j] - 1.5 * sqrt(sp[j]) / tot) < 1e-6, "weight %d from unbiased score", j);
-    CHECK(fabsf(s[4] - 5.0f) < 1e-6f, "softplus threshold 20");
-    int32_t hid[3] = {7, 0, 5};
-    CHECK(ds4_route(logits, 8, 3, NULL, hid, 0, 1.0f, sel, w, NULL) == 0, "hash");
-    CHECK(sel[0] == 7 && sel[1] == 0 && sel[2] == 5, "hash ids kept in order");
-    CHECK(fabs(w[0] - sqrt(log(2.0))) < 1e-6, "unnormalised hash weight");
-    hid[1] = 8;
-    CHECK(ds4_route(logits, 8, 3, NULL, hid, 0, 1.0f, sel, w, NULL) == -1, "bad hash id");
-    /* weight floor: softplus underflows to 0 in float (log(1 + tiny) = 0), the floor avoids 0/0 */
-    float neg[2] = {-40.0f, -40.0f}; int s2[2]; float w2[2];
-    ds4_route(neg, 2, 2, NULL, NULL, 1, 1.0f, s2, w2, NULL);
-    CHECK(w2[0] == 0.0f && w2[1] == 0.0f, "floor of the weight sum: %g %g", w2[0], w2[1]);
-}
-
 static void test_swiglu_topk(void) {
     float g[4] = {12.0f, -3.0f, 1.0f, 50.0f}, u[4] = {20.0f, -15.0f, 0.5f, 1.0f}, h[4];
     mr_swiglu(h, g, u, 4, 10.0f, 1.0f);
@@ -389,10 +367,10 @@ static void test_swiglu_topk(void) {
     CHECK(fabsf(h[0] - 12.0f / (1 + expf(-12.0f)) * 20.0f) < 1e-3f, "no clamp when lim = 0");
     float v[10] = {3, 9, 1, 9, 7, -1, 0, 8, 2, 5};
     int idx[4];
-    ds4_topk(v, 10, 4, idx);
+    mr_topk(v, 10, 4, idx);
     CHECK(idx[0] == 1 && idx[1] == 3 && idx[2] == 7 && idx[3] == 4, "topk %d %d %d %d", idx[0], idx[1], idx[2], idx[3]);
     float ninf[3] = {-INFINITY, 1, -INFINITY};
-    ds4_topk(ninf, 3, 3, idx);
+    mr_topk(ninf, 3, 3, idx);
     CHECK(idx[0] == 1, "topk with -inf");
 }
 
@@ -430,7 +408,6 @@ int main(void) {
     RUN(test_attn);
     RUN(test_attn_isa);
     RUN(test_vec_kernels);
-    RUN(test_route);
     RUN(test_swiglu_topk);
     RUN(test_argsort);
     return t_finish();

@@ -133,6 +133,34 @@ static void test_moe_route(void) {
     CHECK(fabs(w[0] - 1.5 * sqrt(log1p(exp(0.3)))) < 1e-5, "sqrt-softplus weight %g", w[0]);
     const int32_t bad[2] = {6, 0};
     CHECK(mr_moe_route(&c, &lg[0][0], NULL, bad, 1, sel, w) == -1, "out-of-range given expert accepted");
+
+    /* deepseek4's router: sqrt(softplus) scores, selection by score + exp_probs_b, weights from the
+     * unbiased scores renormalised (sum in double) and scaled; hash ids as given experts */
+    mr_moe_cfg d4 = {.n_expert = 8, .n_used = 3, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = 1, .w_scale = 1.5f};
+    const float logits[8] = {0.1f, 2.0f, -1.0f, 0.5f, 25.0f, -30.0f, 1.0f, 0.0f}, b8[8] = {0, 0, 10, 0, 0, 0, 0, 0};
+    int32_t s3[3];
+    float w3[3];
+    CHECK(mr_moe_route(&d4, logits, b8, NULL, 1, s3, w3) == 0, "route");
+    CHECK(s3[0] == 2 && s3[1] == 4 && s3[2] == 1, "selection by biased score: %d %d %d", s3[0], s3[1], s3[2]);
+    double sp[3] = {log1p(exp(-1.0)), 25.0 /* softplus threshold 20 */, log1p(exp(2.0))}, tot = 0;
+    for (int j = 0; j < 3; j++) tot += sqrt(sp[j]);
+    for (int j = 0; j < 3; j++) CHECK(fabs(w3[j] - 1.5 * sqrt(sp[j]) / tot) < 1e-6, "weight %d from unbiased score", j);
+    d4.norm_w = 0; d4.w_scale = 1.0f;
+    int32_t hid[3] = {7, 0, 5};
+    CHECK(mr_moe_route(&d4, logits, NULL, hid, 1, hid, w3) == 0, "hash (sel_in == sel)");
+    CHECK(hid[0] == 7 && hid[1] == 0 && hid[2] == 5, "hash ids kept in order");
+    CHECK(fabs(w3[0] - sqrt(log(2.0))) < 1e-6, "unnormalised hash weight %g", w3[0]);
+    /* weight floor: softplus underflows to 0 in float (log(1 + tiny) = 0), the floor avoids 0/0 */
+    mr_moe_cfg d2 = {.n_expert = 2, .n_used = 2, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = 1};
+    const float neg[2] = {-40.0f, -40.0f};
+    int32_t s2[2];
+    float w2[2];
+    CHECK(mr_moe_route(&d2, neg, NULL, NULL, 1, s2, w2) == 0 && w2[0] == 0.0f && w2[1] == 0.0f,
+          "floor of the weight sum: %g %g", w2[0], w2[1]);
+    /* top-k ties: the lower id first */
+    const float tie[4] = {1, 3, 3, 0};
+    mr_moe_cfg ct = {.n_expert = 4, .n_used = 2, .gating = MR_GATING_SOFTMAX_WEIGHT};
+    CHECK(mr_moe_route(&ct, tie, NULL, NULL, 1, s2, w2) == 0 && s2[0] == 1 && s2[1] == 2, "ties: %d %d", s2[0], s2[1]);
 }
 
 /* ---- a synthetic llama with 4 experts (top-2), F32, written with the GGUF writer ---- */

@@ -11,7 +11,8 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
                  int n, int32_t *sel, float *w) {
     const int E = c->n_expert, K = c->n_used;
     float *probs = malloc(sizeof(float) * (size_t)E * 2);
-    if (!probs) { mr_set_error("moe: out of memory"); return -1; }
+    int *top = malloc(sizeof(int) * (size_t)(K > 0 ? K : 1));
+    if (!probs || !top) { free(probs); free(top); mr_set_error("moe: out of memory"); return -1; }
     float *score = probs + E;
     for (int t = 0; t < n; t++) {
         const float *l = logits + (int64_t)t * E;
@@ -26,35 +27,32 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
         if (sel_in) {
             for (int j = 0; j < K; j++) {
                 int32_t e = sel_in[(int64_t)t * K + j];
-                if (e < 0 || e >= E) { free(probs); mr_set_error("moe: expert id %d out of range [0, %d)", e, E); return -1; }
+                if (e < 0 || e >= E) {
+                    free(probs); free(top);
+                    mr_set_error("moe: expert id %d out of range [0, %d)", e, E);
+                    return -1;
+                }
                 s[j] = e;
             }
         } else {
             for (int e = 0; e < E; e++) score[e] = sel_bias ? probs[e] + sel_bias[e] : probs[e];
-            /* top-K by descending score; equal scores keep the lower id first */
-            for (int j = 0; j < K; j++) {
-                int best = -1;
-                for (int e = 0; e < E; e++) {
-                    int taken = 0;
-                    for (int i = 0; i < j; i++) if (s[i] == e) { taken = 1; break; }
-                    if (taken) continue;
-                    if (best < 0 || score[e] > score[best]) best = e;
-                }
-                s[j] = best;
-            }
+            mr_topk(score, E, K, top); /* equal scores keep the lower id first */
+            for (int j = 0; j < K; j++) s[j] = top[j];
         }
         for (int j = 0; j < K; j++) wt[j] = probs[s[j]];
         if (c->gating == MR_GATING_SOFTMAX_WEIGHT) mr_softmax(wt, wt, K);
-        if (c->norm_w) {
-            float sum = 0.0f;
-            for (int j = 0; j < K; j++) sum += wt[j];
-            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-            for (int j = 0; j < K; j++) wt[j] /= sum;
+        if (c->norm_w) { /* ggml_sum_rows: the sum accumulates in double */
+            double sum = 0.0;
+            for (int j = 0; j < K; j++) sum += (double)wt[j];
+            float fs = (float)sum;
+            if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
+            for (int j = 0; j < K; j++) wt[j] /= fs;
         }
         if (c->w_scale != 0.0f && c->w_scale != 1.0f)
             for (int j = 0; j < K; j++) wt[j] *= c->w_scale;
     }
     free(probs);
+    free(top);
     return 0;
 }
 

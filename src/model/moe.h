@@ -5,7 +5,7 @@
  *   selection = probs + sel_bias (exp_probs_b, optional; affects only which experts are chosen)
  *   sel = top n_used experts by selection, descending (or sel_in[t] when given: hash routing)
  *   w[j] = probs[sel[j]]; SOFTMAX_WEIGHT: w = softmax(w over the n_used)
- *   norm_w: w /= max(sum w, 6.103515625e-5);   w_scale not 0 or 1: w *= w_scale
+ *   norm_w: w /= max(sum w (accumulated in double), 6.103515625e-5);   w_scale not 0 or 1: w *= w_scale
  * Experts (gate/up/down = ffn_{gate,up,down}_exps slice e; shapes gate, up {d, n_ff}, down {n_ff, d}):
  *   g = gate_e x, u = up_e x; if clamp > 1e-6: g = min(g, clamp), u = clamp(u, -clamp, clamp)
  *   h = silu(g) * u;  weight_before_down: h *= w[j], y_j = down_e h;  else y_j = (down_e h) * w[j]
@@ -28,8 +28,8 @@ typedef struct {
 } mr_moe_cfg;
 
 /* logits[n][n_expert] -> sel[n][n_used], w[n][n_used]. sel_bias[n_expert] or NULL.
- * sel_in[n][n_used] (or NULL): use these experts instead of the top-k (their weights still come
- * from probs). Returns -1 on a bad expert id in sel_in. */
+ * sel_in[n][n_used] (or NULL; may be sel itself): use these experts instead of the top-k (their
+ * weights still come from probs: deepseek4's hash layers). Returns -1 on a bad expert id in sel_in. */
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w);
 

@@ -49,6 +49,19 @@ void mr_swiglu(float *h, const float *g, const float *u, int64_t n, float lim, f
     }
 }
 
+void mr_topk(const float *v, int n, int k, int *idx) {
+    /* selection by repeated insertion: n is small (experts, compressed rows up to a few thousand
+     * with k <= 512), so an O(n*k) insertion into a sorted prefix is fine */
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const float x = v[i];
+        if (m == k && !(x > v[idx[m - 1]])) continue;
+        int j = m < k ? m++ : k - 1;
+        while (j > 0 && x > v[idx[j - 1]]) { idx[j] = idx[j - 1]; j--; }
+        idx[j] = i;
+    }
+}
+
 void mr_add(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }

@@ -33,6 +33,8 @@ static inline float mr_softplus(float x) { return x > 20.0f ? x : logf(1.0f + ex
  * (a product by 1 is exact, so the result is that of the formula without it). */
 void mr_swiglu(float *h, const float *g, const float *u, int64_t n, float lim, float scale);
 void mr_add(float *y, const float *a, const float *b, int64_t n);  /* y = a + b */
+/* top-k indices of v[n] by descending value (ties: lower index first); k <= n */
+void mr_topk(const float *v, int n, int k, int *idx);
 
 /* ---- RoPE (ggml_rope_ext) ----
  * NORMAL (ggml mode 0, llama): rotates adjacent pairs (x[2i], x[2i+1]).

@@ -376,7 +376,7 @@ static int ds4_idx_select(ds4_attn_job *j, long t, int nvis, float *sc, char *ma
         float *so = j->scores_out + t * (int64_t)j->nvis_max;
         for (int b = 0; b < j->nvis_max; b++) so[b] = b < nvis ? sc[b] : -INFINITY;
     }
-    ds4_topk(sc, nvis, M->topk, sel);
+    mr_topk(sc, nvis, M->topk, sel);
     /* Exact ties at the k-th place (in practice rows whose relu'd head scores are all 0) are broken
      * like the reference: std::sort (libstdc++ introsort) of the row indices over an array of
      * n_ctx/4 rows, not-yet-visible rows at -inf. The reference's prefill sorts its batch's rows that
@@ -761,17 +761,15 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
         if (ds4_matmuls(m, "mm ffn_in", mm, 3, n)) return -1;
     }
     DUMP("ffn_moe_logits", il, B->logits, M->E, n);
-    int sel[64];
+    const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
+                            .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim};
     MR_PROF_BEGIN(tr);
-    for (int t = 0; t < n; t++) {
-        const int32_t *hash = ly->tid2eid ? ly->tid2eid + (int64_t)tok[t] * K : NULL;
-        if (ds4_route(B->logits + (int64_t)t * M->E, M->E, K, hash ? NULL : ly->exp_bias, hash, M->norm_w, M->ws, sel,
-                      B->w + (int64_t)t * K, NULL)) {
-            mr_set_error("deepseek4: layer %d: routing failed for token %d", il, tok[t]);
-            return -1;
-        }
-        for (int k = 0; k < K; k++) B->sel[(int64_t)t * K + k] = sel[k];
-    }
+    /* hash layers: the token's experts from tid2eid [V][K] (weights still from the scores); others:
+     * top-k of the scores plus exp_probs_b */
+    if (ly->tid2eid)
+        for (int t = 0; t < n; t++) memcpy(B->sel + (int64_t)t * K, ly->tid2eid + (int64_t)tok[t] * K, sizeof(int32_t) * (size_t)K);
+    if (mr_moe_route(&cfg, B->logits, ly->tid2eid ? NULL : ly->exp_bias, ly->tid2eid ? B->sel : NULL, n, B->sel, B->w))
+        return -1;
     MR_PROF_END(tr, "moe_route");
     if (dump) {
         float *tf = malloc(sizeof(float) * (size_t)n * K);
@@ -782,8 +780,6 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
         }
         DUMP("ffn_moe_weights_scaled", il, B->w, K, n);
     }
-    const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
-                            .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim};
     /* shared expert: no clamp in the reference, the routed clamp in the official graph (§8) */
     MR_PROF_BEGIN(ts);
     ds4_swiglu_job sj = {B->sg, B->su, M->Fs, M->official ? ly->lim : 0.0f};

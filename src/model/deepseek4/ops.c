@@ -274,19 +274,6 @@ void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, con
 
 /* ---- MoE ---- */
 
-void ds4_topk(const float *v, int n, int k, int *idx) {
-    /* selection by repeated insertion: n is small (experts, compressed rows up to a few thousand
-     * with k <= 512), so an O(n*k) insertion into a sorted prefix is fine */
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        const float x = v[i];
-        if (m == k && !(x > v[idx[m - 1]])) continue;
-        int j = m < k ? m++ : k - 1;
-        while (j > 0 && x > v[idx[j - 1]]) { idx[j] = idx[j - 1]; j--; }
-        idx[j] = i;
-    }
-}
-
 /* ---- std::sort emulation (libstdc++ introsort) on int indices, comparator v[a] > v[b] ---- */
 #define GT(a, b) (v[a] > v[b])
 static void ss_insertion(const float *v, int *f, int *l) {
@@ -374,33 +361,3 @@ void ds4_argsort_desc(const float *v, int n, int *idx) {
     }
 }
 #undef GT
-
-int ds4_route(const float *logits, int E, int k, const float *bias, const int32_t *hash_ids, int norm,
-              float scale, int *sel, float *w, float *probs) {
-    float sbuf[1024], bbuf[1024];
-    float *s = probs ? probs : sbuf;
-    if (E > 1024) return -1;
-    for (int e = 0; e < E; e++) s[e] = sqrtf(mr_softplus(logits[e]));
-    if (hash_ids) {
-        for (int j = 0; j < k; j++) {
-            if (hash_ids[j] < 0 || hash_ids[j] >= E) return -1;
-            sel[j] = hash_ids[j];
-        }
-    } else if (bias) {
-        for (int e = 0; e < E; e++) bbuf[e] = s[e] + bias[e];
-        ds4_topk(bbuf, E, k, sel);
-    } else {
-        ds4_topk(s, E, k, sel);
-    }
-    for (int j = 0; j < k; j++) w[j] = s[sel[j]];
-    if (norm) {
-        double sum = 0.0;
-        for (int j = 0; j < k; j++) sum += (double)w[j];
-        float fs = (float)sum;
-        if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
-        for (int j = 0; j < k; j++) w[j] = w[j] / fs;
-    }
-    if (scale != 0.0f && scale != 1.0f)
-        for (int j = 0; j < k; j++) w[j] *= scale;
-    return 0;
-}

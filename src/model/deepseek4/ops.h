@@ -84,20 +84,13 @@ float ds4_dot_f32_avx2(const float *x, const float *y, int n);
 void ds4_axpy_f32_avx2(float *y, float a, const float *x, int n);
 void ds4_f16_to_f32_avx2(float *y, const uint16_t *x, int n);
 
-/* ---- MoE (§3.9) ---- */
-/* Router. logits[E] -> sel[k] (expert ids, slot order) and w[k].
- * hash_ids != NULL: take the ids from it (hash layers); else top-k of s + bias (bias may be NULL).
- * s = sqrt(softplus(logits)); w = s[sel], renormalised if norm (floor 6.103515625e-5), times scale
- * if scale is neither 0 nor 1. probs (optional) receives s. Returns -1 if a hash id is out of range. */
-int ds4_route(const float *logits, int E, int k, const float *bias, const int32_t *hash_ids, int norm,
-              float scale, int *sel, float *w, float *probs);
+/* ---- MoE (§3.9): the router is model/moe.h's mr_moe_route (sqrt-softplus gating, hash ids as
+ * given experts), the experts its engine; top-k is model/ops.h's mr_topk ---- */
 
 /* idx[0..n) = argsort of v by descending value, with the same tie order as the reference's ggml
  * argsort: std::sort of the indices 0..n-1 as implemented by GCC's libstdc++ (introsort: median-of-3
  * quicksort down to runs of 16, heapsort past the depth limit, final insertion sort). Ties are
  * therefore not kept in index order when n > 16. */
 void ds4_argsort_desc(const float *v, int n, int *idx);
-/* top-k indices of v[n] by descending value (ties: lower index first); k <= n */
-void ds4_topk(const float *v, int n, int k, int *idx);
 
 #endif
