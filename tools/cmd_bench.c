@@ -256,7 +256,7 @@ static int cmd_bench(int argc, char **argv) {
                     if (rc) break;
                     char label[64];
                     snprintf(label, sizeof label, "tg%d %s (timed runs only)", n, kind == 2 ? "spec" : "gen");
-                    if (pg && mr_model_pager_stats(m, &ps1) == 0) mr_pager_print_delta(stderr, label, &ps1, &ps0, produced, tg_s);
+                    if (pg && mr_model_pager_stats(m, &ps1) == 0) mr_pager_print_delta(stderr, m, label, &ps1, &ps0, produced, tg_s);
                     if (kind == 2)
                         fprintf(stderr, "tg%d spec: %d verification steps, %d drafted, %d accepted (%.1f%%), %.2f tokens per step\n", n,
                                 tot.n_spec_steps, tot.n_drafted, tot.n_draft_accepted,
