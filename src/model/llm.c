@@ -138,8 +138,9 @@ int mr_llm_load_tensors(mr_model *m, mr_llm *L) {
             l->q_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(hd), "blk.%d.attn_q_norm.weight", i));
             l->k_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(hd), "blk.%d.attn_k_norm.weight", i));
         }
-        l->ffn_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "blk.%d.ffn_norm.weight", i));
-        if (E == 0) {
+        l->ffn_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "blk.%d.%s.weight", i,
+                                                      L->ffn_norm_name ? L->ffn_norm_name : "ffn_norm"));
+        if (E == 0 || i < L->n_dense_lead) {
             l->ffn_gate = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_gate.weight", i));
             l->ffn_up = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_up.weight", i));
             l->ffn_down = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(F, d), "blk.%d.ffn_down.weight", i));
@@ -150,6 +151,13 @@ int mr_llm_load_tensors(mr_model *m, mr_llm *L) {
             pl[i].mat[MR_PAGER_GATE] = mr_model_tensor(m, 1, 3, SHAPE(d, Fe, E), "blk.%d.ffn_gate_exps.weight", i);
             pl[i].mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, SHAPE(d, Fe, E), "blk.%d.ffn_up_exps.weight", i);
             pl[i].mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, SHAPE(Fe, d, E), "blk.%d.ffn_down_exps.weight", i);
+            pl[i].n_used = L->moe.n_used;
+            if (L->n_shared > 0) {
+                const int64_t Fs = Fe * L->n_shared;
+                l->sh_gate = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, Fs), "blk.%d.ffn_gate_shexp.weight", i));
+                l->sh_up = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, Fs), "blk.%d.ffn_up_shexp.weight", i));
+                l->sh_down = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(Fs, d), "blk.%d.ffn_down_shexp.weight", i));
+            }
         }
     }
     int rc = m->load_err ? -1 : 0;
@@ -162,6 +170,7 @@ void mr_llm_free(mr_model *m) {
     mr_llm *L = m->priv;
     if (!L) return;
     free(L->layers);
+    free(L->moe_bias);
     free(L);
     m->priv = NULL;
 }
@@ -250,11 +259,27 @@ static void llm_qkr_chunk(void *arg, long ch) {
     if (cache != cache_small) free(cache);
 }
 
+int mr_llm_ffn_act(mr_model *m, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g, float *u) {
+    MR_PROF_BEGIN(tf);
+    const mr_matmul_task tk[2] = {{.w = up, .X = h, .ncols = n, .Y = u}, {.w = gate, .X = h, .ncols = n, .Y = g}};
+    if (mr_matmul_many(m->pool, tk, 2)) return -1;
+    MR_PROF_END(tf, "mm ffn_up+gate");
+    mr_swiglu(g, g, u, n * gate->rows, 0.0f, 1.0f);
+    return 0;
+}
+
+int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr_weight *down, const float *h, int n,
+               float *g, float *u, float *out) {
+    if (mr_llm_ffn_act(m, gate, up, h, n, g, u)) return -1;
+    return mr_model_matmul(m, down, g, n, out);
+}
+
 int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
     mr_llm *L = m->priv;
     mr_llm_state *s = st;
     const int64_t d = m->n_embd, hd = L->head_dim, nq = hd * L->n_head, nkv = hd * L->n_head_kv, V = m->n_vocab;
-    const int64_t F = L->n_ff > L->n_ff_exp ? L->n_ff : L->n_ff_exp;
+    const int64_t Fs = (int64_t)L->n_ff_exp * L->n_shared;
+    const int64_t F = L->n_ff > L->n_ff_exp ? (L->n_ff > Fs ? L->n_ff : Fs) : (L->n_ff_exp > Fs ? L->n_ff_exp : Fs);
     const int K = L->moe.n_used, E = L->moe.n_expert;
     int rc = -1;
     float *x = malloc(sizeof(float) * (size_t)(n * d));
@@ -263,12 +288,13 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     float *att = malloc(sizeof(float) * (size_t)(n * nq));
     float *kvt = malloc(sizeof(float) * (size_t)(n * 2 * nkv)); /* k and v of the separate projections */
     float *o = malloc(sizeof(float) * (size_t)(n * d));
+    float *o2 = L->n_shared ? malloc(sizeof(float) * (size_t)(n * d)) : NULL; /* shared expert output */
     float *g = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
     float *u = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
     float *rl = E ? malloc(sizeof(float) * (size_t)(n * E)) : NULL;
     int32_t *sel = E ? malloc(sizeof(int32_t) * (size_t)(n * K)) : NULL;
     float *w = E ? malloc(sizeof(float) * (size_t)(n * K)) : NULL;
-    if (!x || !h || !qkv || !att || !kvt || !o || !g || !u || (E && (!rl || !sel || !w))) { mr_set_error("eval: out of memory"); goto done; }
+    if (!x || !h || !qkv || !att || !kvt || !o || !g || !u || (E && (!rl || !sel || !w)) || (L->n_shared && !o2)) { mr_set_error("eval: out of memory"); goto done; }
 
     for (int t = 0; t < n; t++)
         if (mr_tensor_get_row(L->tok_embd, tok[t], x + t * d)) goto done;
@@ -309,9 +335,10 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
         MR_PROF_END(tr, "qk_norm+rope+kv_store");
         mr_model_dump(m, "Qcur", il, q, nq, 1);
         mr_model_dump(m, "Kcur", il, k, nkv, 1);
+        mr_model_dump(m, "Vcur", il, v, nkv, 1);
         mr_attn_args aa = {
             .n_q = n, .pos0 = pos0, .n_head = L->n_head, .n_head_kv = L->n_head_kv, .head_dim = (int)hd,
-            .scale = L->kq_scale, .window = 0, .sinks = NULL, .Q = q, .q_stride = qs,
+            .scale = L->kq_scale, .window = l->window, .sinks = l->sinks, .Q = q, .q_stride = qs,
             .K = s->k[il], .V = s->v[il], .kv_f16 = s->kv_f16, .kv_stride = s->kv_dim, .out = att, .out_stride = nq,
         };
         MR_PROF_BEGIN(ta);
@@ -325,22 +352,21 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
         mr_rms_norm_rows(h, x, l->ffn_norm, d, n, L->eps);
         mr_model_dump(m, "ffn_norm", il, h, d, n);
         if (!l->is_moe) {
-            MR_PROF_BEGIN(tf);
-            const mr_matmul_task tk[2] = {{.w = &l->ffn_up, .X = h, .ncols = n, .Y = u},
-                                          {.w = &l->ffn_gate, .X = h, .ncols = n, .Y = g}};
-            if (mr_matmul_many(m->pool, tk, 2)) goto done;
-            MR_PROF_END(tf, "mm ffn_up+gate");
-            mr_swiglu(g, g, u, n * (int64_t)L->n_ff, 0.0f, 1.0f);
-            if (mr_model_matmul(m, &l->ffn_down, g, n, o)) goto done;
+            if (mr_llm_ffn(m, &l->ffn_gate, &l->ffn_up, &l->ffn_down, h, n, g, u, o)) goto done;
         } else {
             if (mr_model_matmul(m, &l->ffn_gate_inp, h, n, rl)) goto done;
+            add_bias(rl, l->router_b, E, n, E);
             mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
             MR_PROF_BEGIN(tm);
-            if (mr_moe_route(&L->moe, rl, NULL, NULL, n, sel, w)) goto done;
+            if (mr_moe_route(&L->moe, rl, l->probs_b, NULL, n, sel, w)) goto done;
             MR_PROF_END(tm, "moe_route");
+            /* shared expert: gate/up/SwiGLU here, its down product with the experts' (mr_moe_extra) */
+            const mr_moe_extra shexp = {&l->sh_down, g, o2};
+            if (l->sh_up.data && mr_llm_ffn_act(m, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
             MR_PROF_BEGIN(te);
-            if (mr_moe_experts(m, il, &L->moe, h, n, sel, w, NULL, 0, o)) goto done;
+            if (mr_moe_experts(m, il, &L->moe, h, n, sel, w, l->sh_up.data ? &shexp : NULL, l->sh_up.data ? 1 : 0, o)) goto done;
             MR_PROF_END(te, "moe_experts");
+            if (l->sh_up.data) mr_add(o, o, o2, n * d);
         }
         mr_model_dump(m, "ffn_out", il, o, d, n);
         mr_add(x, o, x, n * d);
@@ -355,6 +381,6 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     }
     rc = 0;
 done:
-    free(x); free(h); free(qkv); free(att); free(kvt); free(o); free(g); free(u); free(rl); free(sel); free(w);
+    free(x); free(h); free(qkv); free(att); free(kvt); free(o); free(o2); free(g); free(u); free(rl); free(sel); free(w);
     return rc;
 }

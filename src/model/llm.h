@@ -5,8 +5,9 @@
  *              q, k, v = Wq h, Wk h, Wv h (+ biases); optional per-head RMSNorm of q, k (q/k norm)
  *              RoPE(q, k) at the token's position (normal or neox mode)
  *              K, V appended to the cache (F16 by default), causal GQA attention, x += Wo att
+ *              (gpt-oss: attention sinks and sliding-window layers, biases on o, the router and experts)
  *              h = RMSNorm(x) * ffn_norm
- *              x += dense SwiGLU FFN(h)  or  routed experts (moe.h)
+ *              x += dense SwiGLU FFN(h)  or  routed experts (moe.h) [+ shared expert FFN(h)]
  *   logits = output (or token_embd if absent) . (RMSNorm(x) * output_norm) */
 #ifndef MR_LLM_H
 #define MR_LLM_H
@@ -20,6 +21,11 @@ typedef struct {
     const float *bq, *bk, *bv, *bqkv, *bo;
     mr_weight ffn_gate, ffn_up, ffn_down;      /* dense layers */
     mr_weight ffn_gate_inp;                    /* MoE router [n_expert x n_embd] */
+    mr_weight sh_gate, sh_up, sh_down;         /* shared expert (glm4moe), data NULL if none */
+    const float *probs_b;                      /* expert selection bias exp_probs_b [n_expert] or NULL */
+    const float *router_b;                     /* router bias [n_expert] (gpt-oss) or NULL */
+    const float *sinks;                        /* attention sink logits [n_head] (gpt-oss) or NULL */
+    int window;                                /* sliding-window attention (0 = full causal) */
     int is_moe;
 } mr_llm_layer;
 
@@ -27,6 +33,10 @@ typedef struct {
     int n_head, n_head_kv, head_dim, n_ff, n_ff_exp;
     float eps, kq_scale;
     int qk_norm;                 /* qwen3moe: q/k RMSNorm per head */
+    const char *ffn_norm_name;   /* "blk.N.<name>.weight" of the pre-FFN norm (NULL: ffn_norm) */
+    int n_dense_lead;            /* leading layers with a dense FFN in a MoE model (glm4moe) */
+    int n_shared;                /* shared experts per MoE layer (ffn_*_shexp, width n_shared * n_ff_exp) */
+    mr_moe_bias *moe_bias;       /* [n_layer] routed-expert biases (gpt-oss; freed with the model) */
     mr_rope_params rope;
     mr_moe_cfg moe;              /* n_expert == 0: dense */
     const mr_gguf_tensor *tok_embd;
@@ -55,5 +65,11 @@ void *mr_llm_state_new(mr_model *m, int n_ctx);
 void mr_llm_state_free(mr_model *m, void *st);
 void mr_llm_state_reset(mr_model *m, void *st);
 int mr_llm_state_truncate(mr_model *m, void *st, int n);
+/* Dense SwiGLU FFN (ggml build_ffn, SILU, parallel gate): out[n][d] = down (silu(gate h) * up h) for
+ * h[n][d]; g and u are scratch of n * gate->rows floats. Dense layers and shared experts use it. */
+int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr_weight *down, const float *h, int n,
+               float *g, float *u, float *out);
+/* Its first half: g = silu(gate h) * up h (u is scratch), for a down product done elsewhere. */
+int mr_llm_ffn_act(mr_model *m, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g, float *u);
 int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
 #endif

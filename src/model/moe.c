@@ -5,7 +5,27 @@
 #include "quant/matmul.h"
 #include "base/prof.h"
 
+#include <math.h>
 #include <stdlib.h>
+
+/* DeepSeek-V3 group-limited routing (ggml build_moe_ffn): group g's score = its best + second best
+ * selection score (argsort top-2, summed in that order); the n_group_used best groups stay, the
+ * others' experts get -inf. Equal scores keep the lower index first, like the top-k below. */
+static void moe_mask_groups(const mr_moe_cfg *c, float *score) {
+    const int G = c->n_group, per = c->n_expert / G;
+    float gs[256];
+    int top[256];
+    unsigned char keep[256] = {0};
+    if (G > 256 || per < 2 || c->n_group_used > G) return; /* rejected by the loaders */
+    for (int g = 0; g < G; g++) {
+        mr_topk(score + g * per, per, 2, top);
+        gs[g] = score[g * per + top[0]] + score[g * per + top[1]];
+    }
+    mr_topk(gs, G, c->n_group_used, top);
+    for (int k = 0; k < c->n_group_used; k++) keep[top[k]] = 1;
+    for (int g = 0; g < G; g++)
+        if (!keep[g]) for (int e = 0; e < per; e++) score[g * per + e] = -INFINITY;
+}
 
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w) {
@@ -36,6 +56,7 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
             }
         } else {
             for (int e = 0; e < E; e++) score[e] = sel_bias ? probs[e] + sel_bias[e] : probs[e];
+            if (c->n_group > 1) moe_mask_groups(c, score);
             mr_topk(score, E, K, top); /* equal scores keep the lower id first */
             for (int j = 0; j < K; j++) s[j] = top[j];
         }
@@ -224,8 +245,17 @@ static int moe_gather(moe_plan *P, const int *xs, int nx) {
     return 0;
 }
 
+/* expert e's bias rows of this layer (gpt-oss; NULL where there is none) */
+static void moe_bias_of(const moe_plan *P, int e, const float **gb, const float **ub, const float **db) {
+    const mr_moe_bias *b = P->c->bias ? &P->c->bias[P->layer] : NULL;
+    *gb = b && b->gate ? b->gate + (int64_t)e * P->F : NULL;
+    *ub = b && b->up ? b->up + (int64_t)e * P->F : NULL;
+    *db = b && b->down ? b->down + (int64_t)e * P->d : NULL;
+}
+
 /* Gate and up rows r0..r1 of one expert for all its tokens (P->stage says which), then (MOE_FUSED)
- * the SwiGLU of those rows with the clamp and the weight before the down product. */
+ * the expert's gate/up biases and the activation of those rows: gpt-oss's SwiGLU-OAI, or mr_swiglu
+ * with the clamp and the weight before the down product. */
 static void moe_gate_up_task(void *arg, long i) {
     moe_plan *P = arg;
     const long xi = P->task[i] >> 32, ch = P->task[i] & 0xffffffffL, crow = P->crow[xi];
@@ -238,9 +268,15 @@ static void moe_gate_up_task(void *arg, long i) {
         return;
     }
     if (P->stage != MOE_FUSED) return;
-    for (int r = 0; r < x->cnt; r++)
-        mr_swiglu(u + (int64_t)r * F + r0, g ? g + (int64_t)r * F + r0 : NULL, u + (int64_t)r * F + r0, r1 - r0,
-                  P->c->clamp, P->c->weight_before_down ? P->wrow[x->start + r] : 1.0f);
+    const float *gb, *ub, *db;
+    moe_bias_of(P, x->e, &gb, &ub, &db);
+    for (int r = 0; r < x->cnt; r++) {
+        float *gr = g ? g + (int64_t)r * F + r0 : NULL, *ur = u + (int64_t)r * F + r0;
+        if (ub) mr_add(ur, ur, ub + r0, r1 - r0);
+        if (gr && gb) mr_add(gr, gr, gb + r0, r1 - r0);
+        if (gr && P->c->act == MR_MOE_ACT_SWIGLU_OAI) mr_swiglu_oai(ur, gr, ur, r1 - r0, 1.702f, 7.0f);
+        else mr_swiglu(ur, gr, ur, r1 - r0, P->c->clamp, P->c->weight_before_down ? P->wrow[x->start + r] : 1.0f);
+    }
 }
 
 /* One dispatch over row chunks of the experts xs[nx]. Chunks hold whole groups when a matrix is
@@ -308,6 +344,12 @@ static int moe_down(moe_plan *P, const int *xs, int nx, const mr_moe_extra *extr
         parts[np++] = (mr_mm_part){w->data, w->type, w->rows, &eact[k], extra[k].Y, w->rows, w->rp};
     }
     rc = np ? mr_matmul_parts(pool, parts, np) : 0;
+    for (int k = 0; rc == 0 && P->c->bias && k < nx; k++) { /* down biases (gpt-oss), before the weighting */
+        const moe_xp *x = &P->xp[xs[k]];
+        const float *gb, *ub, *db;
+        moe_bias_of(P, x->e, &gb, &ub, &db);
+        for (int r = 0; db && r < x->cnt; r++) mr_add(P->y + (int64_t)(x->start + r) * d, P->y + (int64_t)(x->start + r) * d, db, d);
+    }
 done:
     if (eact) for (int k = 0; k < n_extra; k++) mr_mm_act_free(&eact[k]);
     free(eact); free(parts);
@@ -382,6 +424,10 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     int *local = NULL;
     MR_PROF_BEGIN(t_gather);
     if (moe_plan_make(&P, m, layer, c, n, sel, w)) goto done;
+    if ((P.ap || m->moe_remote) && (c->bias || c->act != MR_MOE_ACT_SWIGLU)) {
+        mr_set_error("moe: approximations and remote experts do not support expert biases / SwiGLU-OAI yet");
+        goto done;
+    }
     P.out = out;
     if (!(local = malloc(sizeof(int) * ((size_t)P.n_xp + 1)))) { mr_set_error("moe: out of memory"); goto done; }
     for (int i = 0; i < P.n_xp; i++) if (!P.xp[i].remote) local[nl++] = P.xp[i].e; /* ascending ids */

@@ -3,12 +3,17 @@
  * Routing, per token t (logits = ffn_gate_inp x_t, [n_expert]):
  *   probs = softmax(logits) | sigmoid(logits) | sqrt(softplus(logits)) | logits (SOFTMAX_WEIGHT)
  *   selection = probs + sel_bias (exp_probs_b, optional; affects only which experts are chosen)
+ *   groups (n_group > 1, DeepSeek-V3): experts split into n_group equal groups; a group's score is
+ *     the sum of its two best selections; all but the n_group_used best groups are masked out
  *   sel = top n_used experts by selection, descending (or sel_in[t] when given: hash routing)
  *   w[j] = probs[sel[j]]; SOFTMAX_WEIGHT: w = softmax(w over the n_used)
  *   norm_w: w /= max(sum w (accumulated in double), 6.103515625e-5);   w_scale not 0 or 1: w *= w_scale
  * Experts (gate/up/down = ffn_{gate,up,down}_exps slice e; shapes gate, up {d, n_ff}, down {n_ff, d}):
  *   g = gate_e x, u = up_e x; if clamp > 1e-6: g = min(g, clamp), u = clamp(u, -clamp, clamp)
- *   h = silu(g) * u;  weight_before_down: h *= w[j], y_j = down_e h;  else y_j = (down_e h) * w[j]
+ *   biases (gpt-oss, bias[layer] given): g += gate_b[e], u += up_b[e] (before the clamp / activation)
+ *   h = silu(g) * u, or act == MR_MOE_ACT_SWIGLU_OAI (gpt-oss):
+ *       g' = min(g, 7), u' = clamp(u, -7, 7), h = g' / (1 + exp(-1.702 g')) * (u' + 1)
+ *   weight_before_down: h *= w[j], y_j = down_e h;  else y_j = (down_e h [+ down_b[e]]) * w[j]
  *   out = ((y_0 + y_1) + y_2) + ...   (slot order, like the reference's chain of adds)
  * Tokens routed to the same expert are gathered so each expert matrix is multiplied once per batch
  * (ncols = number of tokens routed there); the experts come from the model's pager. */
@@ -17,6 +22,10 @@
 #include "model/model.h"
 
 enum { MR_GATING_SOFTMAX = 1, MR_GATING_SIGMOID = 2, MR_GATING_SQRT_SOFTPLUS = 3, MR_GATING_SOFTMAX_WEIGHT = 4 };
+enum { MR_MOE_ACT_SWIGLU = 0, MR_MOE_ACT_SWIGLU_OAI = 1 };
+
+/* Routed-expert biases of one layer (gpt-oss): gate, up [n_expert][F], down [n_expert][d]; NULL = none. */
+typedef struct { const float *gate, *up, *down; } mr_moe_bias;
 
 typedef struct {
     int n_expert, n_used;
@@ -25,6 +34,9 @@ typedef struct {
     float w_scale;           /* 0 or 1 = none */
     int weight_before_down;  /* deepseek4 */
     float clamp;             /* SwiGLU clamp limit (0 = none) */
+    int n_group, n_group_used; /* expert groups (<= 1: none) and how many groups may be chosen */
+    int act;                 /* MR_MOE_ACT_* */
+    const mr_moe_bias *bias; /* [n_layer] expert biases, or NULL */
 } mr_moe_cfg;
 
 /* logits[n][n_expert] -> sel[n][n_used], w[n][n_used]. sel_bias[n_expert] or NULL.

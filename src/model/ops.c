@@ -62,6 +62,13 @@ void mr_topk(const float *v, int n, int k, int *idx) {
     }
 }
 
+void mr_swiglu_oai(float *h, const float *g, const float *u, int64_t n, float alpha, float lim) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i] < lim ? g[i] : lim, y = u[i] < -lim ? -lim : (u[i] > lim ? lim : u[i]);
+        h[i] = x / (1.f + expf(alpha * (-x))) * (y + 1.f);
+    }
+}
+
 void mr_add(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }

@@ -32,6 +32,9 @@ static inline float mr_softplus(float x) { return x > 20.0f ? x : logf(1.0f + ex
  * scale is the routing weight when it is applied before the down product (deepseek4), else 1
  * (a product by 1 is exact, so the result is that of the formula without it). */
 void mr_swiglu(float *h, const float *g, const float *u, int64_t n, float lim, float scale);
+/* gpt-oss's SwiGLU-OAI (ggml_swiglu_oai): x = min(g, lim), y = clamp(u, -lim, lim),
+ * h = x / (1 + exp(-alpha x)) * (y + 1). h may alias g or u. */
+void mr_swiglu_oai(float *h, const float *g, const float *u, int64_t n, float alpha, float lim);
 void mr_add(float *y, const float *a, const float *b, int64_t n);  /* y = a + b */
 /* top-k indices of v[n] by descending value (ties: lower index first); k <= n */
 void mr_topk(const float *v, int n, int k, int *idx);

@@ -231,21 +231,37 @@ static const synth_shape synth_shapes[] = {
      1024, 12, 16, 4, 64, 64, 4, 512, 8000, 2048, 1000000.0f},
 };
 
-/* ftype: LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19} (llama.h) */
+/* ftype: LLAMA_FTYPE_ALL_F32 0, LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19, MXFP4_MOE 38} (llama.h) */
 static const synth_mix synth_mixes[] = {
+    {"f32", MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, 0},
     {"q4_0", MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, 2},
     {"q8_0", MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 7},
     {"q4_k_m", MR_TYPE_Q4_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 15},
     {"iq4_xs", MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_XS, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 30},
     {"iq3s-mxfp4", MR_TYPE_Q8_0, MR_TYPE_IQ3_S, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 26},
     {"iq2xxs-q2k", MR_TYPE_Q8_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 19},
+    {"mxfp4", MR_TYPE_Q8_0, MR_TYPE_MXFP4, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 38},
+};
+
+/* Architectures whose shapes live in their own file. */
+typedef struct {
+    int (*has_shape)(const char *name);
+    void (*list)(FILE *out);
+    int (*build)(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx, const mr_synth_params *p,
+                 int *n_layer);
+} synth_family;
+static const synth_family synth_families[] = {
+    {synth_ds4_has_shape, synth_ds4_list, synth_ds4_build},
+    {synth_ds2_has_shape, synth_ds2_list, synth_ds2_build},
+    {synth_oss_has_shape, synth_oss_list, synth_oss_build},
+    {synth_glm_has_shape, synth_glm_list, synth_glm_build},
 };
 
 void mr_synth_list(FILE *out) {
     fprintf(out, "shapes:\n");
     for (size_t i = 0; i < sizeof synth_shapes / sizeof synth_shapes[0]; i++)
         fprintf(out, "  %-18s %s: %s\n", synth_shapes[i].name, synth_shapes[i].arch, synth_shapes[i].desc);
-    synth_ds4_list(out);
+    for (size_t i = 0; i < sizeof synth_families / sizeof synth_families[0]; i++) synth_families[i].list(out);
     fprintf(out, "quant mixes (attention, expert gate/up, expert down, embedding, head):\n");
     for (size_t i = 0; i < sizeof synth_mixes / sizeof synth_mixes[0]; i++) {
         const synth_mix *m = &synth_mixes[i];
@@ -369,8 +385,10 @@ int mr_synth(const char *path, const mr_synth_params *p) {
         if (!strcmp(synth_shapes[i].name, p->shape)) s = &synth_shapes[i];
     for (size_t i = 0; i < sizeof synth_mixes / sizeof synth_mixes[0]; i++)
         if (!strcmp(synth_mixes[i].name, p->mix)) mx = &synth_mixes[i];
-    const int ds4 = !s && synth_ds4_has_shape(p->shape);
-    if (!s && !ds4) { mr_set_error("synth: unknown shape '%s' (see moerun synth --list)", p->shape); return -1; }
+    const synth_family *fam = NULL;
+    for (size_t i = 0; !s && i < sizeof synth_families / sizeof synth_families[0]; i++)
+        if (synth_families[i].has_shape(p->shape)) fam = &synth_families[i];
+    if (!s && !fam) { mr_set_error("synth: unknown shape '%s' (see moerun synth --list)", p->shape); return -1; }
     if (!mx) { mr_set_error("synth: unknown quant mix '%s' (see moerun synth --list)", p->mix); return -1; }
     if (p->n_layers < 0 || (s && p->n_layers > s->n_layer)) {
         mr_set_error("synth: --layers %d: shape %s has %lld layers", p->n_layers, p->shape, s ? (long long)s->n_layer : 0LL);
@@ -392,7 +410,7 @@ int mr_synth(const char *path, const mr_synth_params *p) {
         rng_t r = {p->seed + 17};
         for (int64_t k = 0; k < s->d; k++) c.u[k] = rng_gauss(&r);
         if (synth_vocab(w, s->vocab) || synth_qwen3moe(&c, w, s, mx, n_layer)) goto done;
-    } else if (synth_ds4_build(&c, w, p->shape, mx, p, &n_layer)) {
+    } else if (fam->build(&c, w, p->shape, mx, p, &n_layer)) {
         goto done;
     }
     if (c.zipf > 0 && c.n_expert > 0) { /* popularity of expert e ~ (e+1)^-zipf, for hash tables */

@@ -1,6 +1,7 @@
 /* Internals of moerun synth (public entry points: mr_synth, mr_synth_list in moerun.h).
  * synth.c holds the generator (random pools, tensor list, streamed fill), the vocabulary and the
- * qwen3moe shapes; synth_ds4.c the deepseek4 (DeepSeek-V4) shapes. */
+ * qwen3moe shapes; synth_ds4.c the deepseek4 (DeepSeek-V4) shapes, synth_deepseek2.c the deepseek2 ones
+ * (DeepSeek-V3, Kimi-K2). */
 #ifndef MR_SYNTH_H
 #define MR_SYNTH_H
 #include "moerun.h"
@@ -85,4 +86,26 @@ void synth_ds4_list(FILE *out);
 /* Adds the deepseek4 metadata and tensors; *n_layer is in/out (0 = full depth); fills c->n_expert. */
 int synth_ds4_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx,
                     const mr_synth_params *p, int *n_layer);
+/* deepseek2 shapes (synth_deepseek2.c). */
+int synth_ds2_has_shape(const char *name);
+void synth_ds2_list(FILE *out);
+int synth_ds2_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx,
+                    const mr_synth_params *p, int *n_layer);
+
+/* gpt-oss shapes (synth_gpt_oss.c). */
+int synth_oss_has_shape(const char *name);
+void synth_oss_list(FILE *out);
+int synth_oss_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx,
+                    const mr_synth_params *p, int *n_layer);
+
+/* glm4moe shapes (synth_glm4moe.c). */
+int synth_glm_has_shape(const char *name);
+void synth_glm_list(FILE *out);
+int synth_glm_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx,
+                    const mr_synth_params *p, int *n_layer);
+
+/* Shared by the shape files: the mix's type if ne0 fits its blocks, else Q8_0 (else F16); an F32 norm
+ * weight vector 1 + N(0, 0.2^2). */
+int synth_fit_type(int type, int64_t ne0);
+int synth_norm(synth_ctx *c, const char *fmt, int l, int64_t n);
 #endif

@@ -1,0 +1,442 @@
+/* deepseek2: DeepSeek-V2/V3/R1 and Kimi-K2 (the reference fork's llm_build_deepseek2, MLA branch).
+ *
+ * Per layer (d = n_embd, H heads, nope + rope = key_length_mla, dv = value_length_mla, r = kv_lora_rank,
+ * p = rope.dimension_count):
+ *   h = RMSNorm(x) * attn_norm
+ *   q = Wq_b (RMSNorm(Wq_a h) * attn_q_a_norm)   (or Wq h without q_lora_rank)   [H][nope + p]
+ *   [c | k_pe] = Wkv_a_mqa h                                                     [r + p]
+ *   q_pe, k_pe: RoPE (ggml "normal" mode, adjacent pairs; YaRN); c = RMSNorm(c) * attn_kv_a_norm
+ *   absorbed MLA (one shared KV head of r + p values): Q_h = [Wk_b[h] q_nope_h | q_pe_h]  (Wk_b[h]: [r][nope])
+ *                                                   K = V' = [c | k_pe] in the cache (F16 by default)
+ *   o_h = softmax(kq_scale * Q_h . K_j) over j <= t, summed with V_j = c_j (the first r values of K_j)
+ *   x += Wo [Wv_b[h] o_h]_h                                                     (Wv_b[h]: [dv][r])
+ *   kq_scale = mscale^2 / sqrt(nope + p), mscale = attn_factor * (1 + 0.1 * yarn_log_mul * ln(rope factor))
+ *   h = RMSNorm(x) * ffn_norm
+ *   layers < leading_dense_block_count: x += dense SwiGLU FFN(h)
+ *   others: x += routed experts (moe.h: softmax or sigmoid gating, exp_probs_b selection bias, expert
+ *           groups, weight norm and scale) + shared expert SwiGLU FFN(h)
+ * logits = output . (RMSNorm(x) * output_norm)
+ * Legacy GGUFs without key_length_mla (one unsplit attn_kv_b) are not supported. */
+#include "model/llm.h"
+#include "base/prof.h"
+#include "quant/matmul.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const float *attn_norm, *q_a_norm, *kv_a_norm, *ffn_norm, *probs_b;
+    mr_weight wq, wq_a, wq_b, wkv_a, wo;
+    const mr_gguf_tensor *wk_b, *wv_b;           /* [H][r][nope], [H][dv][r] */
+    mr_weight ffn_gate, ffn_up, ffn_down;        /* dense layers */
+    mr_weight gate_inp, sh_gate, sh_up, sh_down; /* MoE layers */
+    int is_moe;
+} ds2_layer;
+
+typedef struct {
+    int n_head, nope, n_rot, dv, q_lora, kv_lora, n_ff, n_ff_exp, n_shared, n_dense;
+    float eps, kq_scale;
+    mr_rope_params rope;
+    mr_moe_cfg moe;
+    const mr_gguf_tensor *tok_embd;
+    const float *output_norm;
+    mr_weight output;
+    ds2_layer *layers;
+} ds2_model;
+
+typedef struct {
+    int n_ctx, kv_f16;
+    int64_t kv_dim;  /* r + p */
+    void **kv;       /* [n_layer] n_ctx x kv_dim (uint16_t F16 or float) */
+} ds2_state;
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+
+static int ds2_hparams(mr_model *m, ds2_model *M) {
+    uint32_t ctx, embd, nl, ne = 0, nu = 0, ng = 0, ngu = 0, kl = 0, vl = 0, klm = 0, vlm = 0, nrot = 0, qr = 0, kvr = 0;
+    uint32_t ffe = 0, nsh = 0, ndense = 0, gating = 0;
+    int normw = 0;
+    float wscale = 0.0f, log_mul = 0.0f;
+    if (mr_model_hp_u32(m, "context_length", 1, 0, &ctx) || mr_model_hp_u32(m, "embedding_length", 1, 0, &embd) ||
+        mr_model_hp_u32(m, "block_count", 1, 0, &nl) || mr_model_hp_u32(m, "expert_count", 0, 0, &ne) ||
+        mr_model_hp_u32(m, "expert_used_count", 0, 0, &nu) || mr_model_hp_u32(m, "expert_group_count", 0, 0, &ng) ||
+        mr_model_hp_u32(m, "expert_group_used_count", 0, 0, &ngu) ||
+        mr_model_hp_f32(m, "attention.layer_norm_rms_epsilon", 1, 0, &M->eps) ||
+        mr_model_hp_u32(m, "leading_dense_block_count", 0, 0, &ndense) ||
+        mr_model_hp_u32(m, "attention.q_lora_rank", 0, 0, &qr) || mr_model_hp_u32(m, "attention.kv_lora_rank", 1, 0, &kvr) ||
+        mr_model_hp_u32(m, "attention.key_length_mla", 0, 0, &klm) ||
+        mr_model_hp_u32(m, "attention.value_length_mla", 0, 0, &vlm) ||
+        mr_model_hp_u32(m, "expert_feed_forward_length", 1, 0, &ffe) ||
+        mr_model_hp_u32(m, "expert_shared_count", 1, 0, &nsh) ||
+        mr_model_hp_f32(m, "expert_weights_scale", 0, 0.0f, &wscale) ||
+        mr_model_hp_bool(m, "expert_weights_norm", 0, 0, &normw) ||
+        mr_model_hp_u32(m, "expert_gating_func", 0, 0, &gating) ||
+        mr_model_hp_f32(m, "rope.scaling.yarn_log_multiplier", 0, 0.0f, &log_mul))
+        return -1;
+    if (embd == 0 || embd > (1u << 20) || nl == 0 || nl > 4096) { mr_set_error("%s: bad embedding_length/block_count", m->path); return -1; }
+    m->n_ctx_train = (int)ctx;
+    m->n_embd = (int)embd;
+    m->n_layer = (int)nl;
+    uint32_t *arr = malloc(sizeof(uint32_t) * nl * 3);
+    if (!arr) { mr_set_error("model: out of memory"); return -1; }
+    int rc = -1;
+    if (mr_model_hp_u32_layers(m, "feed_forward_length", 0, 0, arr, (int)nl) ||
+        mr_model_hp_u32_layers(m, "attention.head_count", 1, 0, arr + nl, (int)nl) ||
+        mr_model_hp_u32_layers(m, "attention.head_count_kv", 0, arr[nl], arr + 2 * nl, (int)nl))
+        goto out;
+    for (uint32_t i = 1; i < nl; i++)
+        if (arr[i] != arr[0] || arr[nl + i] != arr[nl] || arr[2 * nl + i] != arr[2 * nl]) {
+            mr_set_error("%s: per-layer feed_forward_length / head counts are not supported", m->path);
+            goto out;
+        }
+    M->n_ff = (int)arr[0];
+    M->n_head = (int)arr[nl];
+    if (M->n_head <= 0 || M->n_head > 4096) { mr_set_error("%s: attention.head_count %d invalid", m->path, M->n_head); goto out; }
+    if (mr_model_hp_u32(m, "attention.key_length", 0, embd / (uint32_t)M->n_head, &kl) ||
+        mr_model_hp_u32(m, "attention.value_length", 0, embd / (uint32_t)M->n_head, &vl) ||
+        mr_model_hp_u32(m, "rope.dimension_count", 0, kl, &nrot))
+        goto out;
+    if (klm == 0 || vlm == 0) {
+        mr_set_error("%s: no %s.attention.key_length_mla/value_length_mla: GGUFs with the unsplit attn_kv_b "
+                     "(converted before MLA absorption) are not supported; reconvert the model", m->path, m->arch_name);
+        goto out;
+    }
+    /* the MLA cache row is [c | k_pe]: one KV head of key_length = r + p, value_length = r */
+    if (arr[2 * nl] != 1 || kl != kvr + nrot || vl != kvr) {
+        mr_set_error("%s: MLA expects head_count_kv 1, key_length %u + %u and value_length %u (got %u, %u, %u)",
+                     m->path, kvr, nrot, kvr, arr[2 * nl], kl, vl);
+        goto out;
+    }
+    if (nrot == 0 || nrot % 2 || nrot >= klm || kvr == 0 || kvr > 65536 || klm > 65536 || vlm > 65536) {
+        mr_set_error("%s: rope.dimension_count %u, key_length_mla %u, kv_lora_rank %u invalid", m->path, nrot, klm, kvr);
+        goto out;
+    }
+    M->n_rot = (int)nrot;
+    M->nope = (int)(klm - nrot);
+    M->dv = (int)vlm;
+    M->q_lora = (int)qr;
+    M->kv_lora = (int)kvr;
+    M->n_ff_exp = (int)ffe;
+    M->n_shared = (int)nsh;
+    M->n_dense = (int)(ndense < nl ? ndense : nl);
+    if (ne == 0 && M->n_dense < (int)nl) { mr_set_error("%s: %s.expert_count must be > 0", m->path, m->arch_name); goto out; }
+    if (ne > 0 && (nu == 0 || nu > ne || ne > 4096)) { mr_set_error("%s: expert_used_count %u invalid for %u experts", m->path, nu, ne); goto out; }
+    if (ng > 1 && (ng > 256 || ne % ng || ne / ng < 2 || ngu == 0 || ngu >= ng || nu > ngu * (ne / ng))) {
+        mr_set_error("%s: expert_group_count %u / expert_group_used_count %u invalid for %u experts (top %u)", m->path, ng, ngu, ne, nu);
+        goto out;
+    }
+    /* gating: 1 softmax, 2 sigmoid (llama_expert_gating_func_type); 0 = old V2 GGUFs: softmax, except
+     * GLM-4.7-Lite (47/48 layers, vocab 154880), like the reference */
+    if (gating == 0) {
+        uint32_t nv = 0;
+        (void)mr_model_hp_u32(m, "vocab_size", 0, 0, &nv);
+        const mr_gguf_kv *tl = mr_gguf_find_kv(m->gguf, "tokenizer.ggml.tokens");
+        if (!nv && tl && tl->type == MR_GGUF_ARRAY) nv = (uint32_t)tl->n;
+        gating = ((nl == 47 || nl == 48) && nv == 154880) ? MR_GATING_SIGMOID : MR_GATING_SOFTMAX;
+    }
+    if (gating != MR_GATING_SOFTMAX && gating != MR_GATING_SIGMOID) {
+        mr_set_error("%s: expert_gating_func %u is not supported by deepseek2", m->path, gating);
+        goto out;
+    }
+    memset(&M->moe, 0, sizeof M->moe);
+    M->moe.n_expert = (int)ne;
+    M->moe.n_used = (int)nu;
+    M->moe.gating = (int)gating;
+    M->moe.norm_w = normw;
+    M->moe.w_scale = wscale;
+    M->moe.n_group = (int)ng;
+    M->moe.n_group_used = (int)ngu;
+
+    mr_rope_params_init(&M->rope, MR_ROPE_NORMAL, (int)nrot);
+    if (mr_llm_read_rope(m, &M->rope)) goto out;
+    /* The reference divides this arch's yarn_log_multiplier by 0.1 (the converter stored 0.1 * mscale_all_dim),
+     * and since mscale == mscale_all_dim for deepseek2 the context's attn factor is 1 / (1 + 0.1 ln factor)
+     * (cancelling the rope kernel's own YaRN magnitude) times rope.scaling.attn_factor. */
+    log_mul /= 0.1f;
+    float rope_attn = 1.0f;
+    if (mr_model_hp_f32(m, "rope.scaling.attn_factor", 0, 1.0f, &rope_attn)) goto out;
+    if (M->rope.ext_factor != 0.0f)
+        M->rope.attn_factor = 1.0f / (1.0f + 0.1f * logf(1.0f / M->rope.freq_scale)) * rope_attn;
+    else M->rope.attn_factor = rope_attn;
+    /* llm_build_deepseek2: undo that cancellation, then pre-scale kq by mscale^2 */
+    const float attn_org = M->rope.attn_factor * (1.0f + 0.1f * logf(1.0f / M->rope.freq_scale));
+    const float mscale = attn_org * (1.0f + 0.1f * log_mul * logf(1.0f / M->rope.freq_scale));
+    M->kq_scale = 1.0f * mscale * mscale / sqrtf((float)klm);
+    rc = 0;
+out:
+    free(arr);
+    return rc;
+}
+
+static int ds2_tensors(mr_model *m, ds2_model *M) {
+    const int64_t d = m->n_embd, H = M->n_head, dk = M->nope + M->n_rot, r = M->kv_lora;
+    M->tok_embd = mr_model_tensor(m, 1, 2, SHAPE(d, -1), "token_embd.weight");
+    if (!M->tok_embd) return -1;
+    m->n_vocab = (int)M->tok_embd->ne[1];
+    const int64_t V = m->n_vocab;
+    M->output_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "output_norm.weight"));
+    const mr_gguf_tensor *out = mr_model_tensor(m, 0, 2, SHAPE(d, V), "output.weight");
+    M->output = mr_model_weight(m, out ? out : M->tok_embd);
+    M->layers = calloc((size_t)m->n_layer, sizeof *M->layers);
+    mr_pager_layer *pl = calloc((size_t)m->n_layer, sizeof *pl);
+    if (!M->layers || !pl) { free(pl); mr_set_error("model: out of memory"); return -1; }
+    const int64_t E = M->moe.n_expert, Fe = M->n_ff_exp, Fs = (int64_t)M->n_ff_exp * M->n_shared, F = M->n_ff;
+    for (int i = 0; i < m->n_layer && !m->load_err; i++) {
+        ds2_layer *l = &M->layers[i];
+        l->attn_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "blk.%d.attn_norm.weight", i));
+        if (M->q_lora > 0) {
+            l->q_a_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(M->q_lora), "blk.%d.attn_q_a_norm.weight", i));
+            l->wq_a = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, M->q_lora), "blk.%d.attn_q_a.weight", i));
+            l->wq_b = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(M->q_lora, H * dk), "blk.%d.attn_q_b.weight", i));
+        } else {
+            l->wq = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, H * dk), "blk.%d.attn_q.weight", i));
+        }
+        l->kv_a_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(r), "blk.%d.attn_kv_a_norm.weight", i));
+        l->wkv_a = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, r + M->n_rot), "blk.%d.attn_kv_a_mqa.weight", i));
+        l->wk_b = mr_model_tensor(m, 1, 3, SHAPE(M->nope, r, H), "blk.%d.attn_k_b.weight", i);
+        l->wv_b = mr_model_tensor(m, 1, 3, SHAPE(r, M->dv, H), "blk.%d.attn_v_b.weight", i);
+        l->wo = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(H * M->dv, d), "blk.%d.attn_output.weight", i));
+        l->ffn_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "blk.%d.ffn_norm.weight", i));
+        if (i < M->n_dense) {
+            l->ffn_gate = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_gate.weight", i));
+            l->ffn_up = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, F), "blk.%d.ffn_up.weight", i));
+            l->ffn_down = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(F, d), "blk.%d.ffn_down.weight", i));
+            continue;
+        }
+        l->is_moe = 1;
+        l->gate_inp = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, E), "blk.%d.ffn_gate_inp.weight", i));
+        l->probs_b = mr_model_f32(m, mr_model_tensor(m, 0, 1, SHAPE(E), "blk.%d.exp_probs_b.bias", i));
+        char gu[64];
+        snprintf(gu, sizeof gu, "blk.%d.ffn_gate_up_exps.weight", i);
+        if (mr_gguf_find_tensor(m->gguf, gu)) {
+            mr_set_error("%s: merged %s tensors are not supported yet", m->path, gu);
+            m->load_err = 1;
+            break;
+        }
+        pl[i].mat[MR_PAGER_GATE] = mr_model_tensor(m, 1, 3, SHAPE(d, Fe, E), "blk.%d.ffn_gate_exps.weight", i);
+        pl[i].mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, SHAPE(d, Fe, E), "blk.%d.ffn_up_exps.weight", i);
+        pl[i].mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, SHAPE(Fe, d, E), "blk.%d.ffn_down_exps.weight", i);
+        pl[i].n_used = M->moe.n_used;
+        l->sh_gate = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, Fs), "blk.%d.ffn_gate_shexp.weight", i));
+        l->sh_up = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(d, Fs), "blk.%d.ffn_up_shexp.weight", i));
+        l->sh_down = mr_model_weight(m, mr_model_tensor(m, 1, 2, SHAPE(Fs, d), "blk.%d.ffn_down_shexp.weight", i));
+    }
+    int rc = m->load_err ? -1 : 0;
+    if (!rc && M->n_dense < m->n_layer) rc = mr_model_init_pager(m, pl);
+    free(pl);
+    return rc;
+}
+
+static void ds2_free(mr_model *m) {
+    ds2_model *M = m->priv;
+    if (!M) return;
+    free(M->layers);
+    free(M);
+    m->priv = NULL;
+}
+
+static int ds2_load(mr_model *m) {
+    ds2_model *M = calloc(1, sizeof *M);
+    if (!M) { mr_set_error("model: out of memory"); return -1; }
+    m->priv = M;
+    if (ds2_hparams(m, M)) return -1;
+    return ds2_tensors(m, M);
+}
+
+static void ds2_state_free(mr_model *m, void *p) {
+    ds2_state *s = p;
+    if (!s) return;
+    for (int i = 0; s->kv && i < m->n_layer; i++) free(s->kv[i]);
+    free(s->kv);
+    free(s);
+}
+
+static void *ds2_state_new(mr_model *m, int n_ctx) {
+    ds2_model *M = m->priv;
+    ds2_state *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    s->n_ctx = n_ctx;
+    s->kv_f16 = !m->params.kv_f32;
+    s->kv_dim = (int64_t)M->kv_lora + M->n_rot;
+    s->kv = calloc((size_t)m->n_layer, sizeof(void *));
+    if (!s->kv) goto oom;
+    for (int i = 0; i < m->n_layer; i++)
+        if (!(s->kv[i] = calloc((size_t)n_ctx * (size_t)s->kv_dim, s->kv_f16 ? 2 : 4))) goto oom;
+    return s;
+oom:
+    mr_set_error("session: out of memory for an MLA cache of %d positions", n_ctx);
+    ds2_state_free(m, s);
+    return NULL;
+}
+
+static void ds2_state_reset(mr_model *m, void *st) { (void)m; (void)st; /* positions are overwritten */ }
+static int ds2_state_truncate(mr_model *m, void *st, int n) { (void)m; (void)st; (void)n; return 0; }
+
+/* RoPE of q_pe (every head) and k_pe, RMSNorm of the latent c, and the cache row [c | k_pe] of
+ * tokens [8 ch, 8 ch + 8): tokens are independent. */
+typedef struct {
+    const ds2_model *M;
+    const ds2_layer *l;
+    ds2_state *s;
+    float *q, *kv;  /* q: [n][H][nope + p], kv: [n][r + p] */
+    int il, pos0, n;
+} ds2_rope_job;
+
+static void ds2_rope_chunk(void *arg, long ch) {
+    const ds2_rope_job *j = arg;
+    const ds2_model *M = j->M;
+    const int64_t dk = M->nope + M->n_rot, kvd = j->s->kv_dim;
+    float cache_small[512];
+    float *cache = M->n_rot <= 512 ? cache_small : malloc(sizeof(float) * (size_t)M->n_rot);
+    if (!cache) return; /* n_rot > 512 and out of memory: unreachable in practice */
+    for (int t = (int)ch * 8; t < j->n && t < (int)ch * 8 + 8; t++) {
+        float *qt = j->q + t * M->n_head * dk, *kt = j->kv + t * kvd;
+        mr_rope_cache(&M->rope, j->pos0 + t, 1.0f, cache);
+        for (int h = 0; h < M->n_head; h++) mr_rope_apply(&M->rope, cache, qt + h * dk + M->nope);
+        mr_rope_apply(&M->rope, cache, kt + M->kv_lora);
+        mr_rms_norm(kt, kt, j->l->kv_a_norm, M->kv_lora, M->eps);
+        const int64_t off = (int64_t)(j->pos0 + t) * kvd;
+        if (j->s->kv_f16) mr_f32_to_f16_row((uint16_t *)j->s->kv[j->il] + off, kt, kvd);
+        else memcpy((float *)j->s->kv[j->il] + off, kt, sizeof(float) * (size_t)kvd);
+    }
+    if (cache != cache_small) free(cache);
+}
+
+/* Per-head products with a 3-D weight [H][rows][cols]: for head h, Y_h = W[h] X_h where X_h gathers
+ * cols values per token from src (token t, head h at src + t*src_ts + h*src_hs) and Y_h is scattered
+ * the same way into dst. xs, ys: scratch of n*cols and n*rows floats. */
+static int ds2_head_mm(mr_model *m, const mr_gguf_tensor *w, int H, const float *src, int64_t src_ts, int64_t src_hs,
+                       float *dst, int64_t dst_ts, int64_t dst_hs, int n, float *xs, float *ys) {
+    const int64_t cols = w->ne[0], rows = w->ne[1];
+    const size_t hbytes = mr_row_size(w->type, cols) * (size_t)rows;
+    for (int h = 0; h < H; h++) {
+        for (int t = 0; t < n; t++) memcpy(xs + t * cols, src + t * src_ts + h * src_hs, sizeof(float) * (size_t)cols);
+        mr_weight wh = {.data = (const uint8_t *)w->data + hbytes * (size_t)h, .type = w->type, .rows = rows, .cols = cols,
+                        .name = w->name};
+        if (mr_model_matmul(m, &wh, xs, n, ys)) return -1;
+        for (int t = 0; t < n; t++) memcpy(dst + t * dst_ts + h * dst_hs, ys + t * rows, sizeof(float) * (size_t)rows);
+    }
+    return 0;
+}
+
+static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+    ds2_model *M = m->priv;
+    ds2_state *s = st;
+    const int64_t d = m->n_embd, H = M->n_head, dk = M->nope + M->n_rot, r = M->kv_lora, kvd = s->kv_dim;
+    const int64_t dqa = M->q_lora > 0 ? M->q_lora : 1, V = m->n_vocab;
+    const int64_t Fs = (int64_t)M->n_ff_exp * M->n_shared;
+    const int64_t F = M->n_ff > Fs ? M->n_ff : Fs;
+    const int K = M->moe.n_used, E = M->moe.n_expert;
+    const int64_t xw = (r > dk ? r : dk) > M->dv ? (r > dk ? r : dk) : M->dv; /* per-head scratch width */
+    int rc = -1;
+    float *x = malloc(sizeof(float) * (size_t)(n * d));
+    float *h = malloc(sizeof(float) * (size_t)(n * d));
+    float *qa = malloc(sizeof(float) * (size_t)(n * dqa));
+    float *q = malloc(sizeof(float) * (size_t)(n * H * dk));
+    float *kv = malloc(sizeof(float) * (size_t)(n * kvd));
+    float *Q = malloc(sizeof(float) * (size_t)(n * H * kvd));   /* absorbed queries */
+    float *att = malloc(sizeof(float) * (size_t)(n * H * kvd)); /* attention output per head */
+    float *oa = malloc(sizeof(float) * (size_t)(n * H * M->dv));
+    float *xs = malloc(sizeof(float) * (size_t)(n * xw));
+    float *ys = malloc(sizeof(float) * (size_t)(n * xw));
+    float *o = malloc(sizeof(float) * (size_t)(n * d));
+    float *o2 = malloc(sizeof(float) * (size_t)(n * d));
+    float *g = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
+    float *u = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
+    float *rl = E ? malloc(sizeof(float) * (size_t)(n * E)) : NULL;
+    int32_t *sel = E ? malloc(sizeof(int32_t) * (size_t)(n * K)) : NULL;
+    float *w = E ? malloc(sizeof(float) * (size_t)(n * K)) : NULL;
+    if (!x || !h || !qa || !q || !kv || !Q || !att || !oa || !xs || !ys || !o || !o2 || !g || !u || (E && (!rl || !sel || !w))) {
+        mr_set_error("eval: out of memory");
+        goto done;
+    }
+    for (int t = 0; t < n; t++)
+        if (mr_tensor_get_row(M->tok_embd, tok[t], x + t * d)) goto done;
+    mr_model_dump(m, "inp_embd", -1, x, d, n);
+
+    for (int il = 0; il < m->n_layer; il++) {
+        const ds2_layer *l = &M->layers[il];
+        mr_rms_norm_rows(h, x, l->attn_norm, d, n, M->eps);
+        mr_model_dump(m, "attn_norm", il, h, d, n);
+        MR_PROF_BEGIN(tp);
+        if (M->q_lora > 0) {
+            const mr_matmul_task tk[2] = {{.w = &l->wq_a, .X = h, .ncols = n, .Y = qa}, {.w = &l->wkv_a, .X = h, .ncols = n, .Y = kv}};
+            if (mr_matmul_many(m->pool, tk, 2)) goto done;
+            mr_rms_norm_rows(qa, qa, l->q_a_norm, M->q_lora, n, M->eps);
+            if (mr_model_matmul(m, &l->wq_b, qa, n, q)) goto done;
+        } else {
+            const mr_matmul_task tk[2] = {{.w = &l->wq, .X = h, .ncols = n, .Y = q}, {.w = &l->wkv_a, .X = h, .ncols = n, .Y = kv}};
+            if (mr_matmul_many(m->pool, tk, 2)) goto done;
+        }
+        MR_PROF_END(tp, "mm attn_q+kv_a");
+        mr_model_dump(m, "kv_cmpr_pe", il, kv, kvd, n);
+        ds2_rope_job rj = {M, l, s, q, kv, il, pos0, n};
+        mr_pool_run_chunks(n > 1 ? m->pool : NULL, ds2_rope_chunk, &rj, (n + 7) / 8);
+        /* Q_h = [Wk_b[h] q_nope_h | q_pe_h] */
+        if (ds2_head_mm(m, l->wk_b, (int)H, q, H * dk, dk, Q, H * kvd, kvd, n, xs, ys)) goto done;
+        for (int t = 0; t < n; t++)
+            for (int64_t hh = 0; hh < H; hh++)
+                memcpy(Q + (t * H + hh) * kvd + r, q + (t * H + hh) * dk + M->nope, sizeof(float) * (size_t)M->n_rot);
+        mr_model_dump(m, "Qcur", il, Q, kvd, 1);
+        /* one KV head of r + p values; the values are its first r (the rest of the output is unused) */
+        mr_attn_args aa = {
+            .n_q = n, .pos0 = pos0, .n_head = (int)H, .n_head_kv = 1, .head_dim = (int)kvd,
+            .scale = M->kq_scale, .window = 0, .sinks = NULL, .Q = Q, .q_stride = H * kvd,
+            .K = s->kv[il], .V = s->kv[il], .kv_f16 = s->kv_f16, .kv_stride = kvd, .out = att, .out_stride = H * kvd,
+        };
+        MR_PROF_BEGIN(ta);
+        if (mr_attention(m->pool, &aa)) goto done;
+        MR_PROF_END(ta, "attention");
+        if (ds2_head_mm(m, l->wv_b, (int)H, att, H * kvd, kvd, oa, H * M->dv, M->dv, n, xs, ys)) goto done;
+        mr_model_dump(m, "kqv_out", il, oa, H * M->dv, n);
+        if (mr_model_matmul(m, &l->wo, oa, n, o)) goto done;
+        mr_add(x, o, x, n * d);
+        mr_model_dump(m, "ffn_inp", il, x, d, n);
+        mr_rms_norm_rows(h, x, l->ffn_norm, d, n, M->eps);
+        mr_model_dump(m, "ffn_norm", il, h, d, n);
+        if (!l->is_moe) {
+            if (mr_llm_ffn(m, &l->ffn_gate, &l->ffn_up, &l->ffn_down, h, n, g, u, o)) goto done;
+        } else {
+            if (mr_model_matmul(m, &l->gate_inp, h, n, rl)) goto done;
+            mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
+            if (mr_moe_route(&M->moe, rl, l->probs_b, NULL, n, sel, w)) goto done;
+            /* shared expert: gate/up/SwiGLU here, its down product with the experts' (mr_moe_extra) */
+            if (mr_llm_ffn_act(m, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
+            const mr_moe_extra shexp = {&l->sh_down, g, o2};
+            MR_PROF_BEGIN(te);
+            if (mr_moe_experts(m, il, &M->moe, h, n, sel, w, &shexp, 1, o)) goto done;
+            MR_PROF_END(te, "moe_experts");
+            mr_model_dump(m, "ffn_shexp", il, o2, d, n);
+            mr_model_dump(m, "ffn_moe_out", il, o, d, n);
+            mr_add(o, o, o2, n * d);
+        }
+        mr_model_dump(m, "ffn_out", il, o, d, n);
+        mr_add(x, o, x, n * d);
+        mr_model_dump(m, "l_out", il, x, d, n);
+    }
+    if (logits) {
+        const int first = all_logits ? 0 : n - 1, nr = all_logits ? n : 1;
+        mr_rms_norm_rows(h, x + first * d, M->output_norm, d, nr, M->eps);
+        mr_model_dump(m, "result_norm", -1, h, d, nr);
+        if (mr_model_matmul(m, &M->output, h, nr, logits)) goto done;
+        mr_model_dump(m, "result_output", -1, logits, V, nr);
+    }
+    rc = 0;
+done:
+    free(x); free(h); free(qa); free(q); free(kv); free(Q); free(att); free(oa); free(xs); free(ys);
+    free(o); free(o2); free(g); free(u); free(rl); free(sel); free(w);
+    return rc;
+}
+
+const struct mr_arch mr_arch_deepseek2 = {
+    .name = "deepseek2",
+    .load = ds2_load,
+    .free = ds2_free,
+    .state_new = ds2_state_new,
+    .state_free = ds2_state_free,
+    .state_reset = ds2_state_reset,
+    .eval = ds2_eval,
+    .state_truncate = ds2_state_truncate,
+};

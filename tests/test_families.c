@@ -1,0 +1,146 @@
+/* Golden logits of the MoE families added for issue 16 (deepseek2, ...): tiny random-weight models
+ * are synthesized here from a fixed seed (moerun synth is deterministic; the recipe's FNV-1a hash of
+ * the file guards that), evaluated as one batch (prefill) and one token at a time (decode), and compared
+ * with the logits the reference engine computed on the same files (tests/golden/families/, produced as
+ * its README says) by the tolerance classes of ../shared/README.md. Also: paging the routed experts
+ * through the smallest legal RAM budget gives the same bits as reading them from the mmap. */
+#include "moerun.h"
+#include "test.h"
+
+#include <stdint.h>
+#include <unistd.h>
+
+#define DIR "tests/golden/families/"
+
+typedef struct { char name[64], shape[64], mix[32], tokens[64], cls[32]; unsigned long long seed, hash; } fam_entry;
+
+static int read_manifest(fam_entry *e, int max) {
+    FILE *f = fopen(DIR "manifest.tsv", "r");
+    if (!f) return -1;
+    char line[512];
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        if (sscanf(line, "%63s %63s %31s %llu %63s %31s %llx", e[n].name, e[n].shape, e[n].mix, &e[n].seed, e[n].tokens,
+                   e[n].cls, &e[n].hash) == 7)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static unsigned long long fnv1a_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned long long h = 0xcbf29ce484222325ull;
+    unsigned char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < k; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
+    fclose(f);
+    return h;
+}
+
+static int32_t *read_ids(const char *path, int *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    int cap = 1024, k = 0;
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
+    long x;
+    while (v && k < cap && fscanf(f, " %ld ,", &x) == 1) v[k++] = (int32_t)x;
+    fclose(f);
+    *n = k;
+    return v;
+}
+
+/* logits [n][V] of ids as one batch or one at a time */
+static float *eval_ids(mr_model *m, const int32_t *ids, int n, int decode) {
+    const int V = mr_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
+    mr_session *s = mr_session_new(m, n);
+    int rc = !lg || !s;
+    if (decode) { for (int i = 0; i < n && !rc; i++) rc = mr_session_eval(s, ids + i, 1, lg + (size_t)i * V, 0); }
+    else if (!rc) rc = mr_session_eval(s, ids, n, lg, 1);
+    mr_session_free(s);
+    if (rc) { free(lg); return NULL; }
+    return lg;
+}
+
+static void check_against(const fam_entry *e, const char *path, const float *lg, int n, int V) {
+    char why[512], rel[256];
+    snprintf(rel, sizeof rel, DIR "%.63s.%.16s.lgts", e->name, path);
+    int nr, nv;
+    int32_t *pos;
+    float *ref;
+    if (mr_lgts_read(rel, &nr, &nv, &pos, &ref)) { printf("FAIL %s.%s: %s\n", e->name, path, mr_last_error()); t_failed++; return; }
+    float *sel = malloc(sizeof(float) * (size_t)nr * (size_t)nv);
+    int ok = sel && nv == V;
+    for (int r = 0; ok && r < nr; r++) {
+        if (pos[r] < 0 || pos[r] >= n) ok = 0;
+        else memcpy(sel + (size_t)r * nv, lg + (size_t)pos[r] * V, sizeof(float) * (size_t)nv);
+    }
+    mr_logits_cmp c;
+    int rc = ok ? mr_logits_compare(ref, sel, nr, nv, &c) : -1;
+    if (rc == 0) rc = mr_logits_check_class(e->cls, &c, why, sizeof why);
+    else { snprintf(why, sizeof why, "golden %s does not fit (n_vocab %d vs %d, or positions)", rel, nv, V); rc = 0; }
+    if (rc == 1) { printf("ok %s.%s [%s] %s\n", e->name, path, e->cls, why); t_passed++; }
+    else { printf("FAIL %s.%s [%s]: %s\n", e->name, path, e->cls, why); t_failed++; }
+    free(sel); free(pos); free(ref);
+}
+
+static void run_entry(const fam_entry *e, const char *tmpdir) {
+    char model[512], tok[256];
+    snprintf(model, sizeof model, "%.200s/%.63s.gguf", tmpdir, e->name);
+    snprintf(tok, sizeof tok, DIR "%.63s", e->tokens);
+    mr_synth_params sp = {.shape = e->shape, .mix = e->mix, .seed = e->seed};
+    if (mr_synth(model, &sp)) { printf("FAIL %s: synth: %s\n", e->name, mr_last_error()); t_failed++; return; }
+    unsigned long long h = fnv1a_file(model);
+    if (h != e->hash) {
+        printf("FAIL %s: the synthesized file's hash is %016llx, the goldens were made from %016llx: moerun synth "
+               "changed; regenerate the goldens (" DIR "README.md)\n", e->name, h, e->hash);
+        t_failed++;
+        unlink(model);
+        return;
+    }
+    int n = 0;
+    int32_t *ids = read_ids(tok, &n);
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mr_model *m = ids ? mr_model_load(model, &mp) : NULL;
+    if (!m) { printf("FAIL %s: %s\n", e->name, ids ? mr_last_error() : "cannot read the token file"); t_failed++; free(ids); unlink(model); return; }
+    const int V = mr_model_n_vocab(m);
+    float *lg[2] = {eval_ids(m, ids, n, 0), eval_ids(m, ids, n, 1)};
+    for (int d = 0; d < 2; d++) {
+        if (!lg[d]) { printf("FAIL %s.%s: eval: %s\n", e->name, d ? "decode" : "prefill", mr_last_error()); t_failed++; }
+        else check_against(e, d ? "decode" : "prefill", lg[d], n, V);
+    }
+    /* paged through the smallest budget == resident, bit for bit, both paths */
+    mr_pager_model_info pi;
+    if (mr_pager_model_sizes(model, &pi) == 0 && pi.min_budget > 0 && lg[0] && lg[1]) {
+        mp.ram_budget = pi.min_budget;
+        mr_model *mpg = mr_model_load(model, &mp);
+        float *pg[2] = {mpg ? eval_ids(mpg, ids, n, 0) : NULL, mpg ? eval_ids(mpg, ids, n, 1) : NULL};
+        mr_pager_stats ps;
+        int same = mpg && mr_model_pager_stats(mpg, &ps) == 0 && ps.paging && ps.misses > 0 && pg[0] && pg[1] && !memcmp(pg[0], lg[0], sizeof(float) * (size_t)n * V) &&
+                   !memcmp(pg[1], lg[1], sizeof(float) * (size_t)n * V);
+        if (same) { printf("ok %s.paged (budget %llu bytes, %llu expert reads) == resident\n", e->name, (unsigned long long)pi.min_budget, (unsigned long long)ps.misses); t_passed++; }
+        else { printf("FAIL %s.paged: %s\n", e->name, mpg ? "logits differ from the resident run" : mr_last_error()); t_failed++; }
+        free(pg[0]); free(pg[1]);
+        mr_model_free(mpg);
+    }
+    free(lg[0]); free(lg[1]); free(ids);
+    mr_model_free(m);
+    unlink(model);
+}
+
+int main(void) {
+    (void)t_case_name; (void)t_case_failed;
+    fam_entry e[32];
+    int n = read_manifest(e, 32);
+    if (n <= 0) { printf("FAIL manifest: cannot read " DIR "manifest.tsv\n"); return 1; }
+    char tmpdir[] = "/tmp/mr-families-XXXXXX";
+    if (!mkdtemp(tmpdir)) { printf("FAIL tmpdir\n"); return 1; }
+    for (int i = 0; i < n; i++) run_entry(&e[i], tmpdir);
+    rmdir(tmpdir);
+    return t_finish();
+}
