@@ -13,8 +13,8 @@
  * others' experts get -inf. Equal scores keep the lower index first, like the top-k below. */
 static void moe_mask_groups(const mr_moe_cfg *c, float *score) {
     const int G = c->n_group, per = c->n_expert / G;
-    float gs[256];
-    int top[256];
+    float gs[256] = {0};
+    int top[256] = {0};
     unsigned char keep[256] = {0};
     if (G > 256 || per < 2 || c->n_group_used > G) return; /* rejected by the loaders */
     for (int g = 0; g < G; g++) {
