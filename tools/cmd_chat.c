@@ -17,6 +17,7 @@ typedef struct {
     mr_cli_common c;
     const char *sys, *tmpl;
     int n_max, show_prompt;
+    mr_cli_spec spec;
 } chat_args;
 
 #define CHAT_OPTS(a) \
@@ -34,6 +35,7 @@ typedef struct {
      .dst = &(a)->show_prompt, .ival = 1}, \
     MR_CLI_OPT_OFFICIAL(&(a)->c), \
     MR_CLI_OPTS_APPROX(&(a)->c), \
+    MR_CLI_OPTS_SPEC(&(a)->spec), \
     MR_CLI_OPTS_IGNORED, \
     {.names = "--jinja", .help = "templates are built in, see --chat-template", .kind = MR_OPT_NOTICE}, \
     {.names = "-cnv, --conversation, -i, --interactive", .help = "chat always converses", .kind = MR_OPT_NOTICE}
@@ -164,6 +166,7 @@ static int cmd_chat(int argc, char **argv) {
     chat_args a;
     memset(&a, 0, sizeof a);
     mr_cli_common_init(&a.c);
+    mr_cli_spec_default(&a.spec);
     a.n_max = 1024;
     const mr_opt opts[] = {CHAT_OPTS(&a)};
     int pr_rc = mr_cli_parse("chat", opts, MR_NOPTS(opts), chat_usage, argc, argv, NULL, 0, NULL);
@@ -196,6 +199,7 @@ static int cmd_chat(int argc, char **argv) {
     gp.n_batch = a.c.n_batch;
     gp.progress = mr_cli_progress_gen;
     gp.user = &pr;
+    if (s && mr_cli_spec_setup(&a.spec, mr_model_n_threads(m), mr_session_n_ctx(s), &gp)) goto done;
     g = s ? mr_gen_new(s, &gp) : NULL;
     if (!s || !g) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     const int n_ctx = mr_session_n_ctx(s);
@@ -315,6 +319,7 @@ static int cmd_chat(int argc, char **argv) {
         const char *reply = mr_gen_text(g, &rl);
         if (cs_append(&kv_text, reply, rl) || hist_add(&h, "assistant", reply, rl)) { fprintf(stderr, "error: out of memory\n"); goto done; }
     }
+    mr_cli_spec_report(&a.spec, g, stderr);
     if (a.c.budget) {
         mr_gen_stats gs;
         mr_gen_get_stats(g, &gs);
@@ -325,6 +330,7 @@ done:
     hist_drop(&h, 0, h.n);
     free(h.v); free(kv_text.s); free(ids); free(full);
     mr_gen_free(g);
+    mr_cli_spec_free(&a.spec);
     mr_session_free(s);
     mr_model_free(m);
     return rc;
