@@ -83,4 +83,15 @@ void mr_q4_0_rp_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const
 #define MR_Q4_0_RP_BLOCK_BYTES 288
 #define MR_Q4_0_RP_ACT_BYTES 40
 
+/* Q4_0 under AVX2 (q4_0_avx2.c): the same block-sum numerics and prepared activations (the AVX2
+ * Q8_0 rprep writes the AVX-512 layout), weights repacked in groups of 8 rows (144 bytes per group
+ * and block). */
+void mr_vd_q4_0_bs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vd4_q4_0_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_q4_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
+void mr_q4_0_rp_prep_avx2(const void *q8_0_row, void *dst, int n);
+void mr_q4_0_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
+                      int64_t ncols, float *Y, int64_t ldy);
+#define MR_Q4_0_RP8_BLOCK_BYTES 144
+
 #endif
