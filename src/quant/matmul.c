@@ -210,12 +210,23 @@ static void mr_rows_plain(const mr_mm_act *a, const mr_kern *k, const uint8_t *W
     }
 }
 
+/* The activations the repacked kernels read: the partner's rprep layout, or the converted rows
+ * themselves when the partner has none under this ISA; NULL if not prepared. */
+static const uint8_t *mr_rp_act(const mr_mm_act *a, size_t *row) {
+    if (!a->Xq) return NULL;
+    if (mr_kern_get(a->vdtype, mr_isa())->rprep) { *row = a->xr_row; return a->Xr; }
+    *row = a->x_row;
+    return a->Xq;
+}
+
 int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, const mr_repacked *rp, int64_t r0, int64_t r1,
                float *Y, int64_t ldy) {
     size_t w_row;
     const mr_kern *k = mr_rows_kern(a, wtype, &w_row);
     if (!k) return -1;
-    if (rp && a->Xr && k->rp) {
+    const uint8_t *ra;
+    size_t ra_row;
+    if (rp && k->rp && (ra = mr_rp_act(a, &ra_row))) {
         int64_t left = 0;
         const void *g = mr_repack_at(rp, W, wtype, a->cols, mr_isa(), &left);
         const int64_t gr = k->rp->rows;
@@ -223,7 +234,7 @@ int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, const mr_repacked *
         if (g && gr * g1 > left) g1 = left / gr;
         if (g && g1 > g0) {
             if (gr * g0 > r0) mr_rows_plain(a, k, W, w_row, r0, gr * g0, Y, ldy);
-            k->rp->mul(g, a->cols, g0, g1, a->Xr, a->xr_row, a->ncols, Y, ldy);
+            k->rp->mul(g, a->cols, g0, g1, ra, ra_row, a->ncols, Y, ldy);
             if (r1 > gr * g1) mr_rows_plain(a, k, W, w_row, gr * g1, r1, Y, ldy);
             return 0;
         }
@@ -293,7 +304,8 @@ int mr_matmul_parts(mr_pool *pool, const mr_mm_part *parts, int n_parts) {
     long nch = 0;
     for (int i = 0; i < n_parts; i++) {
         const mr_mm_part *p = &parts[i];
-        const long gr = p->act->Xr ? mr_mm_group_rows(p->rp, p->wtype, p->act->cols) : 1;
+        size_t ra_row;
+        const long gr = mr_rp_act(p->act, &ra_row) ? mr_mm_group_rows(p->rp, p->wtype, p->act->cols) : 1;
         first[i] = nch;
         crow[i] = mr_mm_chunk_rows(p->rows, mr_row_size(p->wtype, p->act->cols), p->act->ncols, total, nth);
         crow[i] = (crow[i] + gr - 1) / gr * gr; /* whole repacked groups per chunk */

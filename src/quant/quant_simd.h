@@ -17,6 +17,7 @@
  *   prep        a row of P -> a prepared row of prep_bytes per 32 values, for dot4p
  *   rprep       a row of P -> the activation layout of the repacked kernels (rprep_bytes per 32
  *               values); every repacked weight type with partner P under one ISA reads this layout
+ *               (NULL: the repacked kernels read the rows of P as they are)
  * NULL means "none"; mr_kern_get fills the gaps from lower ISAs (see quant.c). */
 #ifndef MR_QUANT_SIMD_H
 #define MR_QUANT_SIMD_H
