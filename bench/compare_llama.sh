@@ -2,26 +2,31 @@
 # Side-by-side speed of moerun and the reference llama.cpp (llama-bench) on the same GGUF files, same
 # threads, nice'd. On a shared machine compare ratios measured next to each other: each round runs
 # moerun then llama-bench on every model; the summary gives the median ratio over the rounds.
-#   bench/compare_llama.sh [-t 2] [-p 512] [-n 128] [-r 1] [-R 1] MODEL.gguf...
-# LLAMA_BENCH: path of llama-bench (default /work/ref/llama/build/bin/llama-bench; not built here).
+#   bench/compare_llama.sh [-t 2] [-p 512] [-n 128] [-r 1] [-R 1] [-i avx2|avx512|scalar] MODEL.gguf...
+# -i ISA: moerun runs with MOERUN_ISA=ISA (compare against a llama.cpp built for that ISA, e.g. an
+# AVX2-only build on an AVX-512 machine); the header names the ISA moerun used.
+# LLAMA_BENCH: path of llama-bench (default /work/ref/build-ISA/bin/llama-bench, ISA avx512 unless -i;
+# not built here).
 # MOERUN: path of moerun (default build/moerun). Output: markdown tables on stdout.
-T=2; P=512; N=128; R=1; ROUNDS=1
+T=2; P=512; N=128; R=1; ROUNDS=1; ISA=
 while [ $# -gt 0 ]; do
     case "$1" in
     -t) T=$2; shift 2;; -p) P=$2; shift 2;; -n) N=$2; shift 2;; -r) R=$2; shift 2;; -R) ROUNDS=$2; shift 2;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0;;
+    -i) ISA=$2; shift 2;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0;;
     *) break;;
     esac
 done
-[ $# -ge 1 ] || { echo "usage: $0 [-t T] [-p P] [-n N] [-r R] [-R ROUNDS] MODEL.gguf..." >&2; exit 1; }
-LLAMA_BENCH=${LLAMA_BENCH:-/work/ref/llama/build/bin/llama-bench}
+[ $# -ge 1 ] || { echo "usage: $0 [-t T] [-p P] [-n N] [-r R] [-R ROUNDS] [-i ISA] MODEL.gguf..." >&2; exit 1; }
+[ -n "$ISA" ] && export MOERUN_ISA="$ISA"
+LLAMA_BENCH=${LLAMA_BENCH:-/work/ref/build-${ISA:-avx512}/bin/llama-bench}
 MOERUN=${MOERUN:-build/moerun}
 [ -x "$LLAMA_BENCH" ] || { echo "error: llama-bench not found at $LLAMA_BENCH (set LLAMA_BENCH)" >&2; exit 1; }
 export LD_LIBRARY_PATH="$(dirname "$LLAMA_BENCH")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 : >"$tmp/all"
 
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, threads $T, pp$P / tg$N, $R repetition(s) x $ROUNDS round(s)"
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, threads $T, pp$P / tg$N, $R repetition(s) x $ROUNDS round(s), moerun ISA ${MOERUN_ISA:-best}, llama-bench $LLAMA_BENCH"
 echo "| round | load avg | model | test | moerun t/s | llama.cpp t/s | ratio |"
 echo "|---:|---:|---|---|---:|---:|---:|"
 round=1
