@@ -3,6 +3,7 @@
 #include "base/pool.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdatomic.h>
 
 /* fp16: every half value round-trips, and float->half rounds to nearest even. */
@@ -129,7 +130,40 @@ static void test_isa(void) {
     CHECK(mr_set_isa(best) == 0 && mr_isa() == best, "best");
 }
 
+/* scratch: the first carving grows the block once; later carvings of at most that size allocate
+ * nothing and return the same aligned, non-overlapping buffers; a larger batch grows it again */
+static int carve(mr_scratch *s, size_t a, size_t b, char **pa, char **pb, int *passes) {
+    int r;
+    *passes = 0;
+    do {
+        mr_scratch_begin(s);
+        *pa = mr_scratch_take(s, a);
+        *pb = mr_scratch_take(s, b);
+        ++*passes;
+    } while ((r = mr_scratch_end(s)) == 1);
+    return r;
+}
+
+static void test_scratch(void) {
+    mr_scratch s = {0};
+    char *a, *b, *a2, *b2;
+    int passes;
+    CHECK(carve(&s, 100, 1000, &a, &b, &passes) == 0 && passes == 2, "first carving: %d passes", passes);
+    CHECK(a && b && ((uintptr_t)a % 64) == 0 && ((uintptr_t)b % 64) == 0 && b >= a + 100, "layout %p %p", (void *)a, (void *)b);
+    memset(a, 1, 100);
+    memset(b, 2, 1000);
+    void *block = s.p;
+    CHECK(carve(&s, 50, 1000, &a2, &b2, &passes) == 0 && passes == 1 && s.p == block && a2 == a, "re-use: %d passes", passes);
+    CHECK(carve(&s, 100, 5000, &a2, &b2, &passes) == 0 && passes == 2 && s.cap >= 5100, "growth: %d passes", passes);
+    mr_scratch_begin(&s);
+    CHECK(mr_scratch_take(&s, SIZE_MAX - 8) == NULL && mr_scratch_end(&s) == -1 && strstr(mr_get_error(), "overflow"),
+          "overflow: %s", mr_get_error());
+    mr_scratch_free(&s);
+    CHECK(s.p == NULL && s.cap == 0, "freed");
+}
+
 int main(void) {
+    RUN(test_scratch);
     RUN(test_fp16_roundtrip);
     RUN(test_fp16_rounding);
     RUN(test_bf16);

@@ -81,4 +81,18 @@ double mr_now(void);                   /* monotonic seconds */
 void *mr_aligned_alloc(size_t align, size_t size); /* zeroed? no; NULL on failure */
 void mr_aligned_free(void *p);
 
+/* ---- scratch: buffers of an eval carved from one block per session ----
+ * The block grows to the largest batch seen, so an eval allocates nothing once its session has seen
+ * a batch that large. Carving loop (the takes are repeated once after the block grew):
+ *     int r;
+ *     do { mr_scratch_begin(s); x = mr_scratch_take(s, bytes_x); y = mr_scratch_take(s, bytes_y); }
+ *     while ((r = mr_scratch_end(s)) == 1);
+ *     if (r < 0) return -1;                  (error set: out of memory)
+ * Buffers are 64-byte aligned, uninitialised, valid until the next begin. */
+typedef struct { void *p; size_t cap, used, need; } mr_scratch;
+void mr_scratch_begin(mr_scratch *s);
+void *mr_scratch_take(mr_scratch *s, size_t bytes); /* NULL until the block is large enough */
+int mr_scratch_end(mr_scratch *s);                  /* 0 all taken, 1 grown (take again), -1 no memory */
+void mr_scratch_free(mr_scratch *s);
+
 #endif

@@ -184,6 +184,7 @@ void mr_llm_state_free(mr_model *m, void *p) {
     }
     free(s->k);
     free(s->v);
+    mr_scratch_free(&s->scratch);
     free(s);
 }
 
@@ -227,6 +228,7 @@ typedef struct {
     const mr_llm_layer *l;
     mr_llm_state *s;
     float *q, *k, *v;
+    float *rope_cache;           /* [(n + 7) / 8][rope.n_dims]: one per chunk (chunks run in parallel) */
     int64_t qs, hd, nkv;
     int il, pos0, n;
 } llm_qkr_job;
@@ -235,9 +237,7 @@ static void llm_qkr_chunk(void *arg, long ch) {
     const llm_qkr_job *j = arg;
     const mr_llm *L = j->L;
     const int64_t hd = j->hd, nkv = j->nkv;
-    float cache_small[512];
-    float *cache = L->rope.n_dims <= 512 ? cache_small : malloc(sizeof(float) * (size_t)L->rope.n_dims);
-    if (!cache) return; /* n_dims > 512 and out of memory: unreachable in practice */
+    float *cache = j->rope_cache + ch * (int64_t)L->rope.n_dims; /* this chunk's cos/sin cache */
     for (int t = (int)ch * 8; t < j->n && t < (int)ch * 8 + 8; t++) {
         float *qt = j->q + t * j->qs, *kt = j->k + t * j->qs, *vt = j->v + t * j->qs;
         if (L->qk_norm) {
@@ -256,7 +256,6 @@ static void llm_qkr_chunk(void *arg, long ch) {
             memcpy((float *)j->s->v[j->il] + off, vt, sizeof(float) * (size_t)nkv);
         }
     }
-    if (cache != cache_small) free(cache);
 }
 
 int mr_llm_ffn_act(mr_model *m, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g, float *u) {
@@ -282,19 +281,30 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     const int64_t F = L->n_ff > L->n_ff_exp ? (L->n_ff > Fs ? L->n_ff : Fs) : (L->n_ff_exp > Fs ? L->n_ff_exp : Fs);
     const int K = L->moe.n_used, E = L->moe.n_expert;
     int rc = -1;
-    float *x = malloc(sizeof(float) * (size_t)(n * d));
-    float *h = malloc(sizeof(float) * (size_t)(n * d));
-    float *qkv = malloc(sizeof(float) * (size_t)(n * (nq + 2 * nkv)));
-    float *att = malloc(sizeof(float) * (size_t)(n * nq));
-    float *kvt = malloc(sizeof(float) * (size_t)(n * 2 * nkv)); /* k and v of the separate projections */
-    float *o = malloc(sizeof(float) * (size_t)(n * d));
-    float *o2 = L->n_shared ? malloc(sizeof(float) * (size_t)(n * d)) : NULL; /* shared expert output */
-    float *g = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
-    float *u = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
-    float *rl = E ? malloc(sizeof(float) * (size_t)(n * E)) : NULL;
-    int32_t *sel = E ? malloc(sizeof(int32_t) * (size_t)(n * K)) : NULL;
-    float *w = E ? malloc(sizeof(float) * (size_t)(n * K)) : NULL;
-    if (!x || !h || !qkv || !att || !kvt || !o || !g || !u || (E && (!rl || !sel || !w)) || (L->n_shared && !o2)) { mr_set_error("eval: out of memory"); goto done; }
+    /* buffers of this batch, carved from the session's scratch (mr_scratch in base.h) */
+    float *x, *h, *qkv, *att, *kvt, *o, *o2 = NULL, *g, *u, *rl = NULL, *w = NULL, *rope_cache;
+    int32_t *sel = NULL;
+    const size_t f = sizeof(float), nn = (size_t)n;
+    int sr;
+    do {
+        mr_scratch_begin(&s->scratch);
+        x = mr_scratch_take(&s->scratch, f * nn * (size_t)d);
+        h = mr_scratch_take(&s->scratch, f * nn * (size_t)d);
+        qkv = mr_scratch_take(&s->scratch, f * nn * (size_t)(nq + 2 * nkv));
+        att = mr_scratch_take(&s->scratch, f * nn * (size_t)nq);
+        kvt = mr_scratch_take(&s->scratch, f * nn * (size_t)(2 * nkv)); /* k and v of the separate projections */
+        o = mr_scratch_take(&s->scratch, f * nn * (size_t)d);
+        if (L->n_shared) o2 = mr_scratch_take(&s->scratch, f * nn * (size_t)d); /* shared expert output */
+        g = mr_scratch_take(&s->scratch, f * nn * (size_t)(F > 0 ? F : 1));
+        u = mr_scratch_take(&s->scratch, f * nn * (size_t)(F > 0 ? F : 1));
+        rope_cache = mr_scratch_take(&s->scratch, f * (nn + 7) / 8 * (size_t)L->rope.n_dims);
+        if (E) {
+            rl = mr_scratch_take(&s->scratch, f * nn * (size_t)E);
+            sel = mr_scratch_take(&s->scratch, sizeof(int32_t) * nn * (size_t)K);
+            w = mr_scratch_take(&s->scratch, f * nn * (size_t)K);
+        }
+    } while ((sr = mr_scratch_end(&s->scratch)) == 1);
+    if (sr < 0) return -1; /* error set: out of memory for the batch's buffers */
 
     for (int t = 0; t < n; t++)
         if (mr_tensor_get_row(L->tok_embd, tok[t], x + t * d)) goto done;
@@ -330,7 +340,7 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
             add_bias(v, l->bv, nkv, n, qs);
         }
         MR_PROF_BEGIN(tr);
-        llm_qkr_job qj = {L, l, s, q, k, v, qs, hd, nkv, il, pos0, n};
+        llm_qkr_job qj = {L, l, s, q, k, v, rope_cache, qs, hd, nkv, il, pos0, n};
         mr_pool_run_chunks(n > 1 ? m->pool : NULL, llm_qkr_chunk, &qj, (n + 7) / 8);
         MR_PROF_END(tr, "qk_norm+rope+kv_store");
         mr_model_dump(m, "Qcur", il, q, nq, 1);
@@ -381,6 +391,5 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     }
     rc = 0;
 done:
-    free(x); free(h); free(qkv); free(att); free(kvt); free(o); free(o2); free(g); free(u); free(rl); free(sel); free(w);
     return rc;
 }

@@ -49,6 +49,7 @@ typedef struct {
     int n_ctx, kv_f16;
     int64_t kv_dim;              /* n_head_kv * head_dim */
     void **k, **v;               /* [n_layer] caches of n_ctx x kv_dim (uint16_t F16 or float) */
+    mr_scratch scratch;          /* an eval's buffers, grown to the largest batch (base.h) */
 } mr_llm_state;
 
 /* Read the hyperparameters common to llama-like archs into L and m (n_embd, n_layer, n_vocab,
