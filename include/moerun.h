@@ -1,4 +1,7 @@
-/* moerun public API: the only header the CLI, the server and embedding programs use.
+/* moerun public API: the engine (models, sessions, tokenizer, sampling, generation, MoE approximations,
+ * the expert pager's settings and counters, the server). The tools' own library functions (quant
+ * checks, logits files, cache simulation, synthetic models, profiler, perplexity, pager reports) are in
+ * moerun_tools.h. The CLI, the server and embedding programs use only these two headers.
  * Conventions: functions return 0 / a pointer on success and -1 / NULL on failure, after which
  * mr_last_error() returns a message. The library never exits the process. */
 #ifndef MOERUN_H
@@ -15,42 +18,14 @@ const char *mr_version(void);
 const char *mr_last_error(void);
 void mr_set_log_level(int level); /* 0 errors, 1 info (default), 2 debug */
 
-/* ---- files and formats (issue 2) ---- */
-/* Print a GGUF model (a single file or the first shard of a split model) to `out`: header, metadata
- * (long arrays abbreviated, with their length), tensor table (name, type, dims, bytes, shard,
- * offset), totals per type, and routed-expert bytes (ffn_{gate,up,down}_exps) vs the rest.
- * -1 if the file is missing or malformed (mr_last_error() names the file and the problem). */
-int mr_inspect(const char *path, FILE *out);
-
-/* ---- kernels (issue 3) ---- */
-
+/* ---- kernels ---- */
 /* Kernel instruction sets: 0 scalar, 1 avx2, 2 avx512 (names as MOERUN_ISA takes them). */
 const char *mr_kernel_isa_name(int isa);          /* NULL if out of range */
 int mr_kernel_isa_from_name(const char *name);    /* -1 if unknown */
 int mr_kernel_isa_available(int isa);             /* 1 if this CPU can run it */
 int mr_kernel_isa_current(void);                  /* the one in use (best, or MOERUN_ISA) */
 
-/* Checking one golden quant file (../shared/golden/quants/TYPE.bin): dequantization must be bit
- * for bit ggml's; y = W x (x converted to the partner type, then the ISA's vec_dot, or the scalar
- * reference where that ISA has no kernel) must be within MR_QUANT_CHECK_Y_TOL of ggml's y,
- * relative to sum_i |w_i x_i| of the row. */
-#define MR_QUANT_CHECK_Y_TOL 1e-5
-typedef struct {
-    int type;                  /* ggml type id from the file, -1 if the header was unreadable */
-    char type_name[16];
-    int rows, cols, nx;
-    int isa;                   /* instruction set checked */
-    int isa_fallback;          /* 1: that ISA has no kernel for the type; the scalar one was used */
-    long dequant_mismatches;   /* dequantized values not bit-identical to ggml's */
-    double dequant_max_abs;    /* largest |ours - ggml| among them (inf for NaN) */
-    double y_max_rel;          /* largest |y - y_ggml| / sum_i |w_i x_i| */
-    int y_worst_row, y_worst_col;
-    int pass;                  /* dequant_mismatches == 0 && y_max_rel <= MR_QUANT_CHECK_Y_TOL */
-} mr_quant_check_result;
-/* 0 when the file was checked (see res->pass), -1 when it is unreadable or malformed. */
-int mr_quant_check_file(const char *path, int isa, mr_quant_check_result *res);
-
-/* ---- models, sessions, tokenizer, sampling (issues 4, 5) ---- */
+/* ---- models, sessions, tokenizer, sampling ---- */
 typedef struct mr_model mr_model;         /* a loaded GGUF model (weights mmapped), shareable by sessions */
 typedef struct mr_session mr_session;     /* one sequence: KV cache / arch state + position */
 typedef struct mr_tokenizer mr_tokenizer; /* defined by the tokenizer module */
@@ -114,27 +89,6 @@ const char *mr_chat_template_detect(const mr_model *m);
 int mr_chat_template_known(const char *name);
 int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, int add_assistant,
                    char *out, int size);
-
-/* .lgts files (shared/README.md): "LGTS", version 1, n_rows, n_vocab, positions[n_rows],
- * float logits[n_rows][n_vocab]. mr_lgts_read allocates *positions and *logits (free()). */
-int mr_lgts_write(const char *path, int n_rows, int n_vocab, const int32_t *positions, const float *logits);
-int mr_lgts_read(const char *path, int *n_rows, int *n_vocab, int32_t **positions, float **logits);
-
-/* Comparison of engine logits with reference logits, row by row (both [n_rows][n_vocab]):
- * KL(softmax(ref) || softmax(eng)) per row (computed in double), its max / median / 95th percentile,
- * and the fraction of rows whose argmax agrees. */
-typedef struct {
-    int n_rows;
-    double kl_max, kl_median, kl_p95, kl_mean;
-    int kl_max_row;             /* row index of the max */
-    int top1_equal;             /* rows with the same argmax */
-    double top1_frac;
-} mr_logits_cmp;
-int mr_logits_compare(const float *ref, const float *eng, int n_rows, int n_vocab, mr_logits_cmp *out);
-double mr_logits_kl(const float *ref, const float *eng, int n_vocab);   /* one row */
-/* Tolerance classes of shared/README.md: "strict", "quant", "chaotic" (and the prefill half of
- * "indexer"). Returns 1 if the comparison passes, 0 if not (why[] gets the reason), -1 for an unknown class. */
-int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, size_t why_len);
 
 /* ---- MoE approximations (docs/APPROX.md) ----
  * Optional, off by default (then results are exact). Set on a loaded model at any time; they take
@@ -308,21 +262,7 @@ void mr_gen_get_stats(const mr_gen *g, mr_gen_stats *out);
 int mr_gen_spec_active(const mr_gen *g);   /* 1 if speculative decoding is on for this generator */
 const char *mr_gen_finish_name(int finish);  /* "eog", "stop", "length", "context", "aborted" */
 
-/* ---- expert pager (issue 6) ---- */
-/* Routing traces (shared/README.md format "KJVR") and the expert-cache simulator behind
- * `moerun cache-sim`: accesses replayed token -> layer -> rank through one global cache of
- * (layer, expert) pairs. Policy names: mr_cache_sim_policy(0 .. mr_cache_sim_n_policies()-1), which
- * include "belady" (offline optimum) and "oracle1" (a look-ahead bound, not a usable policy). */
-typedef struct mr_routing_trace mr_routing_trace;
-mr_routing_trace *mr_routing_trace_load(const char *path);
-void mr_routing_trace_free(mr_routing_trace *t);
-void mr_routing_trace_shape(const mr_routing_trace *t, int *n_tokens, int *n_layer, int *top_k, int *n_expert);
-typedef struct { uint64_t accesses, hits; } mr_cache_sim_result;
-int mr_cache_sim(const mr_routing_trace *t, const char *policy, int n_slots, mr_cache_sim_result *out);
-int mr_cache_sim_n_policies(void);
-const char *mr_cache_sim_policy(int i, const char **desc); /* NULL if out of range */
-const char *mr_cache_default_policy(void);
-
+/* ---- expert pager ---- */
 /* The pager of a loaded model (mr_model_params.ram_budget > 0 pages routed experts through a slot
  * arena; see docs/PAGING.md). Counters are cumulative since the model was loaded. */
 typedef struct {
@@ -338,24 +278,6 @@ typedef struct {
     int layer_min, layer_max;
 } mr_pager_stats;
 int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out); /* -1 if the model has no routed experts */
-/* Belady-optimal hit rate for the recorded expert-use trace and the same slot count (computed on
- * call, O(n log n)); -1 when not paging. *truncated = 1 if only a prefix was recorded. */
-double mr_model_pager_belady(const mr_model *m, int *truncated);
-/* Static-optimum hit rate (the slot count's most used experts, loaded beforehand) over the expert uses
- * from number `from` on (hits + misses of an earlier mr_pager_stats: e.g. decode only); -1 if none. */
-double mr_model_pager_static(const mr_model *m, uint64_t from, int *truncated);
-/* --stats-file: one JSON line per token with the increments since *prev (NULL: since the start):
- * {"token":N,"hits":..,"misses":..,"reads":..,"bytes_read":..,"stall_ms":..,"total_hits":..,...} */
-int mr_pager_stats_json(FILE *f, long token, const mr_pager_stats *now, const mr_pager_stats *prev);
-/* Summary at exit: tok/s, hot/cold %, bytes read per token, stall, per-layer hit range, Belady, peak RSS. */
-void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double prefill_s, long n_decode,
-                            double decode_s);
-/* One line for a stretch of evaluation (now - prev): hit rate and the static optimum of its uses (m may
- * be NULL: -1), bytes read, read stall, I/O busy time and read GB/s while busy, tok/s of n_tokens in
- * seconds. */
-void mr_pager_print_delta(FILE *f, const mr_model *m, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
-                          long n_tokens, double seconds);
-uint64_t mr_peak_rss_bytes(void);
 /* Sizes of a model file as the pager sees it (without loading the model). */
 typedef struct {
     uint64_t total_bytes, expert_bytes;  /* all tensor bytes; routed-expert tensor bytes */
@@ -368,18 +290,6 @@ int mr_pager_model_sizes(const char *model_path, mr_pager_model_info *info);
  * weights, KV cache for n_ctx, scratch and a 10% margin; 0 = no paging when all experts fit). */
 int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint64_t *out);
 
-/* Synthetic random-weight models of real shapes (moerun synth). */
-typedef struct {
-    const char *shape;   /* e.g. "qwen3-30b-a3b" (mr_synth_list prints them) */
-    const char *mix;     /* quant mix, e.g. "q4_0", "q4_k_m", "iq4_xs", "iq3s-mxfp4" */
-    int n_layers;        /* 0 = the shape's full depth */
-    float zipf;          /* routing skew (0 = none) */
-    uint64_t seed;
-    const char *ratios;  /* deepseek4: per-layer compress ratios "0,0,4,128" (NULL = the shape's) */
-} mr_synth_params;
-int mr_synth(const char *path, const mr_synth_params *p);
-void mr_synth_list(FILE *out);
-
 /* ---- OpenAI-compatible server ---- */
 typedef struct {
     const char *host;    /* e.g. "127.0.0.1" */
@@ -389,32 +299,6 @@ typedef struct {
     volatile int *stop;  /* serve until *stop != 0 (set it from a signal handler) */
 } mr_server_params;
 int mr_server_run(mr_model *m, const mr_server_params *p);
-
-/* ---- measurement (issue 7) ---- */
-
-/* Per-operator profiler (forward passes bracket operators; see src/base/prof.h). */
-void mr_profile_enable(int on);
-void mr_profile_reset(void);
-void mr_profile_eval_time(int phase, double sec); /* wall time of evals (phase 0 prefill, 1 decode) */
-void mr_profile_report(FILE *out);                /* per phase: calls/token, ms/token, share */
-
-/* Perplexity with llama-perplexity semantics: the tokens are cut into chunks of n_ctx; the first token
- * of each chunk is replaced by BOS (if bos >= 0); the second half of each chunk is scored (logits of
- * positions n_ctx/2 .. n_ctx-2 predict the next token). Optionally saves the scored rows' logits
- * (save_path) or compares them with a saved baseline (kl_base_path): mean/max KL, top-1 agreement,
- * baseline PPL. progress (may be NULL) is called after each chunk. */
-typedef struct {
-    int n_chunks;               /* chunks scored */
-    int n_scored;               /* tokens scored */
-    double ppl, ppl_err;        /* perplexity and its standard error (as llama-perplexity reports) */
-    double nll;                 /* mean negative log-likelihood */
-    int has_kl;                 /* the fields below are set when a baseline was given */
-    double kl_mean, kl_max, kl_median, kl_p99, top1_frac, base_ppl;
-} mr_ppl_result;
-typedef void (*mr_ppl_progress_fn)(void *user, int chunk, int n_chunks, double ppl_so_far);
-int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, int max_chunks, int32_t bos,
-                  const char *save_path, const char *kl_base_path, mr_ppl_progress_fn progress, void *user,
-                  mr_ppl_result *res);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
  * Use: for each entry, tg_check_golden(entry, decode, &c, why) -> 1 pass, 0 fail, -1 error (why says). */
 #ifndef MR_TEST_GOLDEN_LOGITS_H
 #define MR_TEST_GOLDEN_LOGITS_H
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "test.h"
 
 #include <stdint.h>

@@ -12,7 +12,7 @@
  *   keep the KL-divergence from the exact model small (bounds measured, see the cases). */
 #include "test.h"
 #include "simd_data.h"
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "base/pool.h"
 #include "model/model.h"
 #include "model/moe_approx.h"

@@ -2,7 +2,7 @@
  * prefill (one batch) and decode (one token at a time) for every tiny deepseek4 model of the
  * manifest, each in its tolerance class (shared/README.md). Prints the KL statistics. */
 #include "test.h"
-#include "moerun.h"
+#include "moerun_tools.h"
 
 #include "gguf/gguf.h"
 

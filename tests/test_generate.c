@@ -2,7 +2,7 @@
  * match, cut when they do), several tokens per step, limits, progress/abort between prefill chunks,
  * and greedy output equal to a hand-written eval + argmax loop. Runs on a synthesized 1-layer model
  * (no ../shared needed). Tokens of the synthetic vocabulary: 1 BOS, 2 EOS, 3 + b = the byte b. */
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "test.h"
 
 #include <unistd.h>

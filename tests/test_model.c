@@ -1,5 +1,6 @@
 /* Model framework: shared ops against naive formulas, MoE routing, attention, loader errors,
  * session rules, and batch == decode == chunked prefill on a synthetic llama-with-experts GGUF. */
+#include "moerun_tools.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "model/ops.h"

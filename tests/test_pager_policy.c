@@ -1,7 +1,7 @@
 /* Expert-cache policies: the replay reproduces the published LRU and Belady hit rates of the shared
  * kjv-moe routing trace, the default policy beats LRU, Belady is exact, pins hold, bad traces fail. */
 #include "test.h"
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "pager/policy.h"
 
 #include <math.h>

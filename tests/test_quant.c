@@ -2,7 +2,7 @@
  * on every ISA), the type table against the golden files and the block structs, quantize ->
  * dequantize round trips, dot products against dequantized arithmetic, malformed golden files. */
 #include "test.h"
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "base/base.h"
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"

@@ -1,7 +1,7 @@
 /* moerun synth: the file loads, has the shape's tensors, and random blocks have the intended scale;
  * deepseek4: metadata, per-ratio tensors, F16/I32 tensors, valid hash tables, Zipf bias, errors. */
 #include "test.h"
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 

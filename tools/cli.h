@@ -10,7 +10,7 @@ void mr_cli_register(const char *name, const char *summary, mr_cmd_fn fn);
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "moerun.h"
+#include "moerun_tools.h"
 
 /* Option values (tools/cli_opts.c). The whole string must parse and lie in [lo, hi]; otherwise they
  * print "error: bad value 'V' for OPT (want ...)" on stderr and return -1 (the caller exits 1).

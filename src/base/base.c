@@ -43,3 +43,9 @@ void *mr_aligned_alloc(size_t align, size_t size) {
 }
 
 void mr_aligned_free(void *p) { free(p); }
+
+void mr_format_bytes(char *buf, size_t n, double b) {
+    if (b >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024) snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, n, "%.1f KiB", b / 1024.0);
+}

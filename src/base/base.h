@@ -74,6 +74,9 @@ int mr_cpu_default_threads(void);
 uint64_t mr_cgroup_mem_room(void);
 double mr_cgroup_cpu_quota(void);
 
+/* ---- "12.5 MiB", "1.20 GiB", "3.0 KiB" into buf ---- */
+void mr_format_bytes(char *buf, size_t n, double bytes);
+
 /* ---- time ---- */
 double mr_now(void);                   /* monotonic seconds */
 

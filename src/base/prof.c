@@ -1,4 +1,4 @@
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "base/prof.h"
 
 #include <stdio.h>

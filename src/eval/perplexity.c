@@ -1,7 +1,7 @@
 /* Perplexity and KL-divergence against a saved baseline (see mr_perplexity in moerun.h).
  * Saved-logits file: "MRPL", u32 version 1, u32 n_vocab, u32 n_ctx, u32 n_chunks, u32 rows_per_chunk,
  * then per chunk: i32 target[rows], f32 logits[rows][n_vocab] (rows = the scored positions). */
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "base/base.h"
 
 #include <math.h>

@@ -1,6 +1,6 @@
 /* mr_inspect: a human-readable dump of a GGUF model (metadata, tensor table, totals per type and
  * routed-expert bytes vs the rest, the number that sizes the expert pager). */
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "gguf/gguf.h"
 #include "base/base.h"
 #include "quant/quant.h"

@@ -4,7 +4,7 @@
  * int32 token_id[n], int32 pos[n], uint8 expert[n][n_layer][top_k], float16 weight[n][n_layer][top_k].
  * Accesses are replayed token -> layer -> rank through one global cache of (layer, expert) pairs; a
  * token is one round, a layer's top-k experts are pinned together (as the pager pins a batch). */
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "pager/policy.h"
 #include "base/base.h"
 

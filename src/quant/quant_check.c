@@ -6,7 +6,7 @@
  * vec_dot per row) and compared relative to sum_i |w_i x_i| of the row, which bounds what any
  * summation order can change. The file is untrusted: every header field is bounded and the file
  * size must be exactly what the header implies. */
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "quant/quant.h"
 #include "base/base.h"
 

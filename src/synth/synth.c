@@ -9,7 +9,7 @@
  * u, and router row e gets b_e * u with b_e ~ log of a Zipf(S) popularity, so some experts win far
  * more often. deepseek4 (synth_ds4.c) puts the skew in the router bias exp_probs_b and in the
  * hash-routing tables instead. */
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "synth/synth.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"

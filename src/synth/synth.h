@@ -1,10 +1,10 @@
-/* Internals of moerun synth (public entry points: mr_synth, mr_synth_list in moerun.h).
+/* Internals of moerun synth (public entry points: mr_synth, mr_synth_list in moerun_tools.h).
  * synth.c holds the generator (random pools, tensor list, streamed fill), the vocabulary and the
  * qwen3moe shapes; synth_ds4.c the deepseek4 (DeepSeek-V4) shapes, synth_deepseek2.c the deepseek2 ones
  * (DeepSeek-V3, Kimi-K2). */
 #ifndef MR_SYNTH_H
 #define MR_SYNTH_H
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "gguf/gguf.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* .lgts logits files and the golden comparison (KL per row, tolerance classes of shared/README.md). */
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "base/base.h"
 
 #include <math.h>

@@ -1,0 +1,84 @@
+/* Reports of the expert pager for the tools (moerun_tools.h): the JSON lines of --stats-file, the
+ * summary printed at exit, the counters of one phase, the peak RSS. Public API only. */
+#include "moerun_tools.h"
+#include "base/base.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+int mr_pager_stats_json(FILE *f, long token, const mr_pager_stats *now, const mr_pager_stats *prev) {
+    mr_pager_stats zero;
+    if (!prev) { memset(&zero, 0, sizeof zero); prev = &zero; }
+    int n = fprintf(f,
+                    "{\"token\":%ld,\"hits\":%llu,\"misses\":%llu,\"reads\":%llu,\"bytes_read\":%llu,"
+                    "\"stall_ms\":%.3f,\"total_hits\":%llu,\"total_misses\":%llu,\"total_bytes_read\":%llu}\n",
+                    token, (unsigned long long)(now->hits - prev->hits), (unsigned long long)(now->misses - prev->misses),
+                    (unsigned long long)(now->reads - prev->reads),
+                    (unsigned long long)(now->bytes_read - prev->bytes_read), 1e3 * (now->stall_s - prev->stall_s),
+                    (unsigned long long)now->hits, (unsigned long long)now->misses,
+                    (unsigned long long)now->bytes_read);
+    if (n < 0) { mr_set_error("stats file: write failed: %s", strerror(errno)); return -1; }
+    return 0;
+}
+
+uint64_t mr_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024; /* Linux: KiB */
+}
+
+void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double prefill_s, long n_decode,
+                            double decode_s) {
+    mr_pager_stats s;
+    char a[32], b[64], c[32], d[32];
+    if (n_prefill > 0 && prefill_s > 0) fprintf(f, "pager: prefill %.2f tok/s (%ld tokens)\n", n_prefill / prefill_s, n_prefill);
+    if (n_decode > 0 && decode_s > 0) fprintf(f, "pager: decode %.2f tok/s (%ld tokens)\n", n_decode / decode_s, n_decode);
+    mr_format_bytes(a, sizeof a, (double)mr_peak_rss_bytes());
+    if (mr_model_pager_stats(m, &s) || !s.paging) {
+        fprintf(f, "pager: off (experts served from the mmap), peak RSS %s\n", a);
+        return;
+    }
+    mr_format_bytes(b, sizeof b, (double)s.arena_bytes);
+    mr_format_bytes(c, sizeof c, (double)s.slot_bytes);
+    mr_format_bytes(d, sizeof d, (double)s.expert_bytes);
+    fprintf(f, "pager: %d slots of %s = %s for %s of experts (%s reads), peak RSS %s\n", s.n_slots, c, b, d,
+            s.direct_io ? "O_DIRECT" : "buffered", a);
+    uint64_t acc = s.hits + s.misses;
+    long toks = n_prefill + n_decode;
+    mr_format_bytes(a, sizeof a, (double)s.bytes_read);
+    if (toks > 0) {
+        char t[48];
+        mr_format_bytes(t, sizeof t, (double)s.bytes_read / (double)toks);
+        snprintf(b, sizeof b, " (%s/token)", t);
+    } else b[0] = 0;
+    fprintf(f, "pager: hot %.1f%% cold %.1f%% of %llu expert uses, read %s%s, read stall %.2f s, I/O busy %.2f s (%.2f GB/s)\n",
+            acc ? 100.0 * (double)s.hits / (double)acc : 0, acc ? 100.0 * (double)s.misses / (double)acc : 0,
+            (unsigned long long)acc, a, b, s.stall_s, s.io_busy_s,
+            s.io_busy_s > 0 ? (double)s.bytes_read / s.io_busy_s / 1e9 : 0.0);
+    int trunc = 0;
+    double bel = mr_model_pager_belady(m, &trunc);
+    fprintf(f, "pager: per-layer hit rate %.1f%% (layer %d) .. %.1f%% (layer %d); Belady (same trace and slots) ",
+            100 * s.layer_hit_min, s.layer_min, 100 * s.layer_hit_max, s.layer_max);
+    if (bel >= 0) fprintf(f, "%.1f%%%s", 100 * bel, trunc ? " (over the first 4M uses)" : "");
+    else fprintf(f, "-");
+    double st = mr_model_pager_static(m, 0, &trunc);
+    if (st >= 0) fprintf(f, ", static optimum %.1f%%\n", 100 * st);
+    else fprintf(f, "\n");
+}
+
+void mr_pager_print_delta(FILE *f, const mr_model *m, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
+                          long n_tokens, double seconds) {
+    uint64_t h = now->hits - prev->hits, mi = now->misses - prev->misses, by = now->bytes_read - prev->bytes_read;
+    double st = now->stall_s - prev->stall_s, busy = now->io_busy_s - prev->io_busy_s;
+    int trunc = 0;
+    double so = m ? mr_model_pager_static(m, prev->hits + prev->misses, &trunc) : -1;
+    fprintf(f, "pager: %s: %ld tokens in %.2f s (%.2f tok/s), hit %.1f%% of %llu uses (static optimum %.1f%%), "
+               "read %.2f GiB (%.1f MiB/token), read stall %.2f s, I/O busy %.2f s (%.2f GB/s while busy)\n",
+            label, n_tokens, seconds, seconds > 0 ? (double)n_tokens / seconds : 0.0,
+            h + mi ? 100.0 * (double)h / (double)(h + mi) : 0.0, (unsigned long long)(h + mi),
+            so >= 0 && !trunc ? 100 * so : -1.0,
+            (double)by / (1024.0 * 1024 * 1024), n_tokens > 0 ? (double)by / (1024.0 * 1024) / (double)n_tokens : 0.0,
+            st, busy, busy > 0 ? (double)by / busy / 1e9 : 0.0);
+}

@@ -1,0 +1,54 @@
+/* A loaded model's pager seen from the public API (moerun.h, moerun_tools.h): its counters and the
+ * Belady / static-optimum bounds of the uses it recorded. The model layer reads its own pager here
+ * (model -> pager, never upwards). */
+#include "moerun_tools.h"
+#include "model/model.h"
+#include "pager/pager.h"
+#include "base/base.h"
+
+#include <string.h>
+
+int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->layer_hit_min = out->layer_hit_max = -1;
+    out->layer_min = out->layer_max = -1;
+    if (!m->pager) { mr_set_error("model has no routed experts (no pager)"); return -1; }
+    const mr_pager *p = m->pager;
+    out->paging = mr_pager_paging(p);
+    out->expert_bytes = mr_pager_expert_bytes(m->exp_layers, m->n_layer);
+    if (!out->paging) return 0;
+    out->n_slots = mr_pager_n_slots(p);
+    out->direct_io = mr_pager_uses_direct_io(p);
+    out->slot_bytes = mr_pager_slot_bytes(m->gguf, m->exp_layers, m->n_layer);
+    out->arena_bytes = out->slot_bytes * (uint64_t)out->n_slots;
+    out->min_budget = mr_pager_min_budget(m->gguf, m->exp_layers, m->n_layer);
+    mr_pager_counters c;
+    mr_pager_counters_get(p, &c);
+    out->hits = c.hits;
+    out->misses = c.misses;
+    out->reads = c.reads;
+    out->bytes_read = c.bytes_read;
+    out->rounds = c.rounds;
+    out->stall_s = c.stall_s;
+    out->io_busy_s = c.io_busy_s;
+    for (int l = 0; l < m->n_layer; l++) {
+        uint64_t h, mi;
+        if (mr_pager_layer_counters(p, l, &h, &mi) || h + mi == 0) continue;
+        double r = (double)h / (double)(h + mi);
+        if (out->layer_min < 0 || r < out->layer_hit_min) { out->layer_hit_min = r; out->layer_min = l; }
+        if (out->layer_max < 0 || r > out->layer_hit_max) { out->layer_hit_max = r; out->layer_max = l; }
+    }
+    return 0;
+}
+
+double mr_model_pager_belady(const mr_model *m, int *truncated) {
+    if (truncated) *truncated = 0;
+    if (!m->pager) return -1;
+    return mr_pager_belady_hit_rate(m->pager, truncated);
+}
+
+double mr_model_pager_static(const mr_model *m, uint64_t from, int *truncated) {
+    if (truncated) *truncated = 0;
+    if (!m->pager || from > INT64_MAX) return -1;
+    return mr_pager_static_hit_rate(m->pager, (int64_t)from, truncated);
+}
