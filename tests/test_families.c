@@ -4,7 +4,7 @@
  * with the logits the reference engine computed on the same files (tests/golden/families/, produced as
  * its README says) by the tolerance classes of ../shared/README.md. Also: paging the routed experts
  * through the smallest legal RAM budget gives the same bits as reading them from the mmap. */
-#include "moerun.h"
+#include "moerun_tools.h"
 #include "test.h"
 
 #include <stdint.h>
