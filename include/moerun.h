@@ -226,6 +226,10 @@ typedef struct {
     int spec_ngram;              /* n-gram size for prompt lookup (default 3) */
     int spec_ngram_min;          /* shortest n-gram that may propose a draft (default 1) */
     mr_session *draft;
+    /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
+     * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */
+    int (*draft_fn)(void *user, const int32_t *hist, int n_hist, int kmax, int32_t *out);
+    void *draft_user;
 } mr_gen_params;
 typedef struct {
     const char *text;            /* text to show now (not NUL-terminated; valid until the next call) */

@@ -47,8 +47,19 @@ static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, in
  * repetitive prompt of plen tokens (a 16-token pseudo-random pattern repeated: the kind of text
  * where n-gram drafts are accepted; random weights make acceptance depend on the prompt). Only the
  * generation is timed; tok/s counts the tokens the timed evals produced. */
+/* Oracle drafts: the continuation a plain greedy run produced after the same prompt (so every
+ * draft is accepted): the verification speed with perfect drafts, an upper bound for any drafter. */
+typedef struct { const int32_t *ids; int n, plen; } bench_oracle;
+static int bench_oracle_draft(void *user, const int32_t *hist, int n_hist, int kmax, int32_t *out) {
+    const bench_oracle *o = user;
+    (void)hist;
+    int at = n_hist - o->plen, k = 0; /* generated tokens so far */
+    for (; k < kmax && at + k >= 0 && at + k < o->n; k++) out[k] = o->ids[at + k];
+    return k;
+}
+
 static int bench_gen(mr_session *s, int n_vocab, int plen, int n, mr_cli_spec *spec, int spec_on, int profile, double *tps,
-                     mr_gen_stats *gs) {
+                     mr_gen_stats *gs, bench_oracle *oracle, int32_t *out_ids) {
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)plen);
     if (!tok) { fprintf(stderr, "error: out of memory\n"); return -1; }
     unsigned x = 777;
@@ -64,6 +75,7 @@ static int bench_gen(mr_session *s, int n_vocab, int plen, int n, mr_cli_spec *s
     gp.max_tokens = n;
     gp.ignore_eos = 1;
     if (spec_on) { gp.spec_max = spec->max; gp.spec_ngram = spec->ngram; gp.draft = spec->draft; }
+    if (spec_on && oracle) { oracle->plen = plen; gp.draft_fn = bench_oracle_draft; gp.draft_user = oracle; }
     mr_gen *g = mr_gen_new(s, &gp);
     int rc = g ? 0 : -1;
     mr_profile_enable(0);
@@ -76,6 +88,11 @@ static int bench_gen(mr_session *s, int n_vocab, int plen, int n, mr_cli_spec *s
     if (profile) mr_profile_eval_time(1, dt);
     if (rc == 0) {
         mr_gen_get_stats(g, gs);
+        if (out_ids) {
+            const int32_t *ids;
+            int k = mr_gen_tokens(g, &ids);
+            memcpy(out_ids, ids, sizeof(int32_t) * (size_t)(k < n ? k : n));
+        }
         *tps = (gs->n_decode + gs->n_draft_accepted) / dt;
     } else fprintf(stderr, "error: %s\n", mr_last_error());
     mr_gen_free(g);
@@ -142,7 +159,8 @@ static void bench_usage(FILE *f) {
                "at a time) in tokens/second, mean +- stddev over repetitions. Token ids are pseudo-random.\n"
                "Lists run every combination (threads x depth x test), like llama-bench.\n"
                "With --spec (or -md) each tg test also runs as greedy generation after a repetitive prompt\n"
-               "(depth tokens, default 64), once plainly (\"tgN gen\") and once speculatively (\"tgN spec\").\n");
+               "(depth tokens, default 64): plainly (\"tgN gen\"), speculatively (\"tgN spec\"), and with oracle drafts\n"
+               "(\"tgN oracle\": the plain run's own continuation, all accepted: the upper bound of any drafter).\n");
     mr_cli_print_opts(f, opts, MR_NOPTS(opts));
 }
 
@@ -205,11 +223,13 @@ static int cmd_bench(int argc, char **argv) {
     const int n_ctx = (list_max(&b.depth) > gen_depth_min ? list_max(&b.depth) : gen_depth_min) +
                       (list_max(&b.pp) > list_max(&b.tg) ? list_max(&b.pp) : list_max(&b.tg)) + 1;
     b.c.mp.n_ctx = n_ctx;
-    const int n_tg_kinds = b.spec.max ? 3 : 1; /* tg, tg gen, tg spec */
+    const int n_tg_kinds = b.spec.max ? 4 : 1; /* tg, tg gen, tg spec, tg oracle */
+    int32_t *gen_ids = malloc(sizeof(int32_t) * (size_t)(list_max(&b.tg) + 1));
+    if (!gen_ids) { fprintf(stderr, "error: out of memory\n"); return 1; }
     const int max_rows = b.threads.n * b.depth.n * (b.pp.n + b.tg.n * n_tg_kinds);
     bench_row *rows = calloc((size_t)max_rows, sizeof *rows);
     int *row_threads = calloc((size_t)max_rows, sizeof *row_threads), *row_depth = calloc((size_t)max_rows, sizeof *row_depth);
-    if (!rows || !row_threads || !row_depth) { free(rows); free(row_threads); free(row_depth); fprintf(stderr, "error: out of memory\n"); return 1; }
+    if (!rows || !row_threads || !row_depth) { free(rows); free(row_threads); free(row_depth); free(gen_ids); fprintf(stderr, "error: out of memory\n"); return 1; }
     int nrows = 0, rc = 0;
     struct stat st;
     const double gib = stat(b.c.model, &st) == 0 ? (double)st.st_size / (1024.0 * 1024 * 1024) : 0;
@@ -234,7 +254,7 @@ static int cmd_bench(int argc, char **argv) {
         for (int di = 0; di < b.depth.n && rc == 0; di++) {
             const int depth = b.depth.v[di];
             for (int t = 0; t < b.pp.n + b.tg.n * n_tg_kinds && rc == 0; t++) {
-                const int is_pp = t < b.pp.n, kind = is_pp ? 0 : (t - b.pp.n) / b.tg.n; /* 0 tg, 1 gen, 2 spec */
+                const int is_pp = t < b.pp.n, kind = is_pp ? 0 : (t - b.pp.n) / b.tg.n; /* 0 tg, 1 gen, 2 spec, 3 oracle */
                 const int n = is_pp ? b.pp.v[t] : b.tg.v[(t - b.pp.n) % b.tg.n];
                 if (n == 0) continue;
                 if (kind) { /* greedy generation, plain or speculative */
@@ -246,7 +266,10 @@ static int cmd_bench(int argc, char **argv) {
                     long produced = 0;
                     for (int r = 0; r < b.reps && rc == 0; r++) {
                         if (mr_cli_interrupted) { rc = 130; break; }
-                        if (bench_gen(s, mr_model_n_vocab(m), plen, n, &b.spec, kind == 2, b.profile, &tps, &gs) != 0) rc = 1;
+                        /* the oracle replays the plain run's continuation (same prompt, greedy) */
+                        bench_oracle orc = {gen_ids, n, plen};
+                        if (bench_gen(s, mr_model_n_vocab(m), plen, n, &b.spec, kind >= 2, b.profile, &tps, &gs, kind == 3 ? &orc : NULL,
+                                      kind == 1 ? gen_ids : NULL) != 0) rc = 1;
                         sum += tps;
                         sum2 += tps * tps;
                         if (tps > 0) tg_s += (gs.n_decode + gs.n_draft_accepted) / tps;
@@ -255,22 +278,23 @@ static int cmd_bench(int argc, char **argv) {
                     }
                     if (rc) break;
                     char label[64];
-                    snprintf(label, sizeof label, "tg%d %s (timed runs only)", n, kind == 2 ? "spec" : "gen");
+                    static const char *const kname[4] = {"", "gen", "spec", "oracle"};
+                    snprintf(label, sizeof label, "tg%d %s (timed runs only)", n, kname[kind]);
                     if (pg && mr_model_pager_stats(m, &ps1) == 0) mr_pager_print_delta(stderr, m, label, &ps1, &ps0, produced, tg_s);
-                    if (kind == 2)
-                        fprintf(stderr, "tg%d spec: %d verification steps, %d drafted, %d accepted (%.1f%%), %.2f tokens per step\n", n,
-                                tot.n_spec_steps, tot.n_drafted, tot.n_draft_accepted,
+                    if (kind >= 2)
+                        fprintf(stderr, "tg%d %s: %d verification steps, %d drafted, %d accepted (%.1f%%), %.2f tokens per step\n", n,
+                                kname[kind], tot.n_spec_steps, tot.n_drafted, tot.n_draft_accepted,
                                 tot.n_drafted ? 100.0 * tot.n_draft_accepted / tot.n_drafted : 0.0,
                                 tot.n_spec_steps ? (double)(tot.n_spec_steps + tot.n_draft_accepted) / tot.n_spec_steps : 0.0);
                     bench_row *br = &rows[nrows];
-                    br->name = kind == 2 ? "tg spec" : "tg gen";
+                    br->name = kind == 3 ? "tg oracle" : kind == 2 ? "tg spec" : "tg gen";
                     br->n = n;
                     br->mean = sum / b.reps;
                     br->sd = b.reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / b.reps) / (b.reps - 1))) : 0;
                     row_threads[nrows] = nt;
                     row_depth[nrows] = depth;
                     char test[48];
-                    snprintf(test, sizeof test, "tg%d %s @ d%d", n, kind == 2 ? "spec" : "gen", plen);
+                    snprintf(test, sizeof test, "tg%d %s @ d%d", n, kname[kind], plen);
                     if (!strcmp(b.fmt, "md"))
                         printf("| %s | %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", base, arch, gib, nt, test, br->mean, br->sd);
                     else if (!strcmp(b.fmt, "csv"))
@@ -334,6 +358,7 @@ static int cmd_bench(int argc, char **argv) {
         mr_model_free(m);
     }
     mr_cli_spec_free(&b.spec);
+    free(gen_ids);
     if (!strcmp(b.fmt, "json")) printf("]\n");
     if (rc == 0 && b.plot) rc = bench_plot(b.plot, base, rows, row_threads, row_depth, nrows) ? 1 : 0;
     free(rows); free(row_threads); free(row_depth);

@@ -362,6 +362,10 @@ static int make_draft(mr_gen *g) {
     if (kmax > room) kmax = room;
     if (g->p.max_tokens >= 0 && kmax > g->p.max_tokens - g->n_gen - 1) kmax = g->p.max_tokens - g->n_gen - 1;
     if (kmax <= 0) return 0;
+    if (g->p.draft_fn) {
+        int k = g->p.draft_fn(g->p.draft_user, g->hist, g->n_hist, kmax, g->dbuf);
+        return k < 0 ? 0 : k > kmax ? kmax : k;
+    }
     if (!g->p.draft)
         return mr_draft_ngram(g->hist, g->n_hist, g->p.spec_ngram, g->p.spec_ngram_min, kmax, g->dbuf);
     return mr_draft_model(g->p.draft, g->hist, g->n_hist, &g->draft_past, g->p.n_batch, kmax, g->dbuf);
