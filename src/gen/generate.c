@@ -51,6 +51,7 @@ struct mr_gen {
     int cap_vbatch;
     float *vlogits;          /* [cap_vbatch][n_vocab] logits of the verification batch */
     int spec_extra;          /* drafts evaluated beyond the state plain decoding would hold */
+    int spec_k;              /* draft length now: grows while drafts are accepted, shrinks after a rejection */
 };
 
 void mr_gen_params_default(mr_gen_params *p) {
@@ -357,7 +358,7 @@ void mr_gen_stop(mr_gen *g, mr_gen_step *out) {
 /* Draft tokens to follow the pending ones, limited so that the draft and one more token fit the
  * context and max_tokens. Returns how many were written to g->dbuf, -1 on error. */
 static int make_draft(mr_gen *g) {
-    int kmax = g->p.spec_max;
+    int kmax = g->spec_k > 0 ? g->spec_k : g->p.spec_max;
     const int room = mr_session_n_ctx(g->s) - (mr_session_n_past(g->s) + g->n_pending) - 1;
     if (kmax > room) kmax = room;
     if (g->p.max_tokens >= 0 && kmax > g->p.max_tokens - g->n_gen - 1) kmax = g->p.max_tokens - g->n_gen - 1;
@@ -395,7 +396,7 @@ static int spec_step(mr_gen *g, int k, mr_gen_step *out) {
     g->st.n_decode++;
     g->st.n_spec_steps++;
     g->st.n_drafted += k;
-    int taken = 0;
+    int taken = 0, nacc = 0;
     g->spec_extra = k;
     for (int i = 0; i <= k && !g->finish; i++) {
         float *row = g->vlogits + V * (size_t)(np - 1 + i);
@@ -408,8 +409,12 @@ static int spec_step(mr_gen *g, int k, mr_gen_step *out) {
         taken += r;
         if (!acc) break;
         g->st.n_draft_accepted++;
+        nacc++;
     }
     g->spec_extra = 0;
+    /* a rejected draft costs verification work for nothing: after one, draft only as far as drafts
+     * were accepted (plus one); after a fully accepted draft, try twice as far */
+    g->spec_k = nacc == k ? (2 * k < g->p.spec_max ? 2 * k : g->p.spec_max) : nacc + 1;
     const int keep = taken > 0 ? taken - 1 : 0; /* accepted drafts that stay evaluated */
     if (mr_session_truncate(g->s, n_past0 + np + keep)) return -1;
     memcpy(g->logits, g->vlogits + V * (size_t)(np - 1 + keep), sizeof(float) * V);
