@@ -350,10 +350,14 @@ int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
             if (owner[k] >= 0 && mr_task_same_x(&t[k], &t[i]) && mr_mm_partner(t[k].w->type) == wt->vec_dot_type)
                 owner[i] = owner[k];
         if (owner[i] < 0) {
-            /* the repacked layout only when some task on these activations has a copy */
-            int prep = MR_PREP_X4;
-            for (int k = i; k < n; k++)
-                if (t[k].w->rp && mr_task_same_x(&t[k], &t[i])) prep |= MR_PREP_RP;
+            /* the prepared layouts only when some task on these activations uses them */
+            int prep = 0;
+            for (int k = i; k < n; k++) {
+                if (!mr_task_same_x(&t[k], &t[i])) continue;
+                const mr_kern *kk = mr_kern_get(t[k].w->type, mr_isa());
+                if (kk && kk->dot4p) prep |= MR_PREP_X4;
+                if (t[k].w->rp) prep |= MR_PREP_RP;
+            }
             if (mr_act_make(pool, &acts[n_act], w->type, t[i].X, w->cols, t[i].ncols, t[i].ldx ? t[i].ldx : w->cols, prep))
                 goto out;
             owner[i] = n_act++;
