@@ -17,7 +17,6 @@ KF_KERNEL(bf16, 2)
 KX_ENTRY(f32, _avx2)
 KX_ENTRY(f16, _avx2)
 KX_ENTRY(bf16, _avx2)
-KX_ENTRY(q8_0, _avx2)
 KX_ENTRY(q5_0, _avx2)
 KX_ENTRY(q4_1, _avx2)
 KX_ENTRY(q5_1, _avx2)
@@ -35,6 +34,7 @@ static void mr_vd_q6_k_bs_avx2(int n, float *s, const void *w, const void *y) { 
 static void mr_vd4_q6_k_bs_avx2(int n, float *s, const void *w, const void *y, size_t by) { kr_q6_k(n, s, w, y, by, 4); }
 
 static const mr_repack_kern mr_rp_q4_0_avx2 = {8, MR_Q4_0_RP8_BLOCK_BYTES, mr_q4_0_repack8, mr_q4_0_rp8_rows};
+static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8_0_repack8, mr_q8_0_rp8_rows};
 static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_rows};
 static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_rows};
 
@@ -45,7 +45,8 @@ const mr_kern mr_kern_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_F32] = {.dot = mr_vd_f32_avx2, .dot4 = mr_vd4_f32_avx2},
     [MR_TYPE_F16] = {.dot = mr_vd_f16_avx2, .dot4 = mr_vd4_f16_avx2, .from_float = mr_quantize_f16_avx2},
     [MR_TYPE_BF16] = {.dot = mr_vd_bf16_avx2, .dot4 = mr_vd4_bf16_avx2, .from_float = mr_quantize_bf16_avx2},
-    [MR_TYPE_Q8_0] = {.dot = mr_vd_q8_0_avx2, .dot4 = mr_vd4_q8_0_avx2, .from_float = mr_quantize_q8_0_avx2,
+    /* Q8_0: block-sum numerics and an 8-row repacked layout (q8_0_avx2.c) */
+    [MR_TYPE_Q8_0] = {.dot = mr_vd_q8_0_bs_avx2, .dot4 = mr_vd4_q8_0_bs_avx2, .rp = &mr_rp_q8_0_avx2, .from_float = mr_quantize_q8_0_avx2,
                       .rprep = mr_q4_0_rp_prep_avx2, .rprep_bytes = MR_Q4_0_RP_ACT_BYTES},
     /* block-sum numerics and an 8-row repacked layout (q4_0_avx2.c) */
     [MR_TYPE_Q4_0] = {.dot = mr_vd_q4_0_bs_avx2, .dot4 = mr_vd4_q4_0_bs_avx2, .rp = &mr_rp_q4_0_avx2},

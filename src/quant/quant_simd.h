@@ -95,4 +95,13 @@ void mr_q4_0_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, cons
                       int64_t ncols, float *Y, int64_t ldy);
 #define MR_Q4_0_RP8_BLOCK_BYTES 144
 
+/* Q8_0 under AVX2 (q8_0_avx2.c): block-sum numerics, 8-row repacked layout (272 bytes per group and
+ * block) on the same prepared activations as Q4_0. */
+void mr_vd_q8_0_bs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vd4_q8_0_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_q8_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
+void mr_q8_0_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
+                      int64_t ncols, float *Y, int64_t ldy);
+#define MR_Q8_0_RP8_BLOCK_BYTES 272
+
 #endif
