@@ -132,7 +132,7 @@ while [ "$r" -le "$ROUNDS" ]; do
                 /^pager: hot / { hit = $3 }
                 /Belady/ { for (i = 1; i <= NF; i++) if ($i == "slots)") { bel = $(i+1); gsub(/,/, "", bel) } }
                 /^pager: hot .* read / { for (i = 1; i <= NF; i++) if ($i == "read" && $(i+1) != "stall") { gib = $(i+1); u = $(i+2) } }
-                /^pager: tg / { for (i = 1; i <= NF; i++) {
+                /^pager: tg[0-9]* / { for (i = 1; i <= NF; i++) {
                     if ($i == "hit") th = $(i+1); if ($i == "stall") ts = $(i+1); if ($i == "busy") tb = $(i+1)
                     if ($i == "optimum") { so = $(i+1); gsub(/[),]/, "", so) }
                     if ($(i+1) ~ /^MiB\/token/) { x = $i; gsub(/[(]/, "", x); tm = x + 0 }

@@ -278,6 +278,8 @@ typedef struct {
     uint64_t reads, bytes_read, rounds;  /* pread calls, bytes, forward passes */
     double stall_s;                      /* time compute waited for reads */
     double io_busy_s;                    /* time at least one read was in flight */
+    uint64_t hint_reads, hint_used;      /* experts read ahead on a guess of the next layer; of them used */
+    uint64_t hint_cancelled, hint_wasted;/* unused: reads cancelled before starting; read for nothing */
     double layer_hit_min, layer_hit_max; /* hit rate of the worst / best MoE layer (-1: no uses yet) */
     int layer_min, layer_max;
 } mr_pager_stats;

@@ -54,3 +54,13 @@ steps=$(sed -n 's/.*(\([0-9]*\) decode steps).*/\1/p' "$TMPD/e")
 if [ -n "$steps" ] && [ "$(grep -Ec "$JSONPAT" "$TMPD/run.jsonl")" -eq $((steps + 1)) ]; then ok pager_run_stats_lines
 else fail pager_run_stats_lines "steps '$steps', $(wc -l <"$TMPD/run.jsonl") lines"; fi
 expect_err pager_run_bad_budget "bad RAM budget" "$MOERUN" run -m "$M" -p "x" --ram-budget lots
+
+# guessing the next layer's experts (deepseek4: hash layers exact, others through the next router) and
+# chunked reads on more I/O threads only change what is read when: the logits stay the same bytes
+D=$SHARED/models/tiny-deepseek4.gguf
+expect_ok pager_guess_plain "$MOERUN" logits -m "$D" --tokens "$T" --decode -t 2 -o "$TMPD/d0.lgts"
+MOERUN_PAGER_GUESS=1 MOERUN_PAGER_CHUNK=64K MOERUN_PAGER_IO_THREADS=8 expect_ok pager_guess_paged \
+    "$MOERUN" logits -m "$D" --tokens "$T" --decode -t 2 -o "$TMPD/d1.lgts" --ram-budget 7M
+if cmp -s "$TMPD/d0.lgts" "$TMPD/d1.lgts"; then ok pager_guess_identical; else fail pager_guess_identical "logits differ"; fi
+if grep -q "^pager: read ahead [1-9][0-9]* experts" "$TMPD/e"; then ok pager_guess_summary
+else fail pager_guess_summary "no read-ahead line: $(cat "$TMPD/e")"; fi

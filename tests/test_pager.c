@@ -66,6 +66,8 @@ static int check_ptrs(int layer, int e, const void *ptrs[MR_PAGER_MATS]) {
     return 0;
 }
 
+static int hint_next; /* run_batches: after each prefetch, hint random experts of the other layer */
+
 /* rounds of random batches over layers 1 and 2; batch sizes up to max_batch; use_next: next() vs get().
  * Returns the number of served experts with wrong bytes, or -1 on an error. */
 static long run_batches(mr_pager *p, int rounds, int max_batch, int use_next, long *served) {
@@ -78,6 +80,10 @@ static long run_batches(mr_pager *p, int rounds, int max_batch, int use_next, lo
             /* skew: low ids more likely, so some experts are reused */
             for (int i = 0; i < n; i++) ids[i] = perm[i] < 4 || rnd() % 2 ? perm[i] : perm[i];
             if (mr_pager_prefetch(p, layer, ids, n)) return -1;
+            if (hint_next) {
+                int h[3] = {(int)(rnd() % NE), (int)(rnd() % NE), (int)(rnd() % NE)};
+                if (mr_pager_hint(p, 3 - layer, h, 1 + (int)(rnd() % 3))) return -1;
+            }
             for (int i = 0; i < n; i++) {
                 const void *ptrs[MR_PAGER_MATS];
                 int e = ids[i];
@@ -244,6 +250,59 @@ static void test_prefetch_twice(void) {
     mr_pager_free(p);
 }
 
+static void test_hints(void) {
+    uint64_t slot = mr_pager_slot_bytes(g, layers, NL);
+    mr_pager *p = mr_pager_create(g, layers, NL, 8 * slot);
+    if (!p) { CHECK(0, "%s", mr_get_error()); return; }
+    /* a guess of 3, the batch uses 2 of them and one more */
+    int guess[3] = {0, 1, 2}, ids[3] = {1, 2, 3};
+    CHECK(mr_pager_hint(p, 1, guess, 3) == 0, "%s", mr_get_error());
+    CHECK(mr_pager_prefetch(p, 1, ids, 3) == 0, "%s", mr_get_error());
+    for (int i = 0; i < 3; i++) {
+        const void *ptrs[MR_PAGER_MATS];
+        int e;
+        CHECK(mr_pager_next(p, 1, &e, ptrs) == 0 && check_ptrs(1, e, ptrs) == 0, "%s", mr_get_error());
+        mr_pager_done(p, 1, e);
+    }
+    mr_pager_release(p, 1);
+    mr_pager_counters c;
+    mr_pager_counters_get(p, &c);
+    CHECK(c.hint_reads == 3 && c.hint_used == 2 && c.hint_cancelled + c.hint_wasted == 1, "hints %llu used %llu "
+          "cancelled %llu wasted %llu", (unsigned long long)c.hint_reads, (unsigned long long)c.hint_used,
+          (unsigned long long)c.hint_cancelled, (unsigned long long)c.hint_wasted);
+    CHECK(c.hits == 0 && c.misses == 3, "hinted experts count as misses: %llu hits %llu misses",
+          (unsigned long long)c.hits, (unsigned long long)c.misses);
+    /* resident experts are not read again for a hint; out-of-range ids are errors */
+    CHECK(mr_pager_hint(p, 1, ids, 3) == 0, "%s", mr_get_error());
+    mr_pager_counters_get(p, &c);
+    CHECK(c.hint_reads == 3, "resident experts read for a hint (%llu)", (unsigned long long)c.hint_reads);
+    int bad[1] = {NE};
+    CHECK(mr_pager_hint(p, 1, bad, 1) == -1, "expert %d accepted", NE);
+    mr_pager_free(p);
+    /* random guesses at every budget, O_DIRECT and buffered, whole and 4 KiB jobs: every byte right */
+    uint64_t budgets[4] = {2 * slot, 3 * slot, 5 * slot, 64 * slot};
+    hint_next = 1;
+    for (int bi = 0; bi < 4; bi++)
+        for (int mode = 0; mode < 3; mode++) {
+            if (mode == 1) setenv("MOERUN_PAGER_NO_DIRECT", "1", 1);
+            if (mode == 2) setenv("MOERUN_PAGER_CHUNK", "4K", 1);
+            p = mr_pager_create(g, layers, NL, budgets[bi]);
+            unsetenv("MOERUN_PAGER_NO_DIRECT");
+            unsetenv("MOERUN_PAGER_CHUNK");
+            if (!p) { CHECK(0, "%s", mr_get_error()); continue; }
+            long served = 0, wrong = run_batches(p, 40, 4, 1, &served);
+            CHECK(wrong == 0, "budget %d slots mode %d: %ld wrong (%s)", mr_pager_n_slots(p), mode, wrong,
+                  wrong < 0 ? mr_get_error() : "");
+            mr_pager_counters_get(p, &c);
+            CHECK(c.hits + c.misses == (uint64_t)served && c.hint_used + c.hint_cancelled + c.hint_wasted <= c.hint_reads,
+                  "counters: %llu + %llu vs %ld served; hints %llu used %llu cancelled %llu wasted %llu",
+                  (unsigned long long)c.hits, (unsigned long long)c.misses, served, (unsigned long long)c.hint_reads,
+                  (unsigned long long)c.hint_used, (unsigned long long)c.hint_cancelled, (unsigned long long)c.hint_wasted);
+            mr_pager_free(p);
+        }
+    hint_next = 0;
+}
+
 static void test_pins(void) {
     /* 2 slots: two experts in use are never evicted by a third prefetched layer's reads */
     mr_pager *p = mr_pager_create(g, layers, NL, mr_pager_min_budget(g, layers, NL));
@@ -272,6 +331,7 @@ int main(void) {
     RUN(test_floor);
     RUN(test_faults);
     RUN(test_pins);
+    RUN(test_hints);
     RUN(test_prefetch_twice);
     mr_gguf_close(g);
     remove(path);

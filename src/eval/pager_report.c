@@ -57,6 +57,10 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
             acc ? 100.0 * (double)s.hits / (double)acc : 0, acc ? 100.0 * (double)s.misses / (double)acc : 0,
             (unsigned long long)acc, a, b, s.stall_s, s.io_busy_s,
             s.io_busy_s > 0 ? (double)s.bytes_read / s.io_busy_s / 1e9 : 0.0);
+    if (s.hint_reads)
+        fprintf(f, "pager: read ahead %llu experts for the next layer's guessed batch: %llu used, %llu cancelled "
+                   "before reading, %llu read for nothing\n", (unsigned long long)s.hint_reads,
+                (unsigned long long)s.hint_used, (unsigned long long)s.hint_cancelled, (unsigned long long)s.hint_wasted);
     int trunc = 0;
     double bel = mr_model_pager_belady(m, &trunc);
     fprintf(f, "pager: per-layer hit rate %.1f%% (layer %d) .. %.1f%% (layer %d); Belady (same trace and slots) ",

@@ -31,6 +31,10 @@ int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out) {
     out->rounds = c.rounds;
     out->stall_s = c.stall_s;
     out->io_busy_s = c.io_busy_s;
+    out->hint_reads = c.hint_reads;
+    out->hint_used = c.hint_used;
+    out->hint_cancelled = c.hint_cancelled;
+    out->hint_wasted = c.hint_wasted;
     for (int l = 0; l < m->n_layer; l++) {
         uint64_t h, mi;
         if (mr_pager_layer_counters(p, l, &h, &mi) || h + mi == 0) continue;

@@ -433,6 +433,11 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     for (int i = 0; i < P.n_xp; i++) if (!P.xp[i].remote) local[nl++] = P.xp[i].e; /* ascending ids */
     if (mr_pager_prefetch(m->pager, layer, local, nl)) goto done;
     prefetched = 1;
+    if (c->guess_next && n == 1 && mr_pager_guessing(m->pager)) {
+        int next = -1, gids[64];
+        int ng = c->guess_next(c->guess_ctx, x, &next, gids, 64);
+        if (ng < 0 || (ng > 0 && mr_pager_hint(m->pager, next, gids, ng))) goto done;
+    }
     for (int k = 0; k < nl; k++) local[k] = P.xidx[local[k]]; /* now indices into P.xp */
     /* the batch input converted once per partner type (gate and up usually share one) */
     if (mr_mm_act_make(m->pool, &P.ax_g, P.has_gate ? P.tg : P.tu, x, P.d, n, P.d)) goto done;

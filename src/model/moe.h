@@ -37,6 +37,14 @@ typedef struct {
     int n_group, n_group_used; /* expert groups (<= 1: none) and how many groups may be chosen */
     int act;                 /* MR_MOE_ACT_* */
     const mr_moe_bias *bias; /* [n_layer] expert biases, or NULL */
+    /* Optional guess at the next MoE layer's experts, made while this layer computes (one-token
+     * batches, paging on, MOERUN_PAGER_GUESS not 0): writes up to n_max expert ids of layer
+     * *next_layer for this layer's input x[d] and returns their count (0 = no guess, -1 = error). The
+     * engine hands them to the pager (mr_pager_hint) right after this layer's own reads are queued,
+     * so the device keeps reading while this layer and the next one's attention compute. A guess
+     * never changes a result: it only decides what is read early. */
+    int (*guess_next)(void *ctx, const float *x, int *next_layer, int *ids, int n_max);
+    void *guess_ctx;
 } mr_moe_cfg;
 
 /* logits[n][n_expert] -> sel[n][n_used], w[n][n_used]. sel_bias[n_expert] or NULL.

@@ -26,6 +26,7 @@ enum { FAULT_NONE = 0, FAULT_EIO, FAULT_SHORT };
 
 typedef struct {
     int state, pending, layer, expert;
+    int by_hint; /* read because of a hint, not used since */
     uint64_t delta[MR_PAGER_MATS]; /* data offset inside the mat's area (O_DIRECT alignment) */
     char err[320];
 } slot_io;
@@ -80,6 +81,11 @@ struct mr_pager {
     int32_t *trace;
     int64_t n_trace, cap_trace;
     int trace_trunc;
+    /* hints (mr_pager_hint): hinted[key] = 1 from the hint's read until the key's layer is prefetched;
+     * soon = the same array, given to the policy so hinted experts are evicted last */
+    int guess;                /* MOERUN_PAGER_GUESS (default MR_PAGER_GUESS) */
+    uint8_t *hinted;
+    int **hint_keys, *n_hint; /* per layer: the keys hinted for its next batch */
 };
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -271,6 +277,8 @@ static int parse_fault(mr_pager *p) {
 static int parse_io_env(mr_pager *p) {
     p->n_io = MR_PAGER_IO_THREADS;
     p->chunk = MR_PAGER_CHUNK;
+    const char *gs = getenv("MOERUN_PAGER_GUESS");
+    p->guess = gs && *gs ? strcmp(gs, "0") != 0 : MR_PAGER_GUESS;
     const char *t = getenv("MOERUN_PAGER_IO_THREADS");
     char *end = NULL;
     if (t && *t) {
@@ -353,6 +361,11 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     p->l_hits = calloc((size_t)n_layers, sizeof(uint64_t));
     p->l_miss = calloc((size_t)n_layers, sizeof(uint64_t));
     if (!p->arena || !p->sl || !p->q || !p->l_hits || !p->l_miss) goto oom;
+    p->hinted = calloc((size_t)n_layers * (size_t)p->e_max, 1);
+    p->hint_keys = calloc((size_t)n_layers, sizeof *p->hint_keys);
+    p->n_hint = calloc((size_t)n_layers, sizeof *p->n_hint);
+    if (!p->hinted || !p->hint_keys || !p->n_hint) goto oom;
+    mr_cache_set_hint(p->cache, p->hinted);
 
     /* descriptors: the reader's buffered fd, plus an O_DIRECT one per shard when the FS allows */
     p->n_shards = mr_gguf_n_shards(g);
@@ -419,12 +432,17 @@ void mr_pager_free(mr_pager *p) {
     mr_cache_free(p->cache);
     mr_aligned_free(p->arena);
     free(p->th);
+    if (p->hint_keys)
+        for (int l = 0; l < p->n_layers; l++) free(p->hint_keys[l]);
+    free(p->hint_keys); free(p->n_hint); free(p->hinted);
     free(p->sl); free(p->q); free(p->l_hits); free(p->l_miss); free(p->trace);
     free(p->layers);
     free(p);
 }
 
 int mr_pager_paging(const mr_pager *p) { return p->paging; }
+/* with few slots a guess evicts experts that are still wanted: only from 4 tokens' worth of a layer up */
+int mr_pager_guessing(const mr_pager *p) { return p->paging && p->guess && p->n_slots >= 4 * p->floor_slots; }
 int mr_pager_n_slots(const mr_pager *p) { return p->n_slots; }
 int mr_pager_uses_direct_io(const mr_pager *p) { return p->any_direct; }
 
@@ -510,9 +528,15 @@ static int acquire(mr_pager *p, int layer, int i) {
     int s = mr_cache_access(p->cache, key, &hit, &ev);
     if (s < 0) return -1;
     if (hit && wait_state(p, s) == SLOT_ERROR) hit = 0; /* an earlier read of it failed: read again */
-    record(p, layer, key, hit);
+    if (hit && p->sl[s].by_hint) { /* read ahead by a hint: a miss whose read started early */
+        p->sl[s].by_hint = 0;
+        p->cnt.hint_used++;
+        record(p, layer, key, 0);
+    } else record(p, layer, key, hit);
     if (!hit) {
         wait_slot(p, s); /* a released batch may still be reading into it */
+        if (p->sl[s].by_hint) p->cnt.hint_wasted++; /* a guess evicted before its layer came */
+        p->sl[s].by_hint = 0;
         start_load(p, s, layer, e);
     }
     b->slot[i] = s;
@@ -568,6 +592,71 @@ static int batch_reserve(batch *b, int n) {
     return 0;
 }
 
+/* drop the queued (not started) read jobs of slot s; returns how many */
+static int cancel_queued(mr_pager *p, int s) {
+    int kept = 0, dropped = 0;
+    for (int i = 0; i < p->q_len; i++) {
+        io_job j = p->q[(p->q_head + i) % p->q_cap];
+        if (j.slot == s) { dropped++; continue; }
+        p->q[(p->q_head + kept) % p->q_cap] = j;
+        kept++;
+    }
+    p->q_len = kept;
+    p->sl[s].pending -= dropped;
+    return dropped;
+}
+
+/* The real batch of `layer` is known: hinted experts it does not use lose their protection, and those
+ * whose reads have not started are cancelled (their slots emptied), so the batch's own reads are not
+ * queued behind wrong guesses. */
+static void settle_hints(mr_pager *p, int layer, const int *ids, int n) {
+    for (int k = 0; k < p->n_hint[layer]; k++) {
+        int key = p->hint_keys[layer][k], e = key - layer * p->e_max, used = 0;
+        p->hinted[key] = 0;
+        for (int i = 0; i < n && !used; i++) used = ids[i] == e;
+        int s = mr_cache_find(p->cache, key);
+        if (used || s < 0 || !p->sl[s].by_hint || mr_cache_pinned(p->cache, s)) continue;
+        pthread_mutex_lock(&p->mu);
+        int started = p->sl[s].state == SLOT_LOADING && cancel_queued(p, s) > 0;
+        if (started) { /* its remaining jobs were dropped: the slot holds a partial expert */
+            p->sl[s].state = SLOT_EMPTY;
+            p->cnt.hint_cancelled++;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (started) mr_cache_invalidate(p->cache, s);
+        else p->cnt.hint_wasted++;
+        p->sl[s].by_hint = 0;
+    }
+    p->n_hint[layer] = 0;
+}
+
+int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n) {
+    if (!p->paging || n <= 0) return 0;
+    if (check_layer(p, layer)) return -1;
+    int E = n_experts_of(&p->layers[layer]);
+    if (p->n_hint[layer] > 0) settle_hints(p, layer, NULL, 0); /* an older hint never followed */
+    if (!p->hint_keys[layer] && !(p->hint_keys[layer] = malloc(sizeof(int) * (size_t)E))) {
+        mr_set_error("pager: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n && p->n_hint[layer] < E; i++) {
+        if (ids[i] < 0 || ids[i] >= E) { mr_set_error("pager: expert %d out of range [0, %d) in layer %d", ids[i], E, layer); return -1; }
+        int key = layer * p->e_max + ids[i], hit, ev;
+        if (p->hinted[key] || mr_cache_find(p->cache, key) >= 0) continue; /* resident or already coming */
+        int s = mr_cache_access(p->cache, key, &hit, &ev);
+        if (s < 0) return 0; /* every slot pinned: nothing to read ahead into */
+        wait_slot(p, s);     /* a released batch may still be reading into it */
+        if (p->sl[s].by_hint) p->cnt.hint_wasted++;
+        start_load(p, s, layer, ids[i]);
+        p->sl[s].by_hint = 1;
+        mr_cache_unpin(p->cache, s);
+        p->hinted[key] = 1;
+        p->hint_keys[layer][p->n_hint[layer]++] = key;
+        p->cnt.hint_reads++;
+    }
+    return 0;
+}
+
 int mr_pager_prefetch(mr_pager *p, int layer, const int *ids, int n) {
     if (check_layer(p, layer)) return -1;
     int E = n_experts_of(&p->layers[layer]);
@@ -593,6 +682,7 @@ int mr_pager_prefetch(mr_pager *p, int layer, const int *ids, int n) {
     if (!p->paging) return 0;
     if (layer <= p->last_layer) { mr_cache_new_round(p->cache); p->cnt.rounds++; }
     p->last_layer = layer;
+    settle_hints(p, layer, ids, n);
     /* resident experts first (pinned before any eviction), then reads for the missing ones */
     for (int i = 0; i < n; i++)
         if (mr_cache_find(p->cache, layer * p->e_max + ids[i]) >= 0) acquire(p, layer, i);

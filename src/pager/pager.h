@@ -17,6 +17,12 @@
  *                                         slot can take another expert of the batch (optional, needed
  *                                         when the batch has more experts than the budget has slots)
  *   mr_pager_release(p, layer)            unpins the layer's experts (they stay cached)
+ *   mr_pager_hint(p, layer, ids, n)       a guess at a coming batch of `layer` (e.g. the next layer's
+ *                                         experts predicted while this one computes): starts reads of
+ *                                         the missing ones into evictable slots, kept until the layer's
+ *                                         real prefetch; guesses it does not use are then cancelled if
+ *                                         not started. A hinted expert that is used counts as a miss
+ *                                         (it was read for that use), only without the wait.
  * Results never depend on the budget: the bytes are the file's bytes. A failed or short read is an
  * error (-1 from get/next), never silently different data.
  *
@@ -35,6 +41,7 @@
 enum { MR_PAGER_GATE = 0, MR_PAGER_UP = 1, MR_PAGER_DOWN = 2, MR_PAGER_MATS = 3 };
 #define MR_PAGER_IO_THREADS 4          /* default reads in flight (MOERUN_PAGER_IO_THREADS) */
 #define MR_PAGER_MAX_IO_THREADS 64
+#define MR_PAGER_GUESS 0                /* guess the next layer's experts by default (MOERUN_PAGER_GUESS) */
 #define MR_PAGER_CHUNK 0                /* default bytes per read job, 0 = a slice (MOERUN_PAGER_CHUNK) */
 
 typedef struct {
@@ -53,6 +60,10 @@ int mr_pager_next(mr_pager *p, int layer, int *id, const void *ptrs[MR_PAGER_MAT
 int mr_pager_get(mr_pager *p, int layer, int id, const void *ptrs[MR_PAGER_MATS]);
 void mr_pager_done(mr_pager *p, int layer, int id);
 void mr_pager_release(mr_pager *p, int layer);
+int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n);
+/* 1 when paging, guesses are wanted (MOERUN_PAGER_GUESS=0 turns them off) and the arena has at least
+ * 4x the floor's slots (with fewer, a guess evicts experts still wanted) */
+int mr_pager_guessing(const mr_pager *p);
 
 /* Sizes: bytes of one slot, and the minimum budget (floor) for these layers; 0 if no MoE layer. */
 uint64_t mr_pager_slot_bytes(const mr_gguf *g, const mr_pager_layer *layers, int n_layers);
@@ -70,6 +81,10 @@ typedef struct {
     uint64_t reads, bytes_read;  /* pread calls and bytes (O_DIRECT reads round to 4 KiB) */
     double stall_s;              /* time next/get waited for reads */
     double io_busy_s;            /* time at least one read was in flight */
+    uint64_t hint_reads;         /* experts read because of mr_pager_hint */
+    uint64_t hint_used;          /* of those, used by their layer's batch */
+    uint64_t hint_cancelled;     /* of those, not used and their reads cancelled before they started */
+    uint64_t hint_wasted;        /* of those, read for nothing: not used, or evicted before their layer */
     uint64_t rounds;             /* forward passes seen (a prefetch of a layer <= the previous one starts one) */
 } mr_pager_counters;
 void mr_pager_counters_get(const mr_pager *p, mr_pager_counters *out);

@@ -519,7 +519,7 @@ int64_t mr_cache_static_hits(const int32_t *keys, int64_t n, int n_keys, int n_s
     }
     qsort(cnt, (size_t)n_keys, sizeof *cnt, cmp_desc_u32);
     int64_t h = 0;
-    for (int i = 0; i < n_slots && i < n_keys; i++) h += cnt[i];
+    for (int i = 0; i < n_slots && i < n_keys && cnt[i]; i++) h += cnt[i] - 1; /* its first use reads it */
     free(cnt);
     return h;
 }

@@ -54,7 +54,8 @@ void mr_cache_set_hint(mr_cache *c, const uint8_t *soon);
  * whose next use is farthest. Returns the number of hits, or -1 (out of memory). O(n log n). */
 int64_t mr_cache_belady_hits(const int32_t *keys, int64_t n, int n_keys, int n_slots);
 /* Static optimum: the hits of the best fixed set of n_slots keys for this sequence (its n_slots most
- * frequent keys), the set loaded beforehand; -1 on bad keys or out of memory. With near-uniform use
- * no online policy beats it by much, and it is the steady-state target. */
+ * frequent keys), each key read at its first use like every cache here (so a short sequence is not
+ * flattered by a preloaded set); -1 on bad keys or out of memory. With near-uniform use no online
+ * policy beats it by much over a long run: the steady-state target. */
 int64_t mr_cache_static_hits(const int32_t *keys, int64_t n, int n_keys, int n_slots);
 #endif

@@ -739,6 +739,35 @@ static void ds4_swiglu_item(void *arg, long t) {
     mr_swiglu(j->sg + t * j->Fs, j->sg + t * j->Fs, j->su + t * j->Fs, j->Fs, j->lim, 1.0f);
 }
 
+/* The next layer's experts guessed from this layer's FFN input (mr_moe_cfg.guess_next): a hash layer's
+ * are exact (its table row for the token); otherwise the next router applied to this layer's input
+ * [d], top-k with its bias. Only decides what the pager reads early. */
+typedef struct { mr_model *m; int il; int32_t tok; } ds4_guess;
+
+static int ds4_guess_next(void *ctx, const float *x, int *next_layer, int *ids, int n_max) {
+    const ds4_guess *gc = ctx;
+    ds4_model *M = gc->m->priv;
+    const int l1 = gc->il + 1, K = M->K;
+    if (l1 >= M->L || K > n_max) return 0;
+    const ds4_layer *ly = &M->layers[l1];
+    *next_layer = l1;
+    if (ly->tid2eid) {
+        if (gc->tok < 0 || gc->tok >= M->V) return 0;
+        for (int j = 0; j < K; j++) ids[j] = ly->tid2eid[(int64_t)gc->tok * K + j];
+        return K;
+    }
+    float *lg = malloc(sizeof(float) * (size_t)M->E);
+    int32_t sel[64];
+    float w[64];
+    if (!lg) { mr_set_error("deepseek4: out of memory"); return -1; }
+    const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
+                            .w_scale = M->ws};
+    int rc = mr_model_matmul(gc->m, &ly->gate_inp, x, 1, lg) || mr_moe_route(&cfg, lg, ly->exp_bias, NULL, 1, sel, w) ? -1 : K;
+    free(lg);
+    for (int j = 0; j < K && rc > 0; j++) ids[j] = sel[j];
+    return rc;
+}
+
 /* the FFN half of layer il (§3.9) */
 static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4_buf *B) {
     ds4_model *M = m->priv;
@@ -761,8 +790,10 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
         if (ds4_matmuls(m, "mm ffn_in", mm, 3, n)) return -1;
     }
     DUMP("ffn_moe_logits", il, B->logits, M->E, n);
+    ds4_guess gc = {m, il, n == 1 ? tok[0] : -1};
     const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
-                            .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim};
+                            .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim, .guess_next = ds4_guess_next,
+                            .guess_ctx = &gc};
     MR_PROF_BEGIN(tr);
     /* hash layers: the token's experts from tid2eid [V][K] (weights still from the scores); others:
      * top-k of the scores plus exp_probs_b */
