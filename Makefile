@@ -30,14 +30,15 @@ LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/libmoerun.a
+FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz-replay/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .SECONDARY:
-.PHONY: deps all test test-unit sanitize clean fuzz bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
+.PHONY: deps all test test-unit sanitize clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 # Missing Debian packages are installed (or the exact apt-get command printed) before anything is
 # compiled: every object waits for this step. MOERUN_DEPS=skip turns it off (scripts/deps.sh).
-DEPS_GROUPS := build $(if $(filter test test-unit sanitize,$(MAKECMDGOALS)),test) $(if $(filter fuzz,$(MAKECMDGOALS)),fuzz)
+DEPS_GROUPS := build $(if $(filter test test-unit sanitize,$(MAKECMDGOALS)),test) $(if $(filter fuzz fuzz-build,$(MAKECMDGOALS)),fuzz)
 deps:
 	@sh scripts/deps.sh $(DEPS_GROUPS)
 
@@ -59,10 +60,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-test: deps $(BUILD)/moerun $(TEST_BIN)
+test: deps $(BUILD)/moerun $(TEST_BIN) $(FUZZ_REPLAY)
 	@sh tests/run.sh $(BUILD)
 
-test-unit: deps $(BUILD)/moerun $(TEST_BIN)
+test-unit: deps $(BUILD)/moerun $(TEST_BIN) $(FUZZ_REPLAY)
 	@sh tests/run.sh $(BUILD) unit
 
 # Benchmarks (not tests): bench/*.c may use internal headers. Run on a quiet machine.
@@ -105,22 +106,30 @@ clean:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
-# ---- fuzzing the GGUF reader (clang libFuzzer + ASan/UBSan): make fuzz [FUZZ_SECONDS=600] ----
-# Objects in build/fuzz; corpus kept in build/fuzz/corpus between runs; crashes as build/fuzz/crash-*.
+# ---- fuzzing every parser (clang libFuzzer + ASan/UBSan): make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS=...] ----
+# Library objects in build/fuzz; each target (tests/fuzz/fuzz_NAME.c) runs FUZZ_SECONDS with its working
+# corpus in build/fuzz/corpus/NAME, seeds from tests/fuzz/corpus/NAME, crashes as build/fuzz/crash-NAME-*
+# (tests/fuzz/run.sh). Keep a fixed crash in tests/fuzz/crashes/NAME: `make test` replays those and
+# the seeds through the same targets built without libFuzzer (build/fuzz-replay, tests/cli_fuzz.sh).
 FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= gguf http json tokenizer chat sampler
 FUZZ_BUILD   := build/fuzz
 FUZZ_CFLAGS  := -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-FUZZ_OBJ      = $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(sort $(wildcard src/gguf/*.c src/base/*.c src/quant/*.c)))
-fuzz: deps $(LIB)
-	$(MAKE) --no-print-directory CC=clang BUILD=$(FUZZ_BUILD) CFLAGS="$(FUZZ_CFLAGS)" $(FUZZ_OBJ)
-	clang $(CFLAGS_COMMON) $(FUZZ_CFLAGS) -fsanitize=fuzzer tests/fuzz/fuzz_gguf.c $(FUZZ_OBJ) \
-	    -o $(FUZZ_BUILD)/fuzz_gguf $(LDLIBS)
+fuzz-build: deps $(LIB)
+	$(MAKE) --no-print-directory CC=clang BUILD=$(FUZZ_BUILD) CFLAGS="$(FUZZ_CFLAGS)" $(FUZZ_BUILD)/libmoerun.a
+	for t in $(FUZZ_TARGETS); do \
+	    clang $(CFLAGS_COMMON) $(FUZZ_CFLAGS) -fsanitize=fuzzer tests/fuzz/fuzz_$$t.c $(FUZZ_BUILD)/libmoerun.a \
+	        -o $(FUZZ_BUILD)/fuzz_$$t $(LDLIBS) || exit 1; done
 	$(CC) $(CFLAGS_COMMON) tests/fuzz/make_seeds.c $(LIB) -o $(FUZZ_BUILD)/make_seeds $(LDLIBS)
-	@mkdir -p $(FUZZ_BUILD)/seeds $(FUZZ_BUILD)/corpus
+	@mkdir -p $(FUZZ_BUILD)/seeds
 	$(FUZZ_BUILD)/make_seeds $(FUZZ_BUILD)/seeds $(or $(MR_SHARED),../shared)
-	$(FUZZ_BUILD)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -malloc_limit_mb=256 \
-	    -dict=tests/fuzz/gguf.dict -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
-	    $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/seeds
+fuzz: fuzz-build
+	MR_SHARED=$(or $(MR_SHARED),../shared) sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The fuzz targets linked with a plain main (tests/fuzz/replay.c) for `make test`.
+$(BUILD)/fuzz-replay/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/replay.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The main job on any machine, no download: synthesize a 343 MiB random-weight MoE model (qwen3moe
 # layout, 6 layers x 64 experts) and generate with a 64 MiB expert budget (a fifth of its experts),

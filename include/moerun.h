@@ -172,9 +172,10 @@ typedef struct {
     float top_p;          /* default 0.95; >= 1: off */
     float min_p;          /* default 0.05; <= 0: off */
     float repeat_penalty; /* default 1.0 (off); logits of recent tokens: > 0 divided, < 0 multiplied */
-    int32_t repeat_last_n;/* default 64: how many recent tokens the penalty looks at */
+    int32_t repeat_last_n;/* default 64: how many recent tokens the penalty looks at (<= MR_SAMPLER_MAX_LAST_N) */
     uint64_t seed;        /* default 0x5eed */
 } mr_sampler_params;
+#define MR_SAMPLER_MAX_LAST_N (1 << 20)
 typedef struct mr_sampler mr_sampler;
 void mr_sampler_default_params(mr_sampler_params *p);
 mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab);

@@ -152,6 +152,21 @@ static void test_top_k_large(void) {
     mr_sampler_free(s);
 }
 
+/* found by tests/fuzz/fuzz_sampler.c: repeat_last_n 2^31-1 asked for an 8 GiB history (and
+ * overflowed int computing its size) */
+static void test_last_n_bound(void) {
+    mr_sampler_params p;
+    mr_sampler_default_params(&p);
+    p.repeat_last_n = 0x7fffffff;
+    mr_sampler *s = mr_sampler_new(&p, 16);
+    CHECK(!s && strstr(mr_last_error(), "repeat_last_n"), "accepted repeat_last_n 2^31-1");
+    mr_sampler_free(s);
+    p.repeat_last_n = MR_SAMPLER_MAX_LAST_N;
+    s = mr_sampler_new(&p, 16);
+    CHECK(s != NULL, "refused repeat_last_n %d: %s", MR_SAMPLER_MAX_LAST_N, mr_last_error());
+    mr_sampler_free(s);
+}
+
 int main(void) {
     RUN(test_rng);
     RUN(test_greedy);
@@ -159,5 +174,6 @@ int main(void) {
     RUN(test_distribution);
     RUN(test_filters);
     RUN(test_top_k_large);
+    RUN(test_last_n_bound);
     return t_finish();
 }

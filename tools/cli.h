@@ -115,7 +115,7 @@ void mr_cli_pick_seed(mr_cli_common *c);
     {.names = "--repeat-penalty", .arg = "R", .help = "penalise the logits of the last N tokens by R (default 1 = off)", \
      .kind = MR_OPT_FN, .dst = &(c)->sp.repeat_penalty, .fn = mr_cli_opt_repeat_penalty}, \
     {.names = "--repeat-last-n", .arg = "N", .help = "tokens the repeat penalty looks at (default 64)", .kind = MR_OPT_INT, \
-     .dst = &(c)->sp.repeat_last_n, .lo = 0, .hi = 0x7fffffff}, \
+     .dst = &(c)->sp.repeat_last_n, .lo = 0, .hi = MR_SAMPLER_MAX_LAST_N}, \
     {.names = "-s, --seed", .arg = "S", .help = "sampler seed (default: random, printed on stderr)", .kind = MR_OPT_FN, \
      .dst = (c), .fn = mr_cli_opt_seed}, \
     {.names = "--ignore-eos", .help = "never sample end-of-generation tokens", .kind = MR_OPT_FLAG, .dst = &(c)->ignore_eos, .ival = 1}, \

@@ -68,6 +68,11 @@ mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab) {
     if (!s) { mr_set_error("sampler: out of memory"); return NULL; }
     if (p) s->p = *p; else mr_sampler_default_params(&s->p);
     if (s->p.repeat_last_n < 0) s->p.repeat_last_n = 0;
+    if (s->p.repeat_last_n > MR_SAMPLER_MAX_LAST_N) { /* its ring buffer is allocated here */
+        mr_set_error("sampler: repeat_last_n %d above %d", s->p.repeat_last_n, MR_SAMPLER_MAX_LAST_N);
+        free(s);
+        return NULL;
+    }
     if (!(s->p.repeat_penalty > 0)) s->p.repeat_penalty = 1.0f; /* also NaN */
     s->n_vocab = n_vocab;
     s->hist = malloc(sizeof *s->hist * (size_t)(s->p.repeat_last_n + 1));
