@@ -1,6 +1,8 @@
 #include "base/base.h"
 
+#include <execinfo.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -35,10 +37,57 @@ double mr_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* ---- allocation with failure injection ----
+ * One counter of allocations since the switch was last set; the fail_at-th one fails (and, sticky,
+ * every one after it). Off (fail_at 0) it costs one relaxed atomic load per allocation. */
+static _Atomic long alloc_count, alloc_failed, alloc_fail_at = -1; /* -1: MOERUN_ALLOC_FAIL not read yet */
+static _Atomic int alloc_sticky;
+
+void mr_alloc_fail_at(long n, int sticky) {
+    atomic_store(&alloc_count, 0);
+    atomic_store(&alloc_failed, 0);
+    atomic_store(&alloc_sticky, sticky);
+    atomic_store(&alloc_fail_at, n > 0 ? n : 0);
+}
+long mr_alloc_count(void) { return atomic_load(&alloc_count); }
+long mr_alloc_failed(void) { return atomic_load(&alloc_failed); }
+
+/* MOERUN_ALLOC_FAIL=N[s]: the N-th allocation of the process fails (s: and every later one) */
+static void alloc_env(void) {
+    const char *e = getenv("MOERUN_ALLOC_FAIL");
+    char *end = NULL;
+    long n = e ? strtol(e, &end, 10) : 0;
+    long expect = -1;
+    if (n > 0 && atomic_compare_exchange_strong(&alloc_fail_at, &expect, n)) atomic_store(&alloc_sticky, *end == 's');
+    else atomic_compare_exchange_strong(&alloc_fail_at, &expect, 0);
+}
+
+int mr_alloc_inject(void) {
+    long at = atomic_load_explicit(&alloc_fail_at, memory_order_relaxed);
+    if (at < 0) { alloc_env(); at = atomic_load(&alloc_fail_at); }
+    if (at == 0) return 0;
+    long k = atomic_fetch_add(&alloc_count, 1) + 1;
+    if (k == at || (k > at && atomic_load(&alloc_sticky))) {
+        atomic_fetch_add(&alloc_failed, 1);
+        if (getenv("MOERUN_ALLOC_FAIL_TRACE")) { /* which allocation site: the stack, to stderr */
+            void *bt[16];
+            fprintf(stderr, "allocation %ld fails here:\n", k);
+            backtrace_symbols_fd(bt, backtrace(bt, 16), 2);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+void *mr_malloc(size_t n) { return mr_alloc_inject() ? NULL : malloc(n); }
+void *mr_calloc(size_t n, size_t size) { return mr_alloc_inject() ? NULL : calloc(n, size); }
+void *mr_realloc(void *p, size_t n) { return mr_alloc_inject() ? NULL : realloc(p, n); }
+char *mr_strdup(const char *s) { return mr_alloc_inject() ? NULL : strdup(s); }
+
 void *mr_aligned_alloc(size_t align, size_t size) {
     void *p = NULL;
     if (size == 0) size = align;
-    if (posix_memalign(&p, align, size) != 0) return NULL;
+    if (mr_alloc_inject() || posix_memalign(&p, align, size) != 0) return NULL;
     return p;
 }
 

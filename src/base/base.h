@@ -80,9 +80,24 @@ void mr_format_bytes(char *buf, size_t n, double bytes);
 /* ---- time ---- */
 double mr_now(void);                   /* monotonic seconds */
 
-/* ---- aligned allocation ---- */
-void *mr_aligned_alloc(size_t align, size_t size); /* zeroed? no; NULL on failure */
+/* ---- heap allocation ----
+ * Every allocation of the library goes through these (free with free() / mr_aligned_free), so a
+ * test can make any one of them fail, as SQLite's tests do: mr_alloc_fail_at(n, sticky) resets
+ * the counter and makes the n-th allocation from then on return NULL (sticky: every later one
+ * too; n 0: none). The environment MOERUN_ALLOC_FAIL=N (or Ns for sticky) sets the same switch
+ * for a whole process (CLI, server); MOERUN_ALLOC_FAIL_TRACE=1 prints the stack of each injected
+ * failure. Other kinds of allocation (anonymous mmap) ask
+ * mr_alloc_inject(), which counts one allocation and says whether it must fail. */
+void *mr_malloc(size_t n);
+void *mr_calloc(size_t n, size_t size);
+void *mr_realloc(void *p, size_t n);                /* NULL: p unchanged, as realloc */
+char *mr_strdup(const char *s);
+void *mr_aligned_alloc(size_t align, size_t size); /* not zeroed; NULL on failure */
 void mr_aligned_free(void *p);
+int mr_alloc_inject(void);
+void mr_alloc_fail_at(long n, int sticky);
+long mr_alloc_count(void);   /* allocations counted since mr_alloc_fail_at (counted only while armed) */
+long mr_alloc_failed(void);  /* of those, made to fail */
 
 /* ---- scratch: buffers of an eval carved from one block per session ----
  * The block grows to the largest batch seen, so an eval allocates nothing once its session has seen
