@@ -105,15 +105,15 @@ static void *mr_pool_worker(void *arg) {
 
 mr_pool *mr_pool_create(int n_threads) {
     if (n_threads < 1) n_threads = 1;
-    mr_pool *p = calloc(1, sizeof *p);
+    mr_pool *p = mr_calloc(1, sizeof *p);
     if (!p) { mr_set_error("out of memory creating thread pool"); return NULL; }
     p->n = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
-    p->threads = calloc((size_t)n_threads, sizeof(pthread_t));
+    p->threads = mr_calloc((size_t)n_threads, sizeof(pthread_t));
     if (!p->threads) goto fail;
     for (int i = 1; i < n_threads; i++) {
-        struct mr_worker_arg *wa = malloc(sizeof *wa);
+        struct mr_worker_arg *wa = mr_malloc(sizeof *wa);
         if (!wa) goto fail;
         wa->p = p;
         wa->ith = i;

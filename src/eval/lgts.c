@@ -32,8 +32,8 @@ int mr_lgts_read(const char *path, int *n_rows, int *n_vocab, int32_t **position
         return -1;
     }
     size_t nr = (size_t)hdr[1], nv = (size_t)hdr[2];
-    int32_t *pos = malloc(4 * (nr ? nr : 1));
-    float *lg = malloc(4 * (nr ? nr : 1) * nv);
+    int32_t *pos = mr_malloc(4 * (nr ? nr : 1));
+    float *lg = mr_malloc(4 * (nr ? nr : 1) * nv);
     if (!pos || !lg || fread(pos, 4, nr, f) != nr || fread(lg, 4, nr * nv, f) != nr * nv) {
         free(pos); free(lg); fclose(f);
         mr_set_error("%s: truncated or out of memory", path);
@@ -87,7 +87,7 @@ int mr_logits_compare(const float *ref, const float *eng, int n_rows, int n_voca
     memset(out, 0, sizeof *out);
     out->n_rows = n_rows;
     if (n_rows <= 0) return 0;
-    double *kl = malloc(sizeof(double) * (size_t)n_rows);
+    double *kl = mr_malloc(sizeof(double) * (size_t)n_rows);
     if (!kl) { mr_set_error("compare: out of memory"); return -1; }
     double sum = 0;
     for (int r = 0; r < n_rows; r++) {

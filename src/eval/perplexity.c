@@ -50,9 +50,9 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
     long count = 0, top1 = 0;
 
     s = mr_session_new(m, n_ctx);
-    logits = malloc(sizeof(float) * (size_t)(n_ctx - first) * (size_t)n_vocab); /* positions first .. n_ctx-1 */
-    lp = malloc(sizeof(double) * (size_t)n_vocab);
-    chunk = malloc(sizeof(int32_t) * (size_t)n_ctx);
+    logits = mr_malloc(sizeof(float) * (size_t)(n_ctx - first) * (size_t)n_vocab); /* positions first .. n_ctx-1 */
+    lp = mr_malloc(sizeof(double) * (size_t)n_vocab);
+    chunk = mr_malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!s) goto fail;
     if (!logits || !lp || !chunk) { mr_set_error("perplexity: out of memory"); goto fail; }
     if (save_path) {
@@ -73,10 +73,10 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
                          "context %d, %d chunks", kl_base_path, h.n_vocab, h.n_ctx, h.n_chunks, n_vocab, n_ctx, n_chunks);
             goto fail;
         }
-        base_logits = malloc(sizeof(float) * (size_t)rows * (size_t)n_vocab);
-        base_tgt = malloc(sizeof(int32_t) * (size_t)rows);
-        lq = malloc(sizeof(double) * (size_t)n_vocab);
-        kls = malloc(sizeof(double) * (size_t)rows * (size_t)n_chunks);
+        base_logits = mr_malloc(sizeof(float) * (size_t)rows * (size_t)n_vocab);
+        base_tgt = mr_malloc(sizeof(int32_t) * (size_t)rows);
+        lq = mr_malloc(sizeof(double) * (size_t)n_vocab);
+        kls = mr_malloc(sizeof(double) * (size_t)rows * (size_t)n_chunks);
         if (!base_logits || !base_tgt || !lq || !kls) { mr_set_error("perplexity: out of memory"); goto fail; }
     }
 

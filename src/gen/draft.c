@@ -34,7 +34,7 @@ int mr_draft_model(mr_session *d, const int32_t *hist, int n_hist, int *d_past, 
     if (n_hist + kmax > n_ctx) kmax = n_ctx - n_hist;
     if (kmax <= 0) return 0;
     const int nv = mr_model_n_vocab(mr_session_model(d));
-    float *l = malloc(sizeof(float) * (size_t)nv);
+    float *l = mr_malloc(sizeof(float) * (size_t)nv);
     if (!l) { mr_set_error("draft: out of memory"); return -1; }
     int from = *d_past < n_hist ? *d_past : n_hist - 1;
     int k = 0;

@@ -84,7 +84,7 @@ void mr_gen_free(mr_gen *g) {
 }
 
 mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
-    mr_gen *g = calloc(1, sizeof *g);
+    mr_gen *g = mr_calloc(1, sizeof *g);
     if (!g) { mr_set_error("generate: out of memory"); return NULL; }
     if (p) g->p = *p; else mr_gen_params_default(&g->p);
     if (g->p.n_batch <= 0) g->p.n_batch = 512;
@@ -104,15 +104,15 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
     g->p.stop = NULL; /* copied; the caller's strings need not outlive this call */
     g->smp = mr_sampler_new(&g->p.sampler, g->n_vocab);
     if (!g->smp) goto fail;
-    g->logits = malloc(sizeof(float) * (size_t)g->n_vocab);
+    g->logits = mr_malloc(sizeof(float) * (size_t)g->n_vocab);
     g->cap_pending = 16;
-    g->pending = malloc(sizeof(int32_t) * (size_t)g->cap_pending);
+    g->pending = mr_malloc(sizeof(int32_t) * (size_t)g->cap_pending);
     g->cap_gen = 256;
-    g->gen = malloc(sizeof(int32_t) * (size_t)g->cap_gen);
+    g->gen = mr_malloc(sizeof(int32_t) * (size_t)g->cap_gen);
     if (!g->logits || !g->pending || !g->gen) { mr_set_error("generate: out of memory"); goto fail; }
     if (g->p.ignore_eos) {
         for (int32_t id = 0; id < g->n_vocab; id++) g->n_eog += mr_tokenizer_is_eog(g->tok, id);
-        g->eog = malloc(sizeof(int32_t) * (size_t)(g->n_eog + 1));
+        g->eog = mr_malloc(sizeof(int32_t) * (size_t)(g->n_eog + 1));
         if (!g->eog) { mr_set_error("generate: out of memory"); goto fail; }
         g->n_eog = 0;
         for (int32_t id = 0; id < g->n_vocab; id++)
@@ -134,8 +134,8 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
         /* rejected drafts are cut from the state: only architectures that can cut it */
         g->spec = mr_session_can_truncate(s) && (!g->p.draft || mr_session_can_truncate(g->p.draft));
         g->cap_hist = 256;
-        g->hist = malloc(sizeof(int32_t) * (size_t)g->cap_hist);
-        g->dbuf = malloc(sizeof(int32_t) * (size_t)g->p.spec_max);
+        g->hist = mr_malloc(sizeof(int32_t) * (size_t)g->cap_hist);
+        g->dbuf = mr_malloc(sizeof(int32_t) * (size_t)g->p.spec_max);
         if (!g->hist || !g->dbuf) { mr_set_error("generate: out of memory"); goto fail; }
         if (g->p.draft) mr_session_reset(g->p.draft);
     }
@@ -179,7 +179,7 @@ static int grow_i32(int32_t **v, int *cap, int need) {
         if (c > 0x3fffffff) { mr_set_error("generate: too many tokens"); return -1; }
         c *= 2;
     }
-    int32_t *nv = realloc(*v, sizeof(int32_t) * (size_t)c);
+    int32_t *nv = mr_realloc(*v, sizeof(int32_t) * (size_t)c);
     if (!nv) { mr_set_error("generate: out of memory"); return -1; }
     *v = nv;
     *cap = c;
@@ -197,7 +197,7 @@ static int hist_add(mr_gen *g, const int32_t *ids, int n) {
 static int text_add(mr_gen *g, const char *p, size_t n) {
     if (g->text_len + n + 1 > g->text_cap) {
         size_t cap = (g->text_len + n + 1) * 2;
-        char *t = realloc(g->text, cap);
+        char *t = mr_realloc(g->text, cap);
         if (!t) { mr_set_error("generate: out of memory"); return -1; }
         g->text = t;
         g->text_cap = cap;
@@ -310,7 +310,7 @@ static int accept_one(mr_gen *g, int32_t id) {
     char piece[256];
     int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, 0);
     if (pl < 0 && pl != INT_MIN) { /* a piece longer than the stack buffer */
-        char *big = malloc((size_t)-pl);
+        char *big = mr_malloc((size_t)-pl);
         if (!big) { mr_set_error("generate: out of memory"); return -1; }
         int bl = mr_token_to_piece(g->tok, id, big, -pl, 0);
         int rc = bl > 0 ? text_add(g, big, (size_t)bl) : 0;
@@ -381,9 +381,9 @@ static int spec_step(mr_gen *g, int k, mr_gen_step *out) {
     const int np = g->n_pending, n = np + k;
     const size_t V = (size_t)g->n_vocab;
     if (n > g->cap_vbatch) {
-        int32_t *b = realloc(g->vbatch, sizeof(int32_t) * (size_t)n);
+        int32_t *b = mr_realloc(g->vbatch, sizeof(int32_t) * (size_t)n);
         if (b) g->vbatch = b;
-        float *l = b ? realloc(g->vlogits, sizeof(float) * V * (size_t)n) : NULL;
+        float *l = b ? mr_realloc(g->vlogits, sizeof(float) * V * (size_t)n) : NULL;
         if (!b || !l) { mr_set_error("generate: out of memory for %d verification rows", n); return -1; }
         g->vlogits = l;
         g->cap_vbatch = n;

@@ -128,7 +128,7 @@ static int rd_str(rd *r, const char **s, uint64_t *len, const char *what) {
 }
 
 static char *dupn(const char *s, uint64_t n) {
-    char *d = malloc((size_t)n + 1);
+    char *d = mr_malloc((size_t)n + 1);
     if (!d) return NULL;
     memcpy(d, s, (size_t)n);
     d[n] = 0;
@@ -239,9 +239,9 @@ static int parse_kv(rd *r, mr_gguf_kv *kv, uint64_t idx) {
             total += len + 1; /* <= file size + n: cannot overflow */
         }
         kv->n = n;
-        kv->arr = malloc(n ? (size_t)n * sizeof(char *) : 1);
-        kv->arr_str_len = malloc(n ? (size_t)n * sizeof(uint64_t) : 1);
-        char *blob = malloc(total ? (size_t)total : 1);
+        kv->arr = mr_malloc(n ? (size_t)n * sizeof(char *) : 1);
+        kv->arr_str_len = mr_malloc(n ? (size_t)n * sizeof(uint64_t) : 1);
+        char *blob = mr_malloc(total ? (size_t)total : 1);
         if (!kv->arr || !kv->arr_str_len || !blob) { free(blob); kv->n = 0; return oom(r->path); }
         if (n == 0) free(blob);
         r->pos = save;
@@ -265,7 +265,7 @@ static int parse_kv(rd *r, mr_gguf_kv *kv, uint64_t idx) {
     const uint8_t *b;
     if (rd_bytes(r, n * esz, &b, what)) return -1;
     kv->n = n;
-    kv->arr = malloc(n ? (size_t)(n * esz) : 1);
+    kv->arr = mr_malloc(n ? (size_t)(n * esz) : 1);
     if (!kv->arr) { kv->n = 0; return oom(r->path); }
     memcpy(kv->arr, b, (size_t)(n * esz));
     return 0;
@@ -284,7 +284,7 @@ static uint64_t hash_str(const char *s) {
 static int build_index(const void *items, uint64_t n, size_t stride, uint64_t **index, uint64_t *mask, uint64_t *dup) {
     uint64_t cap = 16;
     while (cap < 2 * n) cap *= 2;
-    uint64_t *ix = calloc((size_t)cap, sizeof *ix);
+    uint64_t *ix = mr_calloc((size_t)cap, sizeof *ix);
     if (!ix) return -1;
     for (uint64_t i = 0; i < n; i++) {
         const char *name = NAME_AT(items, stride, i);
@@ -402,12 +402,12 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
     }
     /* arrays grow as entries are actually parsed, so a count that lies costs no memory */
     uint64_t kv_cap = n_kv < 256 ? n_kv : 256;
-    kv = calloc(kv_cap ? (size_t)kv_cap : 1, sizeof *kv);
+    kv = mr_calloc(kv_cap ? (size_t)kv_cap : 1, sizeof *kv);
     if (!kv) return oom(sh->path);
     for (; kv_done < n_kv; kv_done++) {
         if (kv_done == kv_cap) {
             uint64_t cap = kv_cap * 2 < n_kv ? kv_cap * 2 : n_kv;
-            mr_gguf_kv *k = realloc(kv, (size_t)cap * sizeof *k);
+            mr_gguf_kv *k = mr_realloc(kv, (size_t)cap * sizeof *k);
             if (!k) { oom(sh->path); goto fail; }
             memset(k + kv_cap, 0, (size_t)(cap - kv_cap) * sizeof *k);
             kv = k;
@@ -449,7 +449,7 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
         if (g->n_tensors == g->cap_tensors) {
             uint64_t left = first_t + n_tensors - g->n_tensors, cap = g->cap_tensors + (left < 256 ? left : 256);
             if (cap < 2 * g->cap_tensors && 2 * g->cap_tensors <= first_t + n_tensors) cap = 2 * g->cap_tensors;
-            mr_gguf_tensor *nt = realloc(g->tensors, (size_t)cap * sizeof *nt);
+            mr_gguf_tensor *nt = mr_realloc(g->tensors, (size_t)cap * sizeof *nt);
             if (!nt) { oom(sh->path); goto fail; }
             g->tensors = nt;
             g->cap_tensors = cap;
@@ -517,7 +517,7 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
     /* data section: aligned start, every tensor aligned, inside the file, no overlaps */
     sh->data_offset = (r.pos + sh->alignment - 1) / sh->alignment * sh->alignment;
     if (n_tensors) {
-        order = malloc((size_t)n_tensors * 2 * sizeof *order);
+        order = mr_malloc((size_t)n_tensors * 2 * sizeof *order);
         if (!order) { oom(sh->path); goto fail; }
     }
     for (uint64_t ti = 0; ti < n_tensors; ti++) {
@@ -566,7 +566,7 @@ fail:
 static int map_shard(gg_shard *sh, const char *path) {
     struct stat st;
     sh->fd = -1;
-    if (!(sh->path = strdup(path))) return oom(path);
+    if (!(sh->path = mr_strdup(path))) return oom(path);
     sh->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (sh->fd < 0) { mr_set_error("%s: cannot open: %s", path, strerror(errno)); return -1; }
     if (fstat(sh->fd, &st) != 0) { mr_set_error("%s: cannot stat: %s", path, strerror(errno)); return -1; }
@@ -680,7 +680,7 @@ static int load(mr_gguf *g, int allow_split) {
         char prefix[4096], sp[4200];
         if (!allow_split) { mr_set_error("%s: split models cannot be opened from memory", path); return -1; }
         if (split_prefix(prefix, sizeof prefix, path, count)) return -1;
-        gg_shard *s = realloc(g->shards, (size_t)count * sizeof *s);
+        gg_shard *s = mr_realloc(g->shards, (size_t)count * sizeof *s);
         if (!s) return oom(path);
         g->shards = s;
         for (uint64_t i = 1; i < count; i++) {
@@ -713,9 +713,9 @@ static int load(mr_gguf *g, int allow_split) {
 }
 
 static mr_gguf *new_gguf(void) {
-    mr_gguf *g = calloc(1, sizeof *g);
+    mr_gguf *g = mr_calloc(1, sizeof *g);
     if (!g) return NULL;
-    g->shards = calloc(1, sizeof *g->shards);
+    g->shards = mr_calloc(1, sizeof *g->shards);
     if (!g->shards) { free(g); return NULL; }
     g->shards[0].fd = -1;
     g->n_shards = 1;
@@ -732,7 +732,7 @@ mr_gguf *mr_gguf_open(const char *path) {
 mr_gguf *mr_gguf_open_memory(const void *data, size_t size, const char *name) {
     if (!name) name = "<memory>";
     mr_gguf *g = new_gguf();
-    if (!g || !(g->shards[0].path = strdup(name))) { mr_gguf_close(g); mr_set_error("%s: out of memory", name); return NULL; }
+    if (!g || !(g->shards[0].path = mr_strdup(name))) { mr_gguf_close(g); mr_set_error("%s: out of memory", name); return NULL; }
     g->shards[0].base = data;
     g->shards[0].size = size;
     if (load(g, 0)) { mr_gguf_close(g); return NULL; }

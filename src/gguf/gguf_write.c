@@ -23,7 +23,7 @@ static void wb_put(wbuf *b, const void *src, size_t n) {
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
+        uint8_t *p = mr_realloc(b->p, cap);
         if (!p) { b->err = 1; return; }
         b->p = p;
         b->cap = cap;
@@ -61,7 +61,7 @@ struct mr_gguf_writer {
 };
 
 mr_gguf_writer *mr_gguf_writer_new(void) {
-    mr_gguf_writer *w = calloc(1, sizeof *w);
+    mr_gguf_writer *w = mr_calloc(1, sizeof *w);
     if (!w) { mr_set_error("gguf writer: out of memory"); return NULL; }
     w->version = 3;
     return w;
@@ -89,12 +89,12 @@ static int put_kv(mr_gguf_writer *w, const char *key, wbuf *val) {
         if (!strcmp(w->kv[i].key, key)) { free(w->kv[i].val.p); w->kv[i].val = *val; return 0; }
     if (w->n_kv == w->cap_kv) {
         size_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
-        wkv *k = realloc(w->kv, cap * sizeof *k);
+        wkv *k = mr_realloc(w->kv, cap * sizeof *k);
         if (!k) { free(val->p); mr_set_error("gguf writer: out of memory"); return -1; }
         w->kv = k;
         w->cap_kv = cap;
     }
-    char *kc = strdup(key);
+    char *kc = mr_strdup(key);
     if (!kc) { free(val->p); mr_set_error("gguf writer: out of memory"); return -1; }
     w->kv[w->n_kv].key = kc;
     w->kv[w->n_kv].val = *val;
@@ -219,12 +219,12 @@ static int add_tensor(mr_gguf_writer *w, const char *name, int type, int n_dims,
         !mr_mul_ok(t.row_bytes, t.n_rows, &t.nbytes)) { mr_set_error("gguf writer: tensor '%s' too large", name); return -1; }
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? 2 * w->cap_t : 64;
-        wtensor *p = realloc(w->t, cap * sizeof *p);
+        wtensor *p = mr_realloc(w->t, cap * sizeof *p);
         if (!p) { mr_set_error("gguf writer: out of memory"); return -1; }
         w->t = p;
         w->cap_t = cap;
     }
-    if (!(t.name = strdup(name))) { mr_set_error("gguf writer: out of memory"); return -1; }
+    if (!(t.name = mr_strdup(name))) { mr_set_error("gguf writer: out of memory"); return -1; }
     t.type = type;
     t.n_dims = n_dims;
     t.data = data;
@@ -296,7 +296,7 @@ static int write_tensor_data(FILE *f, const wtensor *t, const char *path) {
     uint64_t rows = FILL_CHUNK_BYTES / t->row_bytes;
     if (rows == 0) rows = 1;
     if (rows > t->n_rows) rows = t->n_rows;
-    void *buf = malloc((size_t)(rows * t->row_bytes));
+    void *buf = mr_malloc((size_t)(rows * t->row_bytes));
     if (!buf) { mr_set_error("%s: out of memory for tensor '%s'", path, t->name); return -1; }
     for (uint64_t r0 = 0; r0 < t->n_rows; r0 += rows) {
         uint64_t n = t->n_rows - r0 < rows ? t->n_rows - r0 : rows;

@@ -79,7 +79,7 @@ static int ds2_hparams(mr_model *m, ds2_model *M) {
     m->n_ctx_train = (int)ctx;
     m->n_embd = (int)embd;
     m->n_layer = (int)nl;
-    uint32_t *arr = malloc(sizeof(uint32_t) * nl * 3);
+    uint32_t *arr = mr_malloc(sizeof(uint32_t) * nl * 3);
     if (!arr) { mr_set_error("model: out of memory"); return -1; }
     int rc = -1;
     if (mr_model_hp_u32_layers(m, "feed_forward_length", 0, 0, arr, (int)nl) ||
@@ -179,8 +179,8 @@ static int ds2_tensors(mr_model *m, ds2_model *M) {
     M->output_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "output_norm.weight"));
     const mr_gguf_tensor *out = mr_model_tensor(m, 0, 2, SHAPE(d, V), "output.weight");
     M->output = mr_model_weight(m, out ? out : M->tok_embd);
-    M->layers = calloc((size_t)m->n_layer, sizeof *M->layers);
-    mr_pager_layer *pl = calloc((size_t)m->n_layer, sizeof *pl);
+    M->layers = mr_calloc((size_t)m->n_layer, sizeof *M->layers);
+    mr_pager_layer *pl = mr_calloc((size_t)m->n_layer, sizeof *pl);
     if (!M->layers || !pl) { free(pl); mr_set_error("model: out of memory"); return -1; }
     const int64_t E = M->moe.n_expert, Fe = M->n_ff_exp, Fs = (int64_t)M->n_ff_exp * M->n_shared, F = M->n_ff;
     for (int i = 0; i < m->n_layer && !m->load_err; i++) {
@@ -238,7 +238,7 @@ static void ds2_free(mr_model *m) {
 }
 
 static int ds2_load(mr_model *m) {
-    ds2_model *M = calloc(1, sizeof *M);
+    ds2_model *M = mr_calloc(1, sizeof *M);
     if (!M) { mr_set_error("model: out of memory"); return -1; }
     m->priv = M;
     if (ds2_hparams(m, M)) return -1;
@@ -255,15 +255,15 @@ static void ds2_state_free(mr_model *m, void *p) {
 
 static void *ds2_state_new(mr_model *m, int n_ctx) {
     ds2_model *M = m->priv;
-    ds2_state *s = calloc(1, sizeof *s);
+    ds2_state *s = mr_calloc(1, sizeof *s);
     if (!s) goto oom;
     s->n_ctx = n_ctx;
     s->kv_f16 = !m->params.kv_f32;
     s->kv_dim = (int64_t)M->kv_lora + M->n_rot;
-    s->kv = calloc((size_t)m->n_layer, sizeof(void *));
+    s->kv = mr_calloc((size_t)m->n_layer, sizeof(void *));
     if (!s->kv) goto oom;
     for (int i = 0; i < m->n_layer; i++)
-        if (!(s->kv[i] = calloc((size_t)n_ctx * (size_t)s->kv_dim, s->kv_f16 ? 2 : 4))) goto oom;
+        if (!(s->kv[i] = mr_calloc((size_t)n_ctx * (size_t)s->kv_dim, s->kv_f16 ? 2 : 4))) goto oom;
     return s;
 oom:
     mr_set_error("session: out of memory for an MLA cache of %d positions", n_ctx);
@@ -289,7 +289,7 @@ static void ds2_rope_chunk(void *arg, long ch) {
     const ds2_model *M = j->M;
     const int64_t dk = M->nope + M->n_rot, kvd = j->s->kv_dim;
     float cache_small[512];
-    float *cache = M->n_rot <= 512 ? cache_small : malloc(sizeof(float) * (size_t)M->n_rot);
+    float *cache = M->n_rot <= 512 ? cache_small : mr_malloc(sizeof(float) * (size_t)M->n_rot);
     if (!cache) return; /* n_rot > 512 and out of memory: unreachable in practice */
     for (int t = (int)ch * 8; t < j->n && t < (int)ch * 8 + 8; t++) {
         float *qt = j->q + t * M->n_head * dk, *kt = j->kv + t * kvd;
@@ -331,23 +331,23 @@ static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
     const int K = M->moe.n_used, E = M->moe.n_expert;
     const int64_t xw = (r > dk ? r : dk) > M->dv ? (r > dk ? r : dk) : M->dv; /* per-head scratch width */
     int rc = -1;
-    float *x = malloc(sizeof(float) * (size_t)(n * d));
-    float *h = malloc(sizeof(float) * (size_t)(n * d));
-    float *qa = malloc(sizeof(float) * (size_t)(n * dqa));
-    float *q = malloc(sizeof(float) * (size_t)(n * H * dk));
-    float *kv = malloc(sizeof(float) * (size_t)(n * kvd));
-    float *Q = malloc(sizeof(float) * (size_t)(n * H * kvd));   /* absorbed queries */
-    float *att = malloc(sizeof(float) * (size_t)(n * H * kvd)); /* attention output per head */
-    float *oa = malloc(sizeof(float) * (size_t)(n * H * M->dv));
-    float *xs = malloc(sizeof(float) * (size_t)(n * xw));
-    float *ys = malloc(sizeof(float) * (size_t)(n * xw));
-    float *o = malloc(sizeof(float) * (size_t)(n * d));
-    float *o2 = malloc(sizeof(float) * (size_t)(n * d));
-    float *g = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
-    float *u = malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
-    float *rl = E ? malloc(sizeof(float) * (size_t)(n * E)) : NULL;
-    int32_t *sel = E ? malloc(sizeof(int32_t) * (size_t)(n * K)) : NULL;
-    float *w = E ? malloc(sizeof(float) * (size_t)(n * K)) : NULL;
+    float *x = mr_malloc(sizeof(float) * (size_t)(n * d));
+    float *h = mr_malloc(sizeof(float) * (size_t)(n * d));
+    float *qa = mr_malloc(sizeof(float) * (size_t)(n * dqa));
+    float *q = mr_malloc(sizeof(float) * (size_t)(n * H * dk));
+    float *kv = mr_malloc(sizeof(float) * (size_t)(n * kvd));
+    float *Q = mr_malloc(sizeof(float) * (size_t)(n * H * kvd));   /* absorbed queries */
+    float *att = mr_malloc(sizeof(float) * (size_t)(n * H * kvd)); /* attention output per head */
+    float *oa = mr_malloc(sizeof(float) * (size_t)(n * H * M->dv));
+    float *xs = mr_malloc(sizeof(float) * (size_t)(n * xw));
+    float *ys = mr_malloc(sizeof(float) * (size_t)(n * xw));
+    float *o = mr_malloc(sizeof(float) * (size_t)(n * d));
+    float *o2 = mr_malloc(sizeof(float) * (size_t)(n * d));
+    float *g = mr_malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
+    float *u = mr_malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
+    float *rl = E ? mr_malloc(sizeof(float) * (size_t)(n * E)) : NULL;
+    int32_t *sel = E ? mr_malloc(sizeof(int32_t) * (size_t)(n * K)) : NULL;
+    float *w = E ? mr_malloc(sizeof(float) * (size_t)(n * K)) : NULL;
     if (!x || !h || !qa || !q || !kv || !Q || !att || !oa || !xs || !ys || !o || !o2 || !g || !u || (E && (!rl || !sel || !w))) {
         mr_set_error("eval: out of memory");
         goto done;

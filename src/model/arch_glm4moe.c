@@ -13,7 +13,7 @@
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
 static int glm4moe_load(mr_model *m) {
-    mr_llm *L = calloc(1, sizeof *L);
+    mr_llm *L = mr_calloc(1, sizeof *L);
     if (!L) { mr_set_error("model: out of memory"); return -1; }
     m->priv = L;
     L->ffn_norm_name = "post_attention_norm";

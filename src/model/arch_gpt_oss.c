@@ -15,7 +15,7 @@
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
 static int gpt_oss_load(mr_model *m) {
-    mr_llm *L = calloc(1, sizeof *L);
+    mr_llm *L = mr_calloc(1, sizeof *L);
     if (!L) { mr_set_error("model: out of memory"); return -1; }
     m->priv = L;
     L->ffn_norm_name = "post_attention_norm";
@@ -38,7 +38,7 @@ static int gpt_oss_load(mr_model *m) {
     L->moe.w_scale = wscale;
     L->moe.act = MR_MOE_ACT_SWIGLU_OAI;
     if (mr_llm_load_tensors(m, L)) return -1;
-    L->moe_bias = calloc((size_t)m->n_layer, sizeof *L->moe_bias);
+    L->moe_bias = mr_calloc((size_t)m->n_layer, sizeof *L->moe_bias);
     if (!L->moe_bias) { mr_set_error("model: out of memory"); return -1; }
     const int64_t d = m->n_embd, E = L->moe.n_expert, F = L->n_ff_exp;
     for (int i = 0; i < m->n_layer; i++) {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 static int llama_load(mr_model *m) {
-    mr_llm *L = calloc(1, sizeof *L);
+    mr_llm *L = mr_calloc(1, sizeof *L);
     if (!L) { mr_set_error("model: out of memory"); return -1; }
     m->priv = L;
     if (mr_llm_read_hparams(m, L, MR_ROPE_NORMAL)) return -1;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 static int qwen3moe_load(mr_model *m) {
-    mr_llm *L = calloc(1, sizeof *L);
+    mr_llm *L = mr_calloc(1, sizeof *L);
     if (!L) { mr_set_error("model: out of memory"); return -1; }
     m->priv = L;
     L->qk_norm = 1;

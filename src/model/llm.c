@@ -56,7 +56,7 @@ int mr_llm_read_hparams(mr_model *m, mr_llm *L, int rope_mode) {
     m->n_ctx_train = (int)ctx;
     m->n_embd = (int)embd;
     m->n_layer = (int)nl;
-    uint32_t *arr = malloc(sizeof(uint32_t) * nl * 3);
+    uint32_t *arr = mr_malloc(sizeof(uint32_t) * nl * 3);
     if (!arr) { mr_set_error("model: out of memory"); return -1; }
     int rc = -1;
     if (mr_model_hp_u32_layers(m, "feed_forward_length", 0, 0, arr, (int)nl) ||
@@ -112,8 +112,8 @@ int mr_llm_load_tensors(mr_model *m, mr_llm *L) {
     const mr_gguf_tensor *ff = mr_model_tensor(m, 0, 1, SHAPE(L->rope.n_dims / 2), "rope_freqs.weight");
     if (ff) L->rope.freq_factors = mr_model_f32(m, ff);
 
-    L->layers = calloc((size_t)m->n_layer, sizeof *L->layers);
-    mr_pager_layer *pl = calloc((size_t)m->n_layer, sizeof *pl);
+    L->layers = mr_calloc((size_t)m->n_layer, sizeof *L->layers);
+    mr_pager_layer *pl = mr_calloc((size_t)m->n_layer, sizeof *pl);
     if (!L->layers || !pl) { free(pl); mr_set_error("model: out of memory"); return -1; }
     const int64_t E = L->moe.n_expert, F = L->n_ff, Fe = L->n_ff_exp;
     int any_moe = 0;
@@ -190,18 +190,18 @@ void mr_llm_state_free(mr_model *m, void *p) {
 
 void *mr_llm_state_new(mr_model *m, int n_ctx) {
     mr_llm *L = m->priv;
-    mr_llm_state *s = calloc(1, sizeof *s);
+    mr_llm_state *s = mr_calloc(1, sizeof *s);
     if (!s) goto oom;
     s->n_ctx = n_ctx;
     s->kv_f16 = !m->params.kv_f32;
     s->kv_dim = (int64_t)L->n_head_kv * L->head_dim;
-    s->k = calloc((size_t)m->n_layer, sizeof(void *));
-    s->v = calloc((size_t)m->n_layer, sizeof(void *));
+    s->k = mr_calloc((size_t)m->n_layer, sizeof(void *));
+    s->v = mr_calloc((size_t)m->n_layer, sizeof(void *));
     if (!s->k || !s->v) goto oom;
     size_t bytes = (size_t)n_ctx * (size_t)s->kv_dim * (s->kv_f16 ? 2 : 4);
     for (int i = 0; i < m->n_layer; i++) {
-        s->k[i] = calloc(1, bytes);
-        s->v[i] = calloc(1, bytes);
+        s->k[i] = mr_calloc(1, bytes);
+        s->v[i] = mr_calloc(1, bytes);
         if (!s->k[i] || !s->v[i]) goto oom;
     }
     return s;

@@ -49,9 +49,9 @@ static const mr_repacked *mr_model_repack(mr_model *m, const mr_gguf_tensor *t) 
         if (m->rp_src[i] == t) return m->rp[i];
     if (m->n_rp == m->cap_rp) {
         int cap = m->cap_rp ? 2 * m->cap_rp : 64;
-        mr_repacked **r = realloc(m->rp, sizeof *r * (size_t)cap);
+        mr_repacked **r = mr_realloc(m->rp, sizeof *r * (size_t)cap);
         if (r) m->rp = r;
-        const mr_gguf_tensor **s = r ? realloc(m->rp_src, sizeof *s * (size_t)cap) : NULL;
+        const mr_gguf_tensor **s = r ? mr_realloc(m->rp_src, sizeof *s * (size_t)cap) : NULL;
         if (s) m->rp_src = s;
         if (!r || !s) { mr_log(1, "%s: no memory to repack %s; it is used as stored\n", m->path, t->name); return NULL; }
         m->cap_rp = cap;
@@ -90,13 +90,13 @@ const mr_repacked *mr_model_expert_rp(const mr_model *m, int layer, int mat) {
 }
 
 mr_model *mr_model_load(const char *path, const mr_model_params *params) {
-    mr_model *m = calloc(1, sizeof *m);
+    mr_model *m = mr_calloc(1, sizeof *m);
     if (!m) { mr_set_error("model: out of memory"); return NULL; }
     if (params) m->params = *params; else mr_model_params_default(&m->params);
     if (m->params.n_threads <= 0) m->params.n_threads = mr_cpu_default_threads();
     if (m->params.n_threads <= 0) m->params.n_threads = 1;
     if (m->params.dump_n <= 0) m->params.dump_n = 8;
-    m->path = strdup(path);
+    m->path = mr_strdup(path);
     if (!m->path) { mr_set_error("model: out of memory"); goto fail; }
     m->gguf = mr_gguf_open(path);
     if (!m->gguf) goto fail;
@@ -172,7 +172,7 @@ const char *mr_model_meta_str(const mr_model *m, const char *key) { return mr_mo
 
 mr_session *mr_session_new(mr_model *m, int n_ctx) {
     if (n_ctx <= 0) n_ctx = m->params.n_ctx;
-    mr_session *s = calloc(1, sizeof *s);
+    mr_session *s = mr_calloc(1, sizeof *s);
     if (!s) { mr_set_error("session: out of memory"); return NULL; }
     s->m = m;
     s->n_ctx = n_ctx;
@@ -358,12 +358,12 @@ const float *mr_model_f32(mr_model *m, const mr_gguf_tensor *t) {
     }
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 32;
-        void **o = realloc(m->owned, sizeof(void *) * (size_t)cap);
+        void **o = mr_realloc(m->owned, sizeof(void *) * (size_t)cap);
         if (!o) goto oom;
         m->owned = o;
         m->cap_owned = cap;
     }
-    float *f = malloc(sizeof(float) * (size_t)n);
+    float *f = mr_malloc(sizeof(float) * (size_t)n);
     if (!f) goto oom;
     tt->to_float(t->data, f, n);
     m->owned[m->n_owned++] = f;
@@ -395,7 +395,7 @@ int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out) {
 
 int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers) {
     free(m->exp_layers);
-    m->exp_layers = malloc(sizeof(mr_pager_layer) * (size_t)m->n_layer);
+    m->exp_layers = mr_malloc(sizeof(mr_pager_layer) * (size_t)m->n_layer);
     if (!m->exp_layers) { mr_set_error("model: out of memory"); return -1; }
     memcpy(m->exp_layers, layers, sizeof(mr_pager_layer) * (size_t)m->n_layer);
     m->pager = mr_pager_create(m->gguf, m->exp_layers, m->n_layer, m->params.ram_budget);
@@ -403,7 +403,7 @@ int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers) {
     /* resident experts get repacked copies; paged ones come from the pager's slots as stored */
     if (mr_pager_paging(m->pager)) return 0;
     free(m->exp_rp);
-    m->exp_rp = calloc((size_t)m->n_layer * MR_PAGER_MATS, sizeof *m->exp_rp);
+    m->exp_rp = mr_calloc((size_t)m->n_layer * MR_PAGER_MATS, sizeof *m->exp_rp);
     if (!m->exp_rp) { mr_set_error("model: out of memory"); return -1; }
     for (int l = 0; l < m->n_layer; l++)
         for (int k = 0; k < MR_PAGER_MATS; k++) m->exp_rp[l * MR_PAGER_MATS + k] = mr_model_repack(m, layers[l].mat[k]);

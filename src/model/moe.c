@@ -30,8 +30,8 @@ static void moe_mask_groups(const mr_moe_cfg *c, float *score) {
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w) {
     const int E = c->n_expert, K = c->n_used;
-    float *probs = malloc(sizeof(float) * (size_t)E * 2);
-    int *top = malloc(sizeof(int) * (size_t)(K > 0 ? K : 1));
+    float *probs = mr_malloc(sizeof(float) * (size_t)E * 2);
+    int *top = mr_malloc(sizeof(int) * (size_t)(K > 0 ? K : 1));
     if (!probs || !top) { free(probs); free(top); mr_set_error("moe: out of memory"); return -1; }
     float *score = probs + E;
     for (int t = 0; t < n; t++) {
@@ -159,11 +159,11 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
         if (!P->dblk || F % P->dblk) { mr_set_error("moe: n_ff %lld is not a multiple of the down block size", (long long)F); return -1; }
         P->nb = F / P->dblk;
     }
-    int *count = calloc((size_t)E + 1, sizeof(int));
-    P->xidx = malloc(sizeof(int) * ((size_t)E + 1));
-    P->list = malloc(sizeof(int) * (size_t)nk); P->row_of = malloc(sizeof(int) * (size_t)nk);
-    P->tok_of = malloc(sizeof(int) * (size_t)nk); P->keep = malloc((size_t)nk);
-    P->wk = malloc(sizeof(float) * (size_t)nk); P->wrow = malloc(sizeof(float) * (size_t)nk);
+    int *count = mr_calloc((size_t)E + 1, sizeof(int));
+    P->xidx = mr_malloc(sizeof(int) * ((size_t)E + 1));
+    P->list = mr_malloc(sizeof(int) * (size_t)nk); P->row_of = mr_malloc(sizeof(int) * (size_t)nk);
+    P->tok_of = mr_malloc(sizeof(int) * (size_t)nk); P->keep = mr_malloc((size_t)nk);
+    P->wk = mr_malloc(sizeof(float) * (size_t)nk); P->wrow = mr_malloc(sizeof(float) * (size_t)nk);
     if (!count || !P->xidx || !P->list || !P->row_of || !P->tok_of || !P->keep || !P->wk || !P->wrow) goto oom;
     for (int s = 0; s < nk; s++)
         if (sel[s] < 0 || sel[s] >= E) { mr_set_error("moe: expert id %d out of range", sel[s]); free(count); return -1; }
@@ -181,8 +181,8 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
     }
     for (int s = 0; s < nk; s++) if (P->keep[s]) count[sel[s]]++;
     for (int e = 0; e < E; e++) if (count[e]) P->n_xp++;
-    P->xp = calloc((size_t)P->n_xp + 1, sizeof(moe_xp));
-    P->crow = malloc(sizeof(long) * ((size_t)P->n_xp + 1));
+    P->xp = mr_calloc((size_t)P->n_xp + 1, sizeof(moe_xp));
+    P->crow = mr_malloc(sizeof(long) * ((size_t)P->n_xp + 1));
     if (!P->xp || !P->crow) goto oom;
     for (int e = 0, i = 0, r = 0; e < E; e++) {
         P->xidx[e] = -1;
@@ -205,10 +205,10 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
     free(count);
     count = NULL;
     const int64_t rows = P->rows > 0 ? P->rows : 1;
-    P->u = malloc(sizeof(float) * (size_t)(rows * F));
-    P->y = malloc(sizeof(float) * (size_t)(rows * d));
-    if (P->has_gate && !(P->g = malloc(sizeof(float) * (size_t)(rows * F)))) goto oom;
-    if (P->skip && (!(P->act = malloc((size_t)(rows * F))) || !(P->bact = malloc((size_t)(rows * P->nb))))) goto oom;
+    P->u = mr_malloc(sizeof(float) * (size_t)(rows * F));
+    P->y = mr_malloc(sizeof(float) * (size_t)(rows * d));
+    if (P->has_gate && !(P->g = mr_malloc(sizeof(float) * (size_t)(rows * F)))) goto oom;
+    if (P->skip && (!(P->act = mr_malloc((size_t)(rows * F))) || !(P->bact = mr_malloc((size_t)(rows * P->nb))))) goto oom;
     if (!P->u || !P->y) goto oom;
     return 0;
 oom:
@@ -295,7 +295,7 @@ static int moe_gate_up(moe_plan *P, const int *xs, int nx, int stage) {
         P->crow[xs[k]] = cr;
         ntask += (long)((F + cr - 1) / cr);
     }
-    long *task = malloc(sizeof(long) * (size_t)(ntask > 0 ? ntask : 1));
+    long *task = mr_malloc(sizeof(long) * (size_t)(ntask > 0 ? ntask : 1));
     if (!task) { mr_set_error("moe: out of memory"); return -1; }
     for (long k = 0, i = 0; k < nx; k++)
         for (long ch = 0; ch * P->crow[xs[k]] < F; ch++) task[i++] = (long)xs[k] << 32 | ch;
@@ -320,8 +320,8 @@ static int moe_down(moe_plan *P, const int *xs, int nx, const mr_moe_extra *extr
     mr_pool *pool = P->m->pool;
     const int64_t d = P->d;
     int rc = -1, np = 0;
-    mr_mm_act *eact = calloc((size_t)n_extra + 1, sizeof(mr_mm_act));
-    mr_mm_part *parts = malloc(sizeof(mr_mm_part) * ((size_t)nx + (size_t)n_extra + 1));
+    mr_mm_act *eact = mr_calloc((size_t)n_extra + 1, sizeof(mr_mm_act));
+    mr_mm_part *parts = mr_malloc(sizeof(mr_mm_part) * ((size_t)nx + (size_t)n_extra + 1));
     if (!eact || !parts) { mr_set_error("moe: out of memory"); goto done; }
     if (nx == 1) { /* one expert: its columns converted over the pool */
         moe_xp *x = &P->xp[xs[0]];
@@ -429,7 +429,7 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
         goto done;
     }
     P.out = out;
-    if (!(local = malloc(sizeof(int) * ((size_t)P.n_xp + 1)))) { mr_set_error("moe: out of memory"); goto done; }
+    if (!(local = mr_malloc(sizeof(int) * ((size_t)P.n_xp + 1)))) { mr_set_error("moe: out of memory"); goto done; }
     for (int i = 0; i < P.n_xp; i++) if (!P.xp[i].remote) local[nl++] = P.xp[i].e; /* ascending ids */
     if (mr_pager_prefetch(m->pager, layer, local, nl)) goto done;
     prefetched = 1;

@@ -88,7 +88,7 @@ int mr_approx_format(const mr_approx_params *p, char *buf, size_t len) {
 
 static struct mr_moe_approx *approx_get(mr_model *m) {
     if (m->approx) return m->approx;
-    struct mr_moe_approx *a = calloc(1, sizeof *a);
+    struct mr_moe_approx *a = mr_calloc(1, sizeof *a);
     if (!a) { mr_set_error("approx: out of memory"); return NULL; }
     if (pthread_mutex_init(&a->mu, NULL)) { free(a); mr_set_error("approx: cannot create a mutex"); return NULL; }
     mr_approx_params_default(&a->pending);

@@ -150,7 +150,7 @@ void mr_rope_apply(const mr_rope_params *rp, const float *cache, float *x) {
 
 void mr_rope(const mr_rope_params *rp, float *x, int n_head, int64_t head_stride, int64_t pos) {
     float cache_small[512];
-    float *cache = rp->n_dims <= 512 ? cache_small : malloc(sizeof(float) * (size_t)rp->n_dims);
+    float *cache = rp->n_dims <= 512 ? cache_small : mr_malloc(sizeof(float) * (size_t)rp->n_dims);
     if (!cache) return; /* n_dims > 512 and out of memory: unreachable in practice */
     mr_rope_cache(rp, pos, 1.0f, cache);
     for (int h = 0; h < n_head; h++) mr_rope_apply(rp, cache, x + h * head_stride);
@@ -181,7 +181,7 @@ static void attn_chunk(void *arg, long chunk) {
     attn_job *j = arg;
     const mr_attn_args *a = j->a;
     const int hd = a->head_dim, gq = a->n_head / a->n_head_kv;
-    float *s = malloc(sizeof(float) * ((size_t)(a->pos0 + a->n_q) + 2 * (size_t)hd));
+    float *s = mr_malloc(sizeof(float) * ((size_t)(a->pos0 + a->n_q) + 2 * (size_t)hd));
     if (!s) { j->failed = 1; return; }
     float *q = s + (a->pos0 + a->n_q);
     float *acc = q + hd;

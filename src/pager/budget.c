@@ -50,7 +50,7 @@ static int expert_layers(const mr_gguf *g, mr_pager_layer **out, int *n_layers) 
         int l;
         if (sscanf(mr_gguf_tensor_at(g, i)->name, "blk.%d.", &l) == 1 && l >= n && l < 100000) n = l + 1;
     }
-    mr_pager_layer *pl = calloc((size_t)(n > 0 ? n : 1), sizeof *pl);
+    mr_pager_layer *pl = mr_calloc((size_t)(n > 0 ? n : 1), sizeof *pl);
     if (!pl) { mr_set_error("out of memory"); return -1; }
     for (int l = 0; l < n; l++)
         for (int m = 0; m < MR_PAGER_MATS; m++) {

@@ -49,12 +49,12 @@ mr_routing_trace *mr_routing_trace_load(const char *path) {
         goto fail;
     }
     fseeko(f, 20, SEEK_SET);
-    t = calloc(1, sizeof *t);
+    t = mr_calloc(1, sizeof *t);
     if (!t) goto oom;
     t->n_tokens = h[0]; t->n_layer = h[1]; t->top_k = h[2]; t->n_expert = h[3];
-    t->token = malloc(n * 4);
-    t->pos = malloc(n * 4);
-    t->expert = malloc(nlk);
+    t->token = mr_malloc(n * 4);
+    t->pos = mr_malloc(n * 4);
+    t->expert = mr_malloc(nlk);
     if (!t->token || !t->pos || !t->expert) goto oom;
     if (rd(f, t->token, n * 4) || rd(f, t->pos, n * 4) || rd(f, t->expert, nlk)) {
         mr_set_error("%s: read failed", path);
@@ -134,7 +134,7 @@ int mr_cache_sim(const mr_routing_trace *t, const char *policy, int n_slots, mr_
     memset(out, 0, sizeof *out);
     out->accesses = (uint64_t)n;
     if (id == SIM_BELADY) {
-        int32_t *keys = malloc((size_t)n * sizeof(int32_t));
+        int32_t *keys = mr_malloc((size_t)n * sizeof(int32_t));
         if (!keys) { mr_set_error("cache-sim: out of memory"); return -1; }
         for (int64_t i = 0; i < n; i++) keys[i] = (int32_t)trace_key(t, i);
         int64_t h = mr_cache_belady_hits(keys, n, n_keys, n_slots);
@@ -146,8 +146,8 @@ int mr_cache_sim(const mr_routing_trace *t, const char *policy, int n_slots, mr_
     mr_cache *c = mr_cache_create(id == SIM_ORACLE1 ? MR_POLICY_HAZARD : id, t->n_layer, t->n_expert, n_slots);
     if (!c) return -1;
     uint8_t *soon = NULL;
-    int *pinned = malloc((size_t)t->top_k * sizeof(int));
-    if (id == SIM_ORACLE1) soon = calloc((size_t)n_keys, 1);
+    int *pinned = mr_malloc((size_t)t->top_k * sizeof(int));
+    if (id == SIM_ORACLE1) soon = mr_calloc((size_t)n_keys, 1);
     if (!pinned || (id == SIM_ORACLE1 && !soon)) { mr_set_error("cache-sim: out of memory"); goto fail; }
     if (soon) mr_cache_set_hint(c, soon);
     int64_t n_groups = (int64_t)t->n_tokens * t->n_layer, K = t->top_k;

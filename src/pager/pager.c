@@ -311,13 +311,13 @@ static uint64_t jobs_for(const mr_pager *p, uint64_t bytes) {
 
 mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t budget_bytes) {
     if (n_layers < 0 || (n_layers > 0 && !layers)) { mr_set_error("pager: bad layer list"); return NULL; }
-    mr_pager *p = calloc(1, sizeof *p);
+    mr_pager *p = mr_calloc(1, sizeof *p);
     if (!p) { mr_set_error("pager: out of memory"); return NULL; }
     p->g = g;
     p->n_layers = n_layers;
     p->last_layer = INT_MAX;
-    p->layers = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *p->layers);
-    p->b = calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *p->b);
+    p->layers = mr_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *p->layers);
+    p->b = mr_calloc((size_t)(n_layers > 0 ? n_layers : 1), sizeof *p->b);
     if (!p->layers || !p->b) goto oom;
     for (int i = 0; i < n_layers; i++) p->layers[i] = layers[i];
     uint64_t area[MR_PAGER_MATS];
@@ -353,13 +353,13 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     p->cache = mr_cache_create(policy, n_layers, p->e_max, p->n_slots);
     if (!p->cache) goto fail;
     p->arena = mr_aligned_alloc(PAGE, (size_t)(p->slot_bytes * (uint64_t)p->n_slots));
-    p->sl = calloc((size_t)p->n_slots, sizeof *p->sl);
+    p->sl = mr_calloc((size_t)p->n_slots, sizeof *p->sl);
     uint64_t jobs = 0;
     for (int m = 0; m < MR_PAGER_MATS; m++) jobs += area[m] ? jobs_for(p, area[m]) : 0;
     p->q_cap = (int)jobs * p->n_slots;
-    p->q = malloc(sizeof *p->q * (size_t)p->q_cap);
-    p->l_hits = calloc((size_t)n_layers, sizeof(uint64_t));
-    p->l_miss = calloc((size_t)n_layers, sizeof(uint64_t));
+    p->q = mr_malloc(sizeof *p->q * (size_t)p->q_cap);
+    p->l_hits = mr_calloc((size_t)n_layers, sizeof(uint64_t));
+    p->l_miss = mr_calloc((size_t)n_layers, sizeof(uint64_t));
     if (!p->arena || !p->sl || !p->q || !p->l_hits || !p->l_miss) goto oom;
     p->hinted = calloc((size_t)n_layers * (size_t)p->e_max, 1);
     p->hint_keys = calloc((size_t)n_layers, sizeof *p->hint_keys);
@@ -369,7 +369,7 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
 
     /* descriptors: the reader's buffered fd, plus an O_DIRECT one per shard when the FS allows */
     p->n_shards = mr_gguf_n_shards(g);
-    p->dfd = malloc(sizeof(int) * (size_t)(p->n_shards > 0 ? p->n_shards : 1));
+    p->dfd = mr_malloc(sizeof(int) * (size_t)(p->n_shards > 0 ? p->n_shards : 1));
     if (!p->dfd) goto oom;
     for (int s = 0; s < p->n_shards; s++) {
         p->dfd[s] = -1;
@@ -387,7 +387,7 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     if (pthread_cond_init(&p->cv_job, NULL)) { pthread_mutex_destroy(&p->mu); goto oom; }
     if (pthread_cond_init(&p->cv_done, NULL)) { pthread_cond_destroy(&p->cv_job); pthread_mutex_destroy(&p->mu); goto oom; }
     p->mu_init = 1;
-    p->th = calloc((size_t)p->n_io, sizeof *p->th);
+    p->th = mr_calloc((size_t)p->n_io, sizeof *p->th);
     if (!p->th) goto oom;
     for (int i = 0; i < p->n_io; i++) {
         if (pthread_create(&p->th[i], NULL, io_main, p)) {
@@ -513,7 +513,7 @@ static void record(mr_pager *p, int layer, int key, int hit) {
     if (p->n_trace == p->cap_trace) {
         if (p->cap_trace >= TRACE_CAP) { p->trace_trunc = 1; return; }
         int64_t cap = p->cap_trace ? 2 * p->cap_trace : 4096;
-        int32_t *t = realloc(p->trace, sizeof(int32_t) * (size_t)cap);
+        int32_t *t = mr_realloc(p->trace, sizeof(int32_t) * (size_t)cap);
         if (!t) { p->trace_trunc = 1; return; }
         p->trace = t;
         p->cap_trace = cap;
@@ -581,11 +581,11 @@ static void slot_ptrs(const mr_pager *p, int layer, int s, const void *ptrs[MR_P
 static int batch_reserve(batch *b, int n) {
     if (n <= b->cap) return 0;
     int cap = n < 16 ? 16 : n;
-    int *ids = realloc(b->ids, sizeof(int) * (size_t)cap);
+    int *ids = mr_realloc(b->ids, sizeof(int) * (size_t)cap);
     if (ids) b->ids = ids;
-    int *slot = realloc(b->slot, sizeof(int) * (size_t)cap);
+    int *slot = mr_realloc(b->slot, sizeof(int) * (size_t)cap);
     if (slot) b->slot = slot;
-    unsigned char *st = realloc(b->st, (size_t)cap);
+    unsigned char *st = mr_realloc(b->st, (size_t)cap);
     if (st) b->st = st;
     if (!ids || !slot || !st) { mr_set_error("pager: out of memory"); return -1; }
     b->cap = cap;

@@ -206,20 +206,20 @@ mr_cache *mr_cache_create(int policy, int n_layers, int n_expert, int n_slots) {
     if (n_slots < 1) { mr_set_error("cache: need at least one slot (got %d)", n_slots); return NULL; }
     int n_keys = n_layers * n_expert;
     if (n_slots > n_keys) n_slots = n_keys;
-    mr_cache *c = calloc(1, sizeof *c);
+    mr_cache *c = mr_calloc(1, sizeof *c);
     if (!c) goto oom;
     c->policy = policy; c->n_layers = n_layers; c->n_expert = n_expert; c->n_keys = n_keys; c->n_slots = n_slots;
     c->cur_layer = -1;
     c->hz_w = HZ_W;
     size_t nk = (size_t)n_keys, ns = (size_t)n_slots;
-    c->slot_key = malloc(ns * sizeof(int));
-    c->slot_pin = calloc(ns, sizeof(int));
-    c->free_slots = malloc(ns * sizeof(int));
-    c->key_slot = malloc(nk * sizeof(int));
-    c->last_tick = calloc(nk, sizeof(int64_t));
-    c->prev_tick = calloc(nk, sizeof(int64_t));
-    c->last_round = calloc(nk, sizeof(int64_t));
-    c->cnt = calloc(nk, sizeof(double));
+    c->slot_key = mr_malloc(ns * sizeof(int));
+    c->slot_pin = mr_calloc(ns, sizeof(int));
+    c->free_slots = mr_malloc(ns * sizeof(int));
+    c->key_slot = mr_malloc(nk * sizeof(int));
+    c->last_tick = mr_calloc(nk, sizeof(int64_t));
+    c->prev_tick = mr_calloc(nk, sizeof(int64_t));
+    c->last_round = mr_calloc(nk, sizeof(int64_t));
+    c->cnt = mr_calloc(nk, sizeof(double));
     if (!c->slot_key || !c->slot_pin || !c->free_slots || !c->key_slot || !c->last_tick || !c->prev_tick ||
         !c->last_round || !c->cnt)
         goto oom;
@@ -227,21 +227,21 @@ mr_cache *mr_cache_create(int policy, int n_layers, int n_expert, int n_slots) {
     c->n_free = n_slots;
     for (int k = 0; k < n_keys; k++) { c->key_slot[k] = -1; c->last_round[k] = -1; }
     if (policy == MR_POLICY_ARC) {
-        c->arc_list = calloc(nk, sizeof(int));
-        c->arc_prev = malloc(nk * sizeof(int));
-        c->arc_next = malloc(nk * sizeof(int));
+        c->arc_list = mr_calloc(nk, sizeof(int));
+        c->arc_prev = mr_malloc(nk * sizeof(int));
+        c->arc_next = mr_malloc(nk * sizeof(int));
         if (!c->arc_list || !c->arc_prev || !c->arc_next) goto oom;
         for (int l = 0; l < ARC_LISTS; l++) c->arc_head[l] = c->arc_tail[l] = -1;
     }
     if (policy == MR_POLICY_LRU_LAYER) {
-        c->layer_count = calloc((size_t)n_layers, sizeof(int));
+        c->layer_count = mr_calloc((size_t)n_layers, sizeof(int));
         if (!c->layer_count) goto oom;
     }
     if (policy == MR_POLICY_HAZARD) {
-        c->hz_key = calloc(nk * (HZ_MAX + 1), sizeof(float));
-        c->hz_key_tail = calloc(nk, sizeof(double));
-        c->hz_layer = calloc((size_t)n_layers * (HZ_MAX + 1), sizeof(double));
-        c->hz_layer_tail = calloc((size_t)n_layers, sizeof(double));
+        c->hz_key = mr_calloc(nk * (HZ_MAX + 1), sizeof(float));
+        c->hz_key_tail = mr_calloc(nk, sizeof(double));
+        c->hz_layer = mr_calloc((size_t)n_layers * (HZ_MAX + 1), sizeof(double));
+        c->hz_layer_tail = mr_calloc((size_t)n_layers, sizeof(double));
         if (!c->hz_key || !c->hz_key_tail || !c->hz_layer || !c->hz_layer_tail) goto oom;
     }
     return c;
@@ -470,10 +470,10 @@ static heap_ent heap_pop(heap_ent *h, int64_t *n) {
 int64_t mr_cache_belady_hits(const int32_t *keys, int64_t n, int n_keys, int n_slots) {
     if (n <= 0) return 0;
     if (n >= INT32_MAX) { mr_set_error("belady: %lld accesses is too many", (long long)n); return -1; }
-    int32_t *next = malloc((size_t)n * sizeof(int32_t));
-    int32_t *nu = malloc((size_t)n_keys * sizeof(int32_t));
-    char *res = calloc((size_t)n_keys, 1);
-    heap_ent *h = malloc((size_t)(n + 1) * sizeof(heap_ent));
+    int32_t *next = mr_malloc((size_t)n * sizeof(int32_t));
+    int32_t *nu = mr_malloc((size_t)n_keys * sizeof(int32_t));
+    char *res = mr_calloc((size_t)n_keys, 1);
+    heap_ent *h = mr_malloc((size_t)(n + 1) * sizeof(heap_ent));
     int64_t hits = -1;
     if (!next || !nu || !res || !h) { mr_set_error("belady: out of memory for %lld accesses", (long long)n); goto done; }
     const int32_t never = INT32_MAX;
@@ -511,7 +511,7 @@ static int cmp_desc_u32(const void *a, const void *b) {
 
 int64_t mr_cache_static_hits(const int32_t *keys, int64_t n, int n_keys, int n_slots) {
     if (n_keys < 1 || n_slots < 0) { mr_set_error("static optimum: bad sizes"); return -1; }
-    uint32_t *cnt = calloc((size_t)n_keys, sizeof *cnt);
+    uint32_t *cnt = mr_calloc((size_t)n_keys, sizeof *cnt);
     if (!cnt) { mr_set_error("static optimum: out of memory"); return -1; }
     for (int64_t i = 0; i < n; i++) {
         if (keys[i] < 0 || keys[i] >= n_keys) { free(cnt); mr_set_error("static optimum: key %d out of range", keys[i]); return -1; }

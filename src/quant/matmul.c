@@ -290,8 +290,8 @@ static void mr_parts_chunk(void *arg, long ch) {
 int mr_matmul_parts(mr_pool *pool, const mr_mm_part *parts, int n_parts) {
     if (n_parts <= 0) return 0;
     long first_s[17], crow_s[16];
-    long *first = n_parts <= 16 ? first_s : malloc(sizeof(long) * (size_t)(n_parts + 1));
-    long *crow = n_parts <= 16 ? crow_s : malloc(sizeof(long) * (size_t)n_parts);
+    long *first = n_parts <= 16 ? first_s : mr_malloc(sizeof(long) * (size_t)(n_parts + 1));
+    long *crow = n_parts <= 16 ? crow_s : mr_malloc(sizeof(long) * (size_t)n_parts);
     int rc = -1;
     if (!first || !crow) { mr_set_error("matmul: out of memory"); goto out; }
     size_t total = 0;
@@ -331,9 +331,9 @@ static int mr_task_same_x(const mr_matmul_task *a, const mr_matmul_task *b) {
 int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
     if (n <= 0) return 0;
     int rc = -1, n_act = 0, n_parts = 0;
-    mr_mm_act *acts = calloc((size_t)n, sizeof *acts);
-    mr_mm_part *parts = calloc((size_t)n, sizeof *parts);
-    int *owner = malloc(sizeof(int) * (size_t)n);
+    mr_mm_act *acts = mr_calloc((size_t)n, sizeof *acts);
+    mr_mm_part *parts = mr_calloc((size_t)n, sizeof *parts);
+    int *owner = mr_malloc(sizeof(int) * (size_t)n);
     if (!acts || !parts || !owner) { mr_set_error("matmul: out of memory"); goto out; }
     for (int i = 0; i < n; i++) {
         const mr_mat *w = t[i].w;

@@ -70,8 +70,8 @@ int mr_matmul_blocks(mr_pool *pool, const void *W, int wtype, int64_t rows, cons
     const mr_vec_dot_fn dot = mr_kern_get(wtype, mr_isa())->dot;
     if (!dot) { mr_set_error("matmul: no kernels for weight type %s", wt->name); return -1; }
     int rc = -1;
-    int *runs = malloc(sizeof(int) * 2 * (size_t)(nb * ncols));
-    int *run_off = malloc(sizeof(int) * (size_t)ncols), *n_runs = malloc(sizeof(int) * (size_t)ncols);
+    int *runs = mr_malloc(sizeof(int) * 2 * (size_t)(nb * ncols));
+    int *run_off = mr_malloc(sizeof(int) * (size_t)ncols), *n_runs = mr_malloc(sizeof(int) * (size_t)ncols);
     if (!runs || !run_off || !n_runs) { mr_set_error("matmul: out of memory"); goto done; }
     int tot = 0;
     for (int64_t c = 0; c < ncols; c++) {

@@ -53,7 +53,7 @@ static uint8_t *qc_slurp(const char *path, size_t max, size_t *size) {
         return NULL;
     }
     size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n);
+    uint8_t *buf = mr_malloc(n);
     if (!buf) { mr_set_error("%s: out of memory", path); fclose(f); return NULL; }
     if (fread(buf, 1, n, f) != n) {
         mr_set_error("%s: short read", path);

@@ -52,7 +52,7 @@ mr_repacked *mr_repack_make(mr_pool *pool, const void *data, int type, int64_t c
     const int isa = mr_isa();
     const mr_repack_kern *k = mr_rp_kern(type, cols, isa);
     if (!data || !k || rows <= 0 || rows % k->rows) return NULL;
-    mr_repacked *rp = calloc(1, sizeof *rp);
+    mr_repacked *rp = mr_calloc(1, sizeof *rp);
     if (!rp) goto oom;
     const int64_t groups = rows / k->rows;
     *rp = (mr_repacked){.src = data, .type = type, .isa = isa, .cols = cols, .rows = rows,

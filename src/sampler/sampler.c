@@ -64,7 +64,7 @@ void mr_sampler_free(mr_sampler *s) {
 
 mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab) {
     if (n_vocab <= 0) { mr_set_error("sampler: bad vocabulary size %d", n_vocab); return NULL; }
-    mr_sampler *s = calloc(1, sizeof *s);
+    mr_sampler *s = mr_calloc(1, sizeof *s);
     if (!s) { mr_set_error("sampler: out of memory"); return NULL; }
     if (p) s->p = *p; else mr_sampler_default_params(&s->p);
     if (s->p.repeat_last_n < 0) s->p.repeat_last_n = 0;
@@ -75,10 +75,10 @@ mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab) {
     }
     if (!(s->p.repeat_penalty > 0)) s->p.repeat_penalty = 1.0f; /* also NaN */
     s->n_vocab = n_vocab;
-    s->hist = malloc(sizeof *s->hist * (size_t)(s->p.repeat_last_n + 1));
-    s->seen = calloc((size_t)n_vocab, 1);
-    s->c = malloc(sizeof *s->c * (size_t)n_vocab);
-    s->prob = malloc(sizeof *s->prob * (size_t)n_vocab);
+    s->hist = mr_malloc(sizeof *s->hist * (size_t)(s->p.repeat_last_n + 1));
+    s->seen = mr_calloc((size_t)n_vocab, 1);
+    s->c = mr_malloc(sizeof *s->c * (size_t)n_vocab);
+    s->prob = mr_malloc(sizeof *s->prob * (size_t)n_vocab);
     if (!s->hist || !s->seen || !s->c || !s->prob) { mr_sampler_free(s); mr_set_error("sampler: out of memory"); return NULL; }
     mr_sampler_reset(s);
     return s;

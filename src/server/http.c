@@ -72,7 +72,7 @@ int mr_http_parse(char *buf, size_t len, mr_http_req *req, size_t *consumed, int
     }
     size_t hlen = (size_t)(end - buf) + 4;
     /* work on a copy: the caller may call again with more bytes after a "need more" answer */
-    char *hdr = malloc(hlen + 1);
+    char *hdr = mr_malloc(hlen + 1);
     if (!hdr) { *status = 500; return -1; }
     memcpy(hdr, buf, hlen);
     hdr[hlen] = 0;
@@ -112,7 +112,7 @@ int mr_http_parse(char *buf, size_t len, mr_http_req *req, size_t *consumed, int
 
 static void serve_conn(int fd, mr_http_handler h, void *user) {
     size_t cap = 8192, len = 0;
-    char *buf = malloc(cap + 1);
+    char *buf = mr_malloc(cap + 1);
     mr_http_req req;
     memset(&req, 0, sizeof req);
     req.fd = fd;
@@ -136,7 +136,7 @@ static void serve_conn(int fd, mr_http_handler h, void *user) {
         if (len == cap) {
             if (cap >= MR_HTTP_MAX_HEADER + MR_HTTP_MAX_BODY) break;
             size_t ncap = cap * 2;
-            char *nb = realloc(buf, ncap + 1);
+            char *nb = mr_realloc(buf, ncap + 1);
             if (!nb) break;
             buf = nb;
             cap = ncap;

@@ -15,7 +15,7 @@ static void jp_ws(jp *p) {
 
 static mr_json *jp_node(jp *p, int type) {
     if (++p->nodes > MR_JSON_MAX_NODES) { p->err = "too many values"; return NULL; }
-    mr_json *j = calloc(1, sizeof *j);
+    mr_json *j = mr_calloc(1, sizeof *j);
     if (!j) { p->err = "out of memory"; return NULL; }
     j->type = type;
     return j;
@@ -47,7 +47,7 @@ static char *jp_string(jp *p, size_t *len) {
     size_t start = p->i, end = start;
     while (end < p->n && p->s[end] != '"') end += (p->s[end] == '\\') ? 2 : 1;
     if (end >= p->n) { p->err = "unterminated string"; return NULL; }
-    char *out = malloc(end - start + 1);
+    char *out = mr_malloc(end - start + 1);
     if (!out) { p->err = "out of memory"; return NULL; }
     size_t o = 0;
     while (p->i < end) {
@@ -227,7 +227,7 @@ void mr_sbuf_add(mr_sbuf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
+        char *p = mr_realloc(b->p, cap);
         if (!p) { b->oom = 1; return; }
         b->p = p;
         b->cap = cap;
@@ -247,7 +247,7 @@ void mr_sbuf_printf(mr_sbuf *b, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) return;
     if ((size_t)n < sizeof tmp) { mr_sbuf_add(b, tmp, (size_t)n); return; }
-    char *big = malloc((size_t)n + 1);
+    char *big = mr_malloc((size_t)n + 1);
     if (!big) { b->oom = 1; return; }
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);

@@ -209,7 +209,7 @@ static int srv_tokenize(srv_state *st, const char *text, int add_special, int32_
     int n = mr_tokenize(st->tok, text, strlen(text), add_special, 1, NULL, 0);
     if (n == INT_MIN) return -1;
     int need = n < 0 ? -n : n;
-    *out = malloc(sizeof(int32_t) * (size_t)(need + 1));
+    *out = mr_malloc(sizeof(int32_t) * (size_t)(need + 1));
     if (!*out) { mr_set_error("out of memory"); return -1; }
     n = mr_tokenize(st->tok, text, strlen(text), add_special, 1, *out, need + 1);
     if (n < 0) { free(*out); *out = NULL; if (n != INT_MIN) mr_set_error("tokenize: size changed"); return -1; }
@@ -252,7 +252,7 @@ static void srv_handle(void *user, mr_http_req *r) {
             srv_error(r, 400, "messages must be a non-empty array");
             goto done;
         }
-        mr_chat_msg *cm = calloc(msgs->len, sizeof *cm);
+        mr_chat_msg *cm = mr_calloc(msgs->len, sizeof *cm);
         if (!cm) { srv_error(r, 500, "out of memory"); goto done; }
         int k = 0;
         for (const mr_json *c = msgs->child; c; c = c->next, k++) {
@@ -261,7 +261,7 @@ static void srv_handle(void *user, mr_http_req *r) {
             if (!cm[k].role || !cm[k].content) { free(cm); srv_error(r, 400, "each message needs string role and content"); goto done; }
         }
         int len = mr_chat_render(st->m, NULL, cm, k, 1, NULL, 0);
-        if (len >= 0 && (rendered = malloc((size_t)len + 1)) != NULL) mr_chat_render(st->m, NULL, cm, k, 1, rendered, len + 1);
+        if (len >= 0 && (rendered = mr_malloc((size_t)len + 1)) != NULL) mr_chat_render(st->m, NULL, cm, k, 1, rendered, len + 1);
         free(cm);
         if (len < 0) { srv_error(r, 400, mr_last_error()); goto done; }
         if (!rendered) { srv_error(r, 500, "out of memory"); goto done; }
@@ -295,8 +295,8 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     st.s = mr_session_new(m, p->n_ctx);
     if (!st.s) return -1;
     st.n_ctx = mr_session_n_ctx(st.s);
-    st.cache = malloc(sizeof(int32_t) * (size_t)st.n_ctx);
-    st.logits = malloc(sizeof(float) * (size_t)st.n_vocab);
+    st.cache = mr_malloc(sizeof(int32_t) * (size_t)st.n_ctx);
+    st.logits = mr_malloc(sizeof(float) * (size_t)st.n_vocab);
     const char *name = mr_model_meta_str(m, "general.name");
     st.model_name = p->alias ? p->alias : name ? name : mr_model_arch(m);
     int rc = -1;

@@ -49,8 +49,8 @@ static int synth_pool_make(synth_pool *p, int type, float std, uint64_t seed) {
     p->type = type;
     p->std = std;
     p->bsz = t->type_size;
-    p->blocks = malloc(p->bsz * SYNTH_POOL_BLOCKS);
-    float *v = malloc(sizeof(float) * (size_t)bs);
+    p->blocks = mr_malloc(p->bsz * SYNTH_POOL_BLOCKS);
+    float *v = mr_malloc(sizeof(float) * (size_t)bs);
     if (!p->blocks || !v) { free(v); mr_set_error("synth: out of memory"); return -1; }
     rng_t r = {seed * 7919 + (uint64_t)type};
     for (int b = 0; b < SYNTH_POOL_BLOCKS; b++) {
@@ -95,7 +95,7 @@ synth_tensor *synth_add(synth_ctx *c, int kind, int type, const char *fmt, int l
                         int64_t ne1, int64_t ne2) {
     if (c->n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 256;
-        synth_tensor *nt = realloc(c->t, sizeof *nt * (size_t)c->cap);
+        synth_tensor *nt = mr_realloc(c->t, sizeof *nt * (size_t)c->cap);
         if (!nt) { mr_set_error("synth: out of memory"); return NULL; }
         c->t = nt;
     }
@@ -178,7 +178,7 @@ static int synth_fill(void *user, const char *name, uint64_t row0, uint64_t n_ro
         }
         return 0;
     }
-    float *row = malloc(sizeof(float) * (size_t)t->ne[0]);
+    float *row = mr_malloc(sizeof(float) * (size_t)t->ne[0]);
     if (!row) { mr_set_error("synth: out of memory"); return -1; }
     for (uint64_t i = 0; i < n_rows; i++) {
         uint64_t gr = row0 + i;
@@ -293,9 +293,9 @@ int synth_parse_ratios(const char *s, int *out, int max) {
 int synth_vocab(mr_gguf_writer *w, int64_t n) {
     /* SPM vocabulary: <unk> <s> </s>, 256 byte tokens, then pieces: the base-26 letters of the id,
      * two of three with the SPM word-start mark (all distinct). */
-    char **tok = calloc((size_t)n, sizeof *tok);
-    float *score = calloc((size_t)n, sizeof *score);
-    int32_t *type = calloc((size_t)n, sizeof *type);
+    char **tok = mr_calloc((size_t)n, sizeof *tok);
+    float *score = mr_calloc((size_t)n, sizeof *score);
+    int32_t *type = mr_calloc((size_t)n, sizeof *type);
     int rc = -1;
     if (!tok || !score || !type) { mr_set_error("synth: out of memory"); goto done; }
     static const char *lead[] = {"<unk>", "<s>", "</s>"};
@@ -314,7 +314,7 @@ int synth_vocab(mr_gguf_writer *w, int64_t n) {
             type[i] = 1;
             score[i] = -(float)i;
         }
-        if (!(tok[i] = strdup(buf))) { mr_set_error("synth: out of memory"); goto done; }
+        if (!(tok[i] = mr_strdup(buf))) { mr_set_error("synth: out of memory"); goto done; }
     }
     if (mr_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") ||
         mr_gguf_writer_set_kv(w, "tokenizer.ggml.tokens", MR_GGUF_ARRAY, MR_GGUF_STRING, (uint64_t)n, tok) ||
@@ -401,12 +401,12 @@ int mr_synth(const char *path, const mr_synth_params *p) {
     c.zipf = p->zipf;
     int rc = -1;
     mr_gguf_writer *w = mr_gguf_writer_new();
-    c.pools = calloc(SYNTH_MAX_POOLS, sizeof *c.pools);
+    c.pools = mr_calloc(SYNTH_MAX_POOLS, sizeof *c.pools);
     if (!w || !c.pools) { mr_set_error("synth: out of memory"); goto done; }
     if (s) {
         n_layer = n_layer > 0 ? n_layer : (int)s->n_layer;
         c.d = s->d;
-        if (!(c.u = malloc(sizeof(float) * (size_t)s->d))) { mr_set_error("synth: out of memory"); goto done; }
+        if (!(c.u = mr_malloc(sizeof(float) * (size_t)s->d))) { mr_set_error("synth: out of memory"); goto done; }
         rng_t r = {p->seed + 17};
         for (int64_t k = 0; k < s->d; k++) c.u[k] = rng_gauss(&r);
         if (synth_vocab(w, s->vocab) || synth_qwen3moe(&c, w, s, mx, n_layer)) goto done;
@@ -414,7 +414,7 @@ int mr_synth(const char *path, const mr_synth_params *p) {
         goto done;
     }
     if (c.zipf > 0 && c.n_expert > 0) { /* popularity of expert e ~ (e+1)^-zipf, for hash tables */
-        if (!(c.zipf_cdf = malloc(sizeof(double) * (size_t)c.n_expert))) { mr_set_error("synth: out of memory"); goto done; }
+        if (!(c.zipf_cdf = mr_malloc(sizeof(double) * (size_t)c.n_expert))) { mr_set_error("synth: out of memory"); goto done; }
         double acc = 0;
         for (int e = 0; e < c.n_expert; e++) c.zipf_cdf[e] = acc += pow(e + 1.0, -(double)c.zipf);
     }

@@ -30,7 +30,7 @@ static int before(const heap *h, const bigram *a, const bigram *b) {
 static int heap_push(heap *h, bigram b) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
-        bigram *v = realloc(h->v, cap * sizeof *v);
+        bigram *v = mr_realloc(h->v, cap * sizeof *v);
         if (!v) return -1;
         h->v = v; h->cap = cap;
     }
@@ -64,7 +64,7 @@ typedef struct { sym *v; size_t n, cap; } symvec;
 static int sym_push(symvec *s, sym x) {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
-        sym *v = realloc(s->v, cap * sizeof *v);
+        sym *v = mr_realloc(s->v, cap * sizeof *v);
         if (!v) return -1;
         s->v = v; s->cap = cap;
     }
@@ -179,7 +179,7 @@ int mr_bpe_tokenize(const mr_tokenizer *t, const char *text, size_t len, mr_i32v
         wo += wl;
         /* byte-level encoding: each byte becomes the UTF-8 of its mapped code point (<= 2 bytes) */
         if (wl * 2 > ecap) {
-            char *e = realloc(enc, wl * 2 + 16);
+            char *e = mr_realloc(enc, wl * 2 + 16);
             if (!e) goto oom;
             enc = e; ecap = wl * 2 + 16;
         }

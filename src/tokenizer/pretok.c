@@ -203,7 +203,7 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t cap = (b->cap ? b->cap * 2 : 256);
         while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
+        char *p = mr_realloc(b->s, cap);
         if (!p) { b->oom = 1; return; }
         b->s = p; b->cap = cap;
     }
@@ -291,7 +291,7 @@ void mr_pretok_free(mr_pretok *p) {
 
 mr_pretok *mr_pretok_new(int set_id) {
     if (set_id < 0 || set_id >= SET_COUNT) { mr_set_error("tokenizer: bad pre-tokenizer set %d", set_id); return NULL; }
-    mr_pretok *p = calloc(1, sizeof *p);
+    mr_pretok *p = mr_calloc(1, sizeof *p);
     if (!p) { mr_set_error("tokenizer: out of memory"); return NULL; }
     p->set = set_id;
     for (int i = 0; i < MAX_RX && sets[set_id].rx[i]; i++) {
@@ -405,9 +405,9 @@ static void subject_free(subject *s) { free(s->cps); free(s->subj); free(s->off)
 
 static int build_subject(subject *s, const char *text, size_t len) {
     memset(s, 0, sizeof *s);
-    s->cps = malloc((len + 1) * sizeof *s->cps);
-    s->off = malloc((len + 1) * sizeof *s->off);
-    s->subj = malloc(len * 4 + 1);
+    s->cps = mr_malloc((len + 1) * sizeof *s->cps);
+    s->off = mr_malloc((len + 1) * sizeof *s->off);
+    s->subj = mr_malloc(len * 4 + 1);
     if (!s->cps || !s->off || !s->subj) { subject_free(s); mr_set_error("tokenizer: out of memory"); return -1; }
     s->n = mr_utf8_decode_ref(text, len, s->cps);
     size_t o = 0;
@@ -525,7 +525,7 @@ int mr_pretok_split(const mr_pretok *p, const char *text, size_t len, char **out
     size_t need = 0;
     for (size_t i = 0; i < s.n; i++) need += s.cps[i] < 0x80 ? 1 : s.cps[i] < 0x800 ? 2 : s.cps[i] < 0x10000 ? 3 : 4;
     if (need + 1 > *out_cap) {
-        char *q = realloc(*out, need + 1);
+        char *q = mr_realloc(*out, need + 1);
         if (!q) { mr_set_error("tokenizer: out of memory"); goto done; }
         *out = q; *out_cap = need + 1;
     }

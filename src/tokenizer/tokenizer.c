@@ -19,7 +19,7 @@
 int mr_i32vec_push(mr_i32vec *a, int32_t x) {
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 64;
-        int32_t *v = realloc(a->v, cap * sizeof *v);
+        int32_t *v = mr_realloc(a->v, cap * sizeof *v);
         if (!v) return -1;
         a->v = v; a->cap = cap;
     }
@@ -38,10 +38,10 @@ int mr_strmap_init(mr_strmap *m, uint32_t expected) {
     memset(m, 0, sizeof *m);
     uint32_t cap = 16;
     while (cap < expected * 2u + 16u) cap *= 2;
-    m->slot = calloc(cap, sizeof *m->slot);
-    m->key = malloc((size_t)(expected + 1) * sizeof *m->key);
-    m->klen = malloc((size_t)(expected + 1) * sizeof *m->klen);
-    m->val = malloc((size_t)(expected + 1) * sizeof *m->val);
+    m->slot = mr_calloc(cap, sizeof *m->slot);
+    m->key = mr_malloc((size_t)(expected + 1) * sizeof *m->key);
+    m->klen = mr_malloc((size_t)(expected + 1) * sizeof *m->klen);
+    m->val = mr_malloc((size_t)(expected + 1) * sizeof *m->val);
     if (!m->slot || !m->key || !m->klen || !m->val) { mr_strmap_free(m); return -1; }
     m->mask = cap - 1;
     m->cap = expected + 1;
@@ -179,7 +179,7 @@ static int cmp_special(const void *a, const void *b, void *ctx) {
 static int add_eog(mr_tokenizer *t, int32_t id) {
     if (id < 0) return 0;
     for (int i = 0; i < t->n_eog; i++) if (t->eog[i] == id) return 0;
-    int32_t *p = realloc(t->eog, (size_t)(t->n_eog + 1) * sizeof *p);
+    int32_t *p = mr_realloc(t->eog, (size_t)(t->n_eog + 1) * sizeof *p);
     if (!p) return -1;
     t->eog = p;
     t->eog[t->n_eog++] = id;
@@ -205,13 +205,13 @@ static int build_piece(mr_tokenizer *t, int32_t id) {
     char *out = NULL;
     size_t len = 0;
     if (a & (MR_TATTR_UNKNOWN | MR_TATTR_CONTROL | MR_TATTR_USER_DEFINED)) {
-        out = malloc(n + 1);
+        out = mr_malloc(n + 1);
         if (!out) return -1;
         memcpy(out, s, n);
         len = n;
     } else if (a & MR_TATTR_NORMAL) {
         if (t->type == MR_TOK_SPM) {
-            out = malloc(n + 1);
+            out = mr_malloc(n + 1);
             if (!out) return -1;
             for (uint32_t i = 0; i < n;) {
                 if (i + 2 < n && (unsigned char)s[i] == 0xe2 && (unsigned char)s[i + 1] == 0x96 && (unsigned char)s[i + 2] == 0x81) {
@@ -223,9 +223,9 @@ static int build_piece(mr_tokenizer *t, int32_t id) {
             }
         } else {
             /* byte-level BPE: each code point is one byte (llama_decode_text) */
-            uint32_t *cps = malloc(((size_t)n + 1) * sizeof *cps);
+            uint32_t *cps = mr_malloc(((size_t)n + 1) * sizeof *cps);
             size_t cap = (size_t)n * 2 + 64;
-            out = malloc(cap);
+            out = mr_malloc(cap);
             if (!cps || !out) { free(cps); free(out); return -1; }
             size_t nc = mr_utf8_decode_ref(s, n, cps);
             for (size_t i = 0; i < nc; i++) {
@@ -238,7 +238,7 @@ static int build_piece(mr_tokenizer *t, int32_t id) {
                     int k = mr_utf8_encode(cps[i], u);
                     size_t need = len + 12 + 2 * (size_t)k + n + 1 + 1;
                     if (need > cap) {
-                        char *q = realloc(out, need * 2);
+                        char *q = mr_realloc(out, need * 2);
                         if (!q) { free(cps); free(out); return -1; }
                         out = q; cap = need * 2;
                     }
@@ -251,12 +251,12 @@ static int build_piece(mr_tokenizer *t, int32_t id) {
             free(cps);
         }
     } else if (a & MR_TATTR_BYTE) {
-        out = malloc(2);
+        out = mr_malloc(2);
         if (!out) return -1;
         out[0] = (char)token_byte(t, id);
         len = 1;
     } else {
-        out = malloc(1);
+        out = mr_malloc(1);
         if (!out) return -1;
     }
     t->piece[id] = out;
@@ -278,7 +278,7 @@ static void get_flag(const mr_gguf *g, const char *key, int *flag) {
 }
 
 mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
-    mr_tokenizer *t = calloc(1, sizeof *t);
+    mr_tokenizer *t = mr_calloc(1, sizeof *t);
     if (!t) { mr_set_error("tokenizer: out of memory"); return NULL; }
     const char *model = NULL, *pre = "";
     if (mr_gguf_get_str(g, "tokenizer.ggml.model", &model)) {
@@ -325,13 +325,13 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
         if (l > MAX_TOKEN_BYTES) { mr_set_error("tokenizer: token %d is %llu bytes long", i, (unsigned long long)l); goto fail; }
         total += l ? l + 1 : 32;
     }
-    t->arena = malloc(total + 1);
-    t->text = malloc((size_t)n * sizeof *t->text);
-    t->text_len = malloc((size_t)n * sizeof *t->text_len);
-    t->score = calloc((size_t)n, sizeof *t->score);
-    t->attr = malloc((size_t)n * sizeof *t->attr);
-    t->piece = calloc((size_t)n, sizeof *t->piece);
-    t->piece_len = calloc((size_t)n, sizeof *t->piece_len);
+    t->arena = mr_malloc(total + 1);
+    t->text = mr_malloc((size_t)n * sizeof *t->text);
+    t->text_len = mr_malloc((size_t)n * sizeof *t->text_len);
+    t->score = mr_calloc((size_t)n, sizeof *t->score);
+    t->attr = mr_malloc((size_t)n * sizeof *t->attr);
+    t->piece = mr_calloc((size_t)n, sizeof *t->piece);
+    t->piece_len = mr_calloc((size_t)n, sizeof *t->piece_len);
     if (!t->arena || !t->text || !t->text_len || !t->score || !t->attr || !t->piece || !t->piece_len ||
         mr_strmap_init(&t->tok, (uint32_t)n)) {
         mr_set_error("tokenizer: out of memory");
@@ -381,7 +381,7 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
             if (mk->arr_str_len[i] > 2 * MAX_TOKEN_BYTES) { mr_set_error("tokenizer: merge %llu too long", (unsigned long long)i); goto fail; }
             mt += mk->arr_str_len[i] + 1;
         }
-        t->merge_arena = malloc(mt + 1);
+        t->merge_arena = mr_malloc(mt + 1);
         if (!t->merge_arena || mr_strmap_init(&t->merges, (uint32_t)mk->n)) { mr_set_error("tokenizer: out of memory"); goto fail; }
         const char *const *ms = (const char *const *)mk->arr;
         size_t mo = 0;
@@ -473,7 +473,7 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
     /* special tokens split out of the text before tokenizing: longest first */
     for (int32_t i = 0; i < n; i++)
         if (t->attr[i] & (MR_TATTR_CONTROL | MR_TATTR_USER_DEFINED | MR_TATTR_UNKNOWN)) t->n_special++;
-    t->special = malloc(((size_t)t->n_special + 1) * sizeof *t->special);
+    t->special = mr_malloc(((size_t)t->n_special + 1) * sizeof *t->special);
     if (!t->special) goto oom;
     t->n_special = 0;
     for (int32_t i = 0; i < n; i++)
@@ -574,7 +574,7 @@ static int is_space_c(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 static int frag_push(fragment **v, size_t *n, size_t *cap, fragment f) {
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 16;
-        fragment *p = realloc(*v, c * sizeof *p);
+        fragment *p = mr_realloc(*v, c * sizeof *p);
         if (!p) return -1;
         *v = p; *cap = c;
     }
@@ -652,7 +652,7 @@ int mr_tokenize_vec(const mr_tokenizer *t, const char *text, size_t len, int add
             /* spaces become U+2581 */
             size_t nsp = (t->add_space_prefix && prev_special) ? 1 : 0;
             for (size_t i = 0; i < l; i++) nsp += s[i] == ' ';
-            char *e = realloc(buf, l + 2 * nsp + 4);
+            char *e = mr_realloc(buf, l + 2 * nsp + 4);
             if (!e) goto oom;
             buf = e;
             size_t o = 0;

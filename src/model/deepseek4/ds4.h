@@ -53,7 +53,7 @@ typedef struct {
 
 static inline int ds4_rows_init(ds4_rows *r, int64_t width, int64_t cap, int f16) {
     r->width = width; r->cap = cap; r->f16 = f16;
-    r->data = calloc((size_t)(width * cap), f16 ? 2 : 4);
+    r->data = mr_calloc((size_t)(width * cap), f16 ? 2 : 4);
     return r->data ? 0 : -1;
 }
 static inline void ds4_rows_put(ds4_rows *r, int64_t i, const float *x) {

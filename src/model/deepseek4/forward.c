@@ -186,7 +186,7 @@ static void ds4_comp_feat_item(void *arg, long c) {
 static int ds4_compress_batch(mr_model *m, const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv,
                               const float *sc, int n, const float *norm, int fp8, float *out, float *kvs, float *scs) {
     const int c = r == 4 ? 2 : 1, Wd = c * Dh, n_comp = n / r;
-    float *pad_kv = calloc((size_t)Dh, sizeof(float)), *pad_sc = malloc(sizeof(float) * (size_t)Dh);
+    float *pad_kv = mr_calloc((size_t)Dh, sizeof(float)), *pad_sc = mr_malloc(sizeof(float) * (size_t)Dh);
     if (!pad_kv || !pad_sc) { free(pad_kv); free(pad_sc); return -1; }
     for (int i = 0; i < Dh; i++) pad_sc[i] = -INFINITY;
     ds4_comp_job j = {.M = M, .ly = ly, .r = r, .Dh = Dh, .fp8 = fp8, .kv = kv, .sc = sc, .norm = norm, .pad_kv = pad_kv,
@@ -389,8 +389,8 @@ static int ds4_idx_select(ds4_attn_job *j, long t, int nvis, float *sc, char *ma
     for (int b = 0; b < nvis && !tie; b++) tie = !mark[b] && sc[b] == kth;
     if (tie) {
         const int len = j->n_ctx / 4 > nvis ? j->n_ctx / 4 : nvis;
-        float *arr = malloc(sizeof(float) * (size_t)len);
-        int *ord = malloc(sizeof(int) * (size_t)len);
+        float *arr = mr_malloc(sizeof(float) * (size_t)len);
+        int *ord = mr_malloc(sizeof(int) * (size_t)len);
         if (!arr || !ord) { free(arr); free(ord); return -1; }
         memcpy(arr, sc, sizeof(float) * (size_t)nvis);
         for (int b = nvis; b < len; b++) arr[b] = -INFINITY;
@@ -422,10 +422,10 @@ static void ds4_keys_item(void *arg, long t) {
         const int nvis = (int)((p + 1) / r);
         int all = 1;
         if (r == 4 && nvis > M->topk) {
-            mark = malloc((size_t)j->nvis_max + 1);
-            sel = malloc(sizeof(int) * (size_t)M->topk);
+            mark = mr_malloc((size_t)j->nvis_max + 1);
+            sel = mr_malloc(sizeof(int) * (size_t)M->topk);
             if (j->scores) sc = j->scores + t * (int64_t)j->nvis_max;
-            else if ((sc = malloc(sizeof(float) * (size_t)j->nvis_max + 16))) ds4_idx_scores(j, t, 0, nvis, sc);
+            else if ((sc = mr_malloc(sizeof(float) * (size_t)j->nvis_max + 16))) ds4_idx_scores(j, t, 0, nvis, sc);
             if (!mark || !sel || !sc || ds4_idx_select(j, t, nvis, sc, mark, sel)) { j->err = 1; goto done; }
             memset(mark, 0, (size_t)j->nvis_max + 1);
             for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
@@ -473,7 +473,7 @@ static void ds4_heads_item(void *arg, long it) {
     const int D = M->D, H = M->H, nc = j->n_chunk;
     const long t = it / nc;
     const int c = (int)(it % nc), h0 = c * H / nc, h1 = (c + 1) * H / nc;
-    float *scratch = malloc(sizeof(float) * (size_t)ds4_attn_scratch(h1 - h0, j->nk[t], D));
+    float *scratch = mr_malloc(sizeof(float) * (size_t)ds4_attn_scratch(h1 - h0, j->nk[t], D));
     if (!scratch) { j->err = 1; return; }
     const float kq_scale = 1.0f / sqrtf((float)D);
     ds4_attn_mqa(j->o + (t * H + h0) * (int64_t)D, j->q + (t * H + h0) * (int64_t)D, h1 - h0,
@@ -488,9 +488,9 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
     const int n = job->n, r = job->ly->ratio, nth = mr_pool_size(m->pool);
     const int short_batch = n < 2 * nth;
     int rc = -1;
-    job->kf = malloc(sizeof(float *) * (size_t)n * (size_t)job->max_keys);
-    job->kh = malloc(sizeof(uint16_t *) * (size_t)n * (size_t)job->max_keys);
-    job->nk = malloc(sizeof(int) * (size_t)n);
+    job->kf = mr_malloc(sizeof(float *) * (size_t)n * (size_t)job->max_keys);
+    job->kh = mr_malloc(sizeof(uint16_t *) * (size_t)n * (size_t)job->max_keys);
+    job->nk = mr_malloc(sizeof(int) * (size_t)n);
     if (!job->kf || !job->kh || !job->nk) goto done;
     MR_PROF_BEGIN(tk);
     if (r == 4 && short_batch && job->nvis_max > M->topk) {
@@ -500,8 +500,8 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
             const int nvis = (int)((job->pos0 + t + 1) / 4);
             if (nvis > M->topk) ntask += (nvis + DS4_IDX_BLOCK - 1) / DS4_IDX_BLOCK;
         }
-        job->scores = malloc(sizeof(float) * (size_t)n * (size_t)job->nvis_max);
-        job->stask = malloc(sizeof(long) * (size_t)ntask);
+        job->scores = mr_malloc(sizeof(float) * (size_t)n * (size_t)job->nvis_max);
+        job->stask = mr_malloc(sizeof(long) * (size_t)ntask);
         if (!job->scores || !job->stask) goto done;
         long i = 0;
         for (int t = 0; t < n; t++) {
@@ -521,7 +521,7 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
         if (job->st->kconv_cap < need) {
             free(job->st->kconv);
             job->st->kconv_cap = 0;
-            if (!(job->st->kconv = malloc(sizeof(float) * need))) goto done;
+            if (!(job->st->kconv = mr_malloc(sizeof(float) * need))) goto done;
             job->st->kconv_cap = need;
         }
         const int nb = (job->max_keys + DS4_CONV_ROWS - 1) / DS4_CONV_ROWS;
@@ -672,7 +672,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
         MR_PROF_END(tc, "compressor");
         if (r == 4 && dump) {
             job.topk_out = B->topk;
-            job.scores_out = calloc((size_t)n * (size_t)((pos0 + n) / 4) + 1, sizeof(float));
+            job.scores_out = mr_calloc((size_t)n * (size_t)((pos0 + n) / 4) + 1, sizeof(float));
         }
     }
     {
@@ -690,7 +690,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
         free(job.scores_out);
     }
     if (job.topk_out) {
-        float *tf = malloc(sizeof(float) * (size_t)n * M->topk);
+        float *tf = mr_malloc(sizeof(float) * (size_t)n * M->topk);
         if (tf) {
             for (int64_t i = 0; i < (int64_t)n * M->topk; i++) tf[i] = (float)B->topk[i];
             mr_model_dump(m, "indexer_topk", il, tf, M->topk, n);
@@ -803,7 +803,7 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
         return -1;
     MR_PROF_END(tr, "moe_route");
     if (dump) {
-        float *tf = malloc(sizeof(float) * (size_t)n * K);
+        float *tf = mr_malloc(sizeof(float) * (size_t)n * K);
         if (tf) {
             for (int64_t i = 0; i < (int64_t)n * K; i++) tf[i] = (float)B->sel[i];
             mr_model_dump(m, ly->tid2eid ? "ffn_moe_hash_topk" : "ffn_moe_topk", il, tf, K, n);
@@ -846,7 +846,7 @@ static int ds4_buf_alloc(const ds4_model *M, int n, ds4_buf *B) {
     const int64_t hd = (int64_t)M->Nh * M->d, mix = (2 + M->Nh) * M->Nh, N = n;
     const int64_t ncomp = n / 4 + 1;
     int64_t att = M->d > M->ro ? M->d : M->ro;
-#define A(p, cnt) do { if (!((p) = malloc(sizeof(*(p)) * (size_t)(cnt) + 16))) goto oom; } while (0)
+#define A(p, cnt) do { if (!((p) = mr_malloc(sizeof(*(p)) * (size_t)(cnt) + 16))) goto oom; } while (0)
     A(B->zn, N * hd); A(B->mixes, N * mix); A(B->pre, N * M->Nh); A(B->post, N * M->Nh); A(B->comb, N * M->Nh * M->Nh);
     A(B->y, N * M->d); A(B->a, N * M->d); A(B->qa, N * M->rq); A(B->q, N * M->H * M->D); A(B->kv, N * M->D);
     A(B->kvb, N * M->D); A(B->o, N * M->H * M->D); A(B->z, N * M->G * M->ro); A(B->att, N * att);
@@ -884,8 +884,8 @@ static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int
     int rc = -1;
     if (pos0 + n > st->n_ctx) { mr_set_error("deepseek4: %d + %d tokens exceed the session context %d", pos0, n, st->n_ctx); return -1; }
     if (ds4_buf_alloc(M, n, &B)) return -1;
-    X = malloc(sizeof(float) * (size_t)(n * hd));
-    e = malloc(sizeof(float) * (size_t)d);
+    X = mr_malloc(sizeof(float) * (size_t)(n * hd));
+    e = mr_malloc(sizeof(float) * (size_t)d);
     if (!X || !e) { mr_set_error("deepseek4: out of memory"); goto done; }
     MR_PROF_BEGIN(tem);
     /* embedding copied into every stream (§3.0) */

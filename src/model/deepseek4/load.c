@@ -114,7 +114,7 @@ static void ds4_free(mr_model *m) {
 }
 
 static int ds4_load(mr_model *m) {
-    ds4_model *M = calloc(1, sizeof *M);
+    ds4_model *M = mr_calloc(1, sizeof *M);
     mr_pager_layer *pl = NULL;
     if (!M) { mr_set_error("deepseek4: out of memory"); return -1; }
     m->priv = M;
@@ -188,7 +188,7 @@ static int ds4_load(mr_model *m) {
         M->prefill_f32 = e && atoi(e) != 0;
     }
 
-    M->layers = calloc((size_t)M->L, sizeof(ds4_layer));
+    M->layers = mr_calloc((size_t)M->L, sizeof(ds4_layer));
     if (!M->layers) BAD("deepseek4: out of memory");
     if (ds4_read_ratios(m, M) || ds4_read_clamp(m, M)) goto fail;
     int any4 = 0;
@@ -225,7 +225,7 @@ static int ds4_load(mr_model *m) {
     M->out_hc_scale = ds4_vec(m, 1, 1, "output_hc_scale.weight", 0);
     M->out_norm = ds4_vec(m, 1, d, "output_norm.weight", 0);
     M->output = ds4_mat(m, 1, d, M->V, "output.weight", 0);
-    pl = calloc((size_t)M->L, sizeof *pl);
+    pl = mr_calloc((size_t)M->L, sizeof *pl);
     if (!pl) BAD("deepseek4: out of memory");
     for (int l = 0; l < M->L; l++) {
         ds4_layer *ly = &M->layers[l];
@@ -377,10 +377,10 @@ static int ds4_state_truncate(mr_model *m, void *p, int n) {
 
 static void *ds4_state_new(mr_model *m, int n_ctx) {
     ds4_model *M = m->priv;
-    ds4_state *s = calloc(1, sizeof *s);
+    ds4_state *s = mr_calloc(1, sizeof *s);
     if (!s) goto oom;
     s->n_ctx = n_ctx;
-    s->l = calloc((size_t)M->L, sizeof(ds4_lstate));
+    s->l = mr_calloc((size_t)M->L, sizeof(ds4_lstate));
     if (!s->l) goto oom;
     s->n_layers = M->L;
     for (int l = 0; l < M->L; l++) {
@@ -392,16 +392,16 @@ static void *ds4_state_new(mr_model *m, int n_ctx) {
                 ds4_rows_init(&ls->hsc, c * M->D, c * r + DS4_CUT_SLACK, 0)) goto oom;
             const int64_t cap = n_ctx / r + 1;
             if (ds4_rows_init(&ls->comp, M->D, cap, M->kv_f16)) goto oom;
-            ls->kvs = malloc(sizeof(float) * (size_t)c * r * c * M->D);
-            ls->scs = malloc(sizeof(float) * (size_t)c * r * c * M->D);
+            ls->kvs = mr_malloc(sizeof(float) * (size_t)c * r * c * M->D);
+            ls->scs = mr_malloc(sizeof(float) * (size_t)c * r * c * M->D);
             if (!ls->kvs || !ls->scs) goto oom;
         }
         if (r == 4) {
             if (ds4_rows_init(&ls->ihkv, 2 * M->Di, 8 + DS4_CUT_SLACK, 0) ||
                 ds4_rows_init(&ls->ihsc, 2 * M->Di, 8 + DS4_CUT_SLACK, 0)) goto oom;
             if (ds4_rows_init(&ls->icomp, M->Di, n_ctx / 4 + 1, M->kv_f16)) goto oom;
-            ls->ikvs = malloc(sizeof(float) * 16 * (size_t)M->Di);
-            ls->iscs = malloc(sizeof(float) * 16 * (size_t)M->Di);
+            ls->ikvs = mr_malloc(sizeof(float) * 16 * (size_t)M->Di);
+            ls->iscs = mr_malloc(sizeof(float) * 16 * (size_t)M->Di);
             if (!ls->ikvs || !ls->iscs) goto oom;
         }
     }
