@@ -33,7 +33,7 @@ LIB       := $(BUILD)/libmoerun.a
 FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz-replay/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .SECONDARY:
-.PHONY: deps all test test-unit sanitize clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
+.PHONY: deps all test test-unit sanitize alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 # Missing Debian packages are installed (or the exact apt-get command printed) before anything is
@@ -100,6 +100,13 @@ bench-approx: $(BUILD)/bench/bench_approx
 
 sanitize:
 	$(MAKE) test SANITIZE=1
+
+# Allocation-failure walk: every allocation of load, session, prefill and decode of the tiny qwen3moe
+# and deepseek4 models (resident and paged) made to fail in turn, under ASan/LSan
+# (tests/test_alloc_fail.c; `make test` runs a sample of the same walk).
+alloc-walk:
+	$(MAKE) SANITIZE=1 build/san/tests/test_alloc_fail
+	MR_ALLOC_WALK=full MR_SHARED=$(or $(MR_SHARED),../shared) build/san/tests/test_alloc_fail
 
 clean:
 	rm -rf build

@@ -117,9 +117,16 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     m->params.progress = NULL;
     m->params.progress_user = NULL;
     if (load_rc) goto fail;
-    /* the tokenizer is optional for evaluation (ids can be fed directly); its absence is logged */
+    /* the tokenizer is optional for evaluation (ids can be fed directly): a file without one, or
+     * with a kind we do not implement, loads with its absence logged; but a llama/gpt2 tokenizer
+     * that fails to load (out of memory, malformed vocabulary) fails the model */
     m->tok = mr_tokenizer_load(path);
-    if (!m->tok) mr_log(2, "%s: no usable tokenizer: %s\n", path, mr_get_error());
+    if (!m->tok) {
+        const char *kind = NULL;
+        if (!mr_gguf_get_str(m->gguf, "tokenizer.ggml.model", &kind) && (!strcmp(kind, "llama") || !strcmp(kind, "gpt2")))
+            goto fail;
+        mr_log(2, "%s: no usable tokenizer: %s\n", path, mr_get_error());
+    }
     mr_clear_error();
     if (m->n_vocab <= 0 || m->n_embd <= 0 || m->n_layer <= 0) {
         mr_set_error("%s: architecture loader left n_vocab/n_embd/n_layer unset", path);
@@ -221,7 +228,13 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     const int phase = n > 1 ? 0 : 1; /* profiler: batch = prefill, one token = decode */
     mr_prof_set_phase(phase);
     mr_moe_approx_begin_eval(s->m); /* approximation settings change only between evals */
-    if (s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits)) return -1;
+    if (s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits)) {
+        /* a layer that failed between its prefetch and its experts (e.g. out of memory) left its
+         * batch pinned: unpin every layer, or the next eval finds the slots taken */
+        if (s->m->pager)
+            for (int l = 0; l < s->m->n_layer; l++) mr_pager_release(s->m->pager, l);
+        return -1;
+    }
     mr_prof_tokens(phase, n); /* the caller (bench) records the wall time of its evals */
     s->n_past += n;
     return 0;

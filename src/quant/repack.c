@@ -22,6 +22,7 @@ struct mr_repacked {
  * copies in 4 KiB pages cost a page fault each when first written (most of the load time), and TLB
  * misses in the kernels. */
 static void *mr_rp_map(size_t bytes) {
+    if (mr_alloc_inject()) return NULL; /* failure injection (base.h): the copy is optional */
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE

@@ -110,17 +110,24 @@ int mr_http_parse(char *buf, size_t len, mr_http_req *req, size_t *consumed, int
     return 1;
 }
 
+/* out of memory before the handler runs: a reply built on the stack, so the client learns why */
+static void reply_oom(mr_http_req *r) {
+    static const char msg[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":503}}";
+    mr_http_reply(r, 503, "application/json", msg, sizeof msg - 1);
+}
+
 static void serve_conn(int fd, mr_http_handler h, void *user) {
     size_t cap = 8192, len = 0;
     char *buf = mr_malloc(cap + 1);
     mr_http_req req;
     memset(&req, 0, sizeof req);
     req.fd = fd;
-    if (!buf) return;
+    if (!buf) { reply_oom(&req); return; }
     for (;;) {
         size_t consumed;
         int status = 400;
         int pr = mr_http_parse(buf, len, &req, &consumed, &status);
+        if (pr < 0 && status == 500) { reply_oom(&req); break; }
         if (pr < 0) {
             const char *msg = "{\"error\":{\"message\":\"malformed HTTP request\",\"type\":\"invalid_request_error\"}}";
             mr_http_reply(&req, status, "application/json", msg, strlen(msg));
@@ -137,7 +144,7 @@ static void serve_conn(int fd, mr_http_handler h, void *user) {
             if (cap >= MR_HTTP_MAX_HEADER + MR_HTTP_MAX_BODY) break;
             size_t ncap = cap * 2;
             char *nb = mr_realloc(buf, ncap + 1);
-            if (!nb) break;
+            if (!nb) { reply_oom(&req); break; }
             buf = nb;
             cap = ncap;
         }

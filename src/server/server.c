@@ -33,8 +33,15 @@ static void srv_error(mr_http_req *r, int status, const char *msg) {
     mr_sbuf_puts(&b, "{\"error\":{\"message\":");
     mr_sbuf_json_str(&b, msg, strlen(msg));
     mr_sbuf_printf(&b, ",\"type\":\"%s\",\"code\":%d}}", status >= 500 ? "server_error" : "invalid_request_error", status);
-    if (r->streaming) mr_http_sse_send(r, b.p ? b.p : "{}", b.n);
-    else mr_http_reply(r, status, "application/json", b.p ? b.p : "{}", b.n);
+    if (b.oom) { /* the message did not fit in memory: a fixed one */
+        mr_sbuf_free(&b);
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}";
+        if (r->streaming) mr_http_sse_send(r, oom, sizeof oom - 1);
+        else mr_http_reply(r, 500, "application/json", oom, sizeof oom - 1);
+        return;
+    }
+    if (r->streaming) mr_http_sse_send(r, b.p, b.n);
+    else mr_http_reply(r, status, "application/json", b.p, b.n);
     mr_sbuf_free(&b);
 }
 
@@ -105,7 +112,10 @@ static void srv_chunk(srv_state *st, mr_http_req *r, const srv_opts *o, const ch
         mr_sbuf_json_str(&b, text, n);
     }
     mr_sbuf_printf(&b, ",\"finish_reason\":%s%s%s}]}", finish ? "\"" : "", finish ? finish : "null", finish ? "\"" : "");
-    if (b.p) mr_http_sse_send(r, b.p, b.n);
+    if (b.oom) { /* a chunk lost would silently cut the text: end the stream with an error */
+        srv_error(r, 500, "out of memory");
+        r->broken = 1;
+    } else mr_http_sse_send(r, b.p, b.n);
     mr_sbuf_free(&b);
 }
 
@@ -152,6 +162,7 @@ static void srv_generate(srv_state *st, mr_http_req *r, const srv_opts *o, const
         char piece[256];
         int pl = mr_token_to_piece(st->tok, id, piece, sizeof piece, 0);
         if (pl > 0) mr_sbuf_add(&text, piece, (size_t)pl);
+        if (text.oom) { mr_set_error("server: out of memory"); finish = "error"; break; }
         int stopped = 0;
         for (int k = 0; k < o->n_stop && text.p; k++) {
             char *hit = strstr(text.p + (sent > max_stop ? sent - max_stop : 0), o->stop[k]);
