@@ -361,9 +361,9 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     p->l_hits = mr_calloc((size_t)n_layers, sizeof(uint64_t));
     p->l_miss = mr_calloc((size_t)n_layers, sizeof(uint64_t));
     if (!p->arena || !p->sl || !p->q || !p->l_hits || !p->l_miss) goto oom;
-    p->hinted = calloc((size_t)n_layers * (size_t)p->e_max, 1);
-    p->hint_keys = calloc((size_t)n_layers, sizeof *p->hint_keys);
-    p->n_hint = calloc((size_t)n_layers, sizeof *p->n_hint);
+    p->hinted = mr_calloc((size_t)n_layers * (size_t)p->e_max, 1);
+    p->hint_keys = mr_calloc((size_t)n_layers, sizeof *p->hint_keys);
+    p->n_hint = mr_calloc((size_t)n_layers, sizeof *p->n_hint);
     if (!p->hinted || !p->hint_keys || !p->n_hint) goto oom;
     mr_cache_set_hint(p->cache, p->hinted);
 
@@ -635,7 +635,7 @@ int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n) {
     if (check_layer(p, layer)) return -1;
     int E = n_experts_of(&p->layers[layer]);
     if (p->n_hint[layer] > 0) settle_hints(p, layer, NULL, 0); /* an older hint never followed */
-    if (!p->hint_keys[layer] && !(p->hint_keys[layer] = malloc(sizeof(int) * (size_t)E))) {
+    if (!p->hint_keys[layer] && !(p->hint_keys[layer] = mr_malloc(sizeof(int) * (size_t)E))) {
         mr_set_error("pager: out of memory");
         return -1;
     }

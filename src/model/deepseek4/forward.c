@@ -756,7 +756,7 @@ static int ds4_guess_next(void *ctx, const float *x, int *next_layer, int *ids, 
         for (int j = 0; j < K; j++) ids[j] = ly->tid2eid[(int64_t)gc->tok * K + j];
         return K;
     }
-    float *lg = malloc(sizeof(float) * (size_t)M->E);
+    float *lg = mr_malloc(sizeof(float) * (size_t)M->E);
     int32_t sel[64];
     float w[64];
     if (!lg) { mr_set_error("deepseek4: out of memory"); return -1; }
