@@ -99,8 +99,8 @@ typedef struct {
 
 /* HC_pre for n tokens (§3.1) and the sublayer norm: X [n][Nh*d] -> y [n][d], a = rmsnorm(y) * norm_w,
  * post [n][Nh], comb [n][Nh*Nh] (B->zn, B->mixes, B->pre scratch) */
-static int ds4_hc_pre(mr_model *m, const ds4_model *M, const mr_weight *fn, const float *scale, const float *base,
-                      const float *norm_w, const float *X, int n, ds4_buf *B) {
+static int ds4_hc_pre(mr_model *m, const ds4_model *M, const char *which, int il, const mr_weight *fn, const float *scale,
+                      const float *base, const float *norm_w, const float *X, int n, ds4_buf *B) {
     ds4_hc_job j = {.M = M, .scale = scale, .base = base, .norm_w = norm_w, .X = X, .zn = B->zn, .mixes = B->mixes,
                     .pre = B->pre, .post = B->post, .comb = B->comb, .y = B->y, .a = B->a};
     MR_PROF_BEGIN(t0);
@@ -110,6 +110,19 @@ static int ds4_hc_pre(mr_model *m, const ds4_model *M, const mr_weight *fn, cons
     MR_PROF_BEGIN(t1);
     ds4_pfor(m, n, ds4_hc_split_item, &j);
     MR_PROF_END(t1, "hc_pre");
+    if (mr_model_dumping(m)) {
+        char nm[48];
+        const int Nh = M->Nh;
+        static const char *sfx[] = {"", "_mixes", "_weights", "_post_weights", "_comb"};
+        const float *v[] = {B->y, B->mixes, B->pre, B->post, B->comb};
+        const int64_t ne0[] = {M->d, (2 + Nh) * Nh, Nh, Nh, Nh * Nh};
+        for (int i = 0; i < 5; i++) {
+            snprintf(nm, sizeof nm, "hc_%s_pre%s", which, sfx[i]);
+            mr_model_dump(m, nm, il, v[i], ne0[i], n);
+        }
+        snprintf(nm, sizeof nm, "%s_norm", which);
+        mr_model_dump(m, nm, il, B->a, M->d, n);
+    }
     return 0;
 }
 
@@ -558,13 +571,7 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
     const int64_t hd = (int64_t)Nh * d;
     const int prefill = pos0 == 0, dump = mr_model_dumping(m);
 
-    if (ds4_hc_pre(m, M, &ly->hc_attn_fn, ly->hc_attn_scale, ly->hc_attn_base, ly->attn_norm, X, n, B)) return -1;
-    DUMP("hc_attn_pre", il, B->y, d, n);
-    DUMP("hc_attn_pre_mixes", il, B->mixes, (2 + Nh) * Nh, n);
-    DUMP("hc_attn_pre_weights", il, B->pre, Nh, n);
-    DUMP("hc_attn_pre_post_weights", il, B->post, Nh, n);
-    DUMP("hc_attn_pre_comb", il, B->comb, Nh * Nh, n);
-    DUMP("attn_norm", il, B->a, d, n);
+    if (ds4_hc_pre(m, M, "attn", il, &ly->hc_attn_fn, ly->hc_attn_scale, ly->hc_attn_base, ly->attn_norm, X, n, B)) return -1;
 
     /* projections of the normed input (§3.3, §3.6.1, §3.7): one dispatch */
     {
@@ -775,13 +782,7 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     const int d = M->d, Nh = M->Nh, K = M->K;
     const int64_t hd = (int64_t)Nh * d;
     const int dump = mr_model_dumping(m);
-    if (ds4_hc_pre(m, M, &ly->hc_ffn_fn, ly->hc_ffn_scale, ly->hc_ffn_base, ly->ffn_norm, X, n, B)) return -1;
-    DUMP("hc_ffn_pre", il, B->y, d, n);
-    DUMP("hc_ffn_pre_mixes", il, B->mixes, (2 + Nh) * Nh, n);
-    DUMP("hc_ffn_pre_weights", il, B->pre, Nh, n);
-    DUMP("hc_ffn_pre_post_weights", il, B->post, Nh, n);
-    DUMP("hc_ffn_pre_comb", il, B->comb, Nh * Nh, n);
-    DUMP("ffn_norm", il, B->a, d, n);
+    if (ds4_hc_pre(m, M, "ffn", il, &ly->hc_ffn_fn, ly->hc_ffn_scale, ly->hc_ffn_base, ly->ffn_norm, X, n, B)) return -1;
 
     /* router and the shared expert's gate and up: one dispatch */
     {

@@ -230,6 +230,16 @@ void ds4_f16_to_f32(float *y, const uint16_t *x, int n) {
     if (mr_isa() >= MR_ISA_AVX2) ds4_f16_to_f32_avx2(y, x, n); else ds4_f16_to_f32_ref(y, x, n);
 }
 
+void ds4_softmax_sink(float *s, int n, float sink) {
+    float mx = sink;
+    for (int j = 0; j < n; j++) if (s[j] > mx) mx = s[j];
+    double sum = 0.0;
+    for (int j = 0; j < n; j++) { s[j] = expf(s[j] - mx); sum += (double)s[j]; }
+    sum += (double)expf(sink - mx);
+    const float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n; j++) s[j] *= inv;
+}
+
 void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
                   float kq_scale, const float *sinks, int f16, float *scratch) {
     if (mr_isa() >= MR_ISA_AVX512) {
@@ -250,16 +260,9 @@ void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, con
         for (int h = 0; h < H; h++) s[(int64_t)h * nk + j] = dot(qq + (int64_t)h * D, k, D) * kq_scale;
     }
     for (int h = 0; h < H; h++) {
-        float *sh = s + (int64_t)h * nk, mx = sinks[h];
-        for (int j = 0; j < nk; j++) if (sh[j] > mx) mx = sh[j];
-        double sum = 0.0;
-        for (int j = 0; j < nk; j++) { sh[j] = expf(sh[j] - mx); sum += (double)sh[j]; }
-        sum += (double)expf(sinks[h] - mx);
-        const float inv = (float)(1.0 / sum);
-        for (int j = 0; j < nk; j++) {
-            sh[j] *= inv;
-            if (f16) sh[j] = ds4_round_f16(sh[j]);
-        }
+        float *sh = s + (int64_t)h * nk;
+        ds4_softmax_sink(sh, nk, sinks[h]);
+        if (f16) for (int j = 0; j < nk; j++) sh[j] = ds4_round_f16(sh[j]);
     }
     memset(out, 0, sizeof(float) * (size_t)H * (size_t)D);
     for (int j = 0; j < nk; j++) {

@@ -71,6 +71,9 @@ static inline int64_t ds4_attn_scratch(int H, int nk, int D) {
 }
 void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
                   float kq_scale, const float *sinks, int f16, float *scratch);
+/* softmax of s[n] with a sink logit counted in the sum (no value): max, exp(s - max) summed in double
+ * with exp(sink - max), then s *= 1/sum (both builds of ds4_attn_mqa) */
+void ds4_softmax_sink(float *s, int n, float sink);
 /* the AVX-512 build (ops_avx512.c): four heads per key load, bit for bit the AVX2 path */
 void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk,
                          int D, float kq_scale, const float *sinks, int f16, float *scratch);

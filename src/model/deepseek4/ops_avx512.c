@@ -19,22 +19,6 @@ static inline float ds4_hsum256_512(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* the AVX2 dot product (ds4_dot_f32_avx2), for one head */
-static float ds4_dot1(const float *x, const float *y, int n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-    float s = ds4_hsum256_512(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) s += x[i] * y[i];
-    return s;
-}
-
 /* four heads (rows q, q + D, q + 2D, q + 3D) against one key row: the same operations per head */
 static void ds4_dot4h(const float *q, int D, const float *k, float *s) {
     const float *q0 = q, *q1 = q + D, *q2 = q + 2 * D, *q3 = q + 3 * D;
@@ -153,17 +137,10 @@ void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *
             for (int t = 0; t < 4; t++) s[(int64_t)(h0 + t) * nk + j] = r[t] * kq_scale;
         }
     for (; h0 < H; h0++)
-        for (int j = 0; j < nk; j++) s[(int64_t)h0 * nk + j] = ds4_dot1(qq + (int64_t)h0 * D, kp[j], D) * kq_scale;
-    /* softmax with the sink (as ds4_attn_mqa) */
+        for (int j = 0; j < nk; j++) s[(int64_t)h0 * nk + j] = ds4_dot_f32_avx2(qq + (int64_t)h0 * D, kp[j], D) * kq_scale;
     for (int h = 0; h < H; h++) {
-        float *sh = s + (int64_t)h * nk, mx = sinks[h];
-        for (int j = 0; j < nk; j++) if (sh[j] > mx) mx = sh[j];
-        double sum = 0.0;
-        for (int j = 0; j < nk; j++) { sh[j] = expf(sh[j] - mx); sum += (double)sh[j]; }
-        sum += (double)expf(sinks[h] - mx);
-        const float inv = (float)(1.0 / sum);
-        for (int j = 0; j < nk; j++) sh[j] *= inv;
-        if (f16) ds4_round_f16_512(sh, sh, nk);
+        ds4_softmax_sink(s + (int64_t)h * nk, nk, sinks[h]);
+        if (f16) ds4_round_f16_512(s + (int64_t)h * nk, s + (int64_t)h * nk, nk);
     }
     /* values */
     memset(out, 0, sizeof(float) * (size_t)H * (size_t)D);
