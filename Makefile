@@ -13,6 +13,17 @@ CFLAGS_COMMON := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-function \
                  -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc -pthread -MMD -MP
 LDLIBS  := -lm -pthread -lpcre2-8
 
+# make MPI=1: expert parallelism over MPI (mpirun -np N build/mpi/moerun ... --ep; docs/MULTIHOST.md).
+# The default build has no MPI dependency (src/ep/ep_none.c refuses --ep).
+MPI ?=
+ifeq ($(MPI),1)
+CC      := mpicc
+BUILD   := build/mpi
+EP_SKIP := src/ep/ep_none.c
+else
+EP_SKIP := src/ep/ep_mpi.c
+endif
+
 ifeq ($(SANITIZE),1)
 BUILD   := build/san
 CFLAGS_COMMON += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -23,7 +34,7 @@ endif
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 
-LIB_SRC   := $(sort $(shell find src -name '*.c'))
+LIB_SRC   := $(filter-out $(EP_SKIP),$(sort $(shell find src -name '*.c')))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -60,7 +71,9 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# the MPI build too when Open MPI is there (tests/cli_ep.sh; skipped otherwise)
 test: deps $(BUILD)/moerun $(TEST_BIN) $(FUZZ_REPLAY)
+	@if [ "$(MPI)" != 1 ] && command -v mpicc >/dev/null 2>&1; then $(MAKE) --no-print-directory MPI=1 build/mpi/moerun >/dev/null; fi
 	@sh tests/run.sh $(BUILD)
 
 test-unit: deps $(BUILD)/moerun $(TEST_BIN) $(FUZZ_REPLAY)

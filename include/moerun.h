@@ -193,6 +193,20 @@ void mr_rng_seed(mr_rng *r, uint64_t seed);
 uint64_t mr_rng_next(mr_rng *r);
 double mr_rng_uniform(mr_rng *r);                        /* [0, 1), 53 random bits */
 
+/* ---- expert parallelism (several processes or hosts over MPI; `make MPI=1`) ----
+ * mr_ep_start removes "--ep" from argv; with it, it joins the MPI job and returns this process's
+ * rank (without it: 0, nothing started; in a build without MPI, --ep is an error: -1). Rank 0 runs
+ * the command and mr_ep_attach's its model: routed experts owned by other ranks are computed there
+ * (byte-identical results). Ranks > 0 load the same model (their own pager and --ram-budget) and
+ * mr_ep_serve it until rank 0 calls mr_ep_stop (which every rank calls at exit). */
+int mr_ep_start(int *argc, char ***argv);
+int mr_ep_active(void);
+int mr_ep_rank(void);
+int mr_ep_size(void);
+int mr_ep_attach(mr_model *m);
+int mr_ep_serve(mr_model *m);
+void mr_ep_stop(void);
+
 /* ---- generation: the loop of run, chat and the server ----
  * A generator samples from a session: mr_gen_prefill evaluates prompt tokens (in chunks of n_batch,
  * calling progress between chunks: a nonzero return aborts), then each mr_gen_next samples one token

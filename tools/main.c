@@ -44,8 +44,16 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version")) { printf("moerun %s\n", mr_version()); return 0; }
+    /* --ep anywhere: join the MPI job (expert parallelism); every rank runs the command, ranks > 0
+     * only serve their experts once the model is loaded (mr_cli_load) */
+    if (mr_ep_start(&argc, &argv) < 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
     for (int i = 0; i < n_cmds; i++)
-        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], cmds[i].name)) {
+            int rc = cmds[i].fn(argc - 1, argv + 1);
+            mr_ep_stop();
+            return rc;
+        }
+    mr_ep_stop();
     fprintf(stderr, "error: unknown command '%s' (see moerun --help)\n", argv[1]);
     return 1;
 }
