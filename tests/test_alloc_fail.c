@@ -13,13 +13,10 @@
 #include "moerun.h"
 #include "base/base.h"
 
-#include <arpa/inet.h>
+#include "server_util.h"
+
 #include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define HAVE_LSAN 1
@@ -183,40 +180,6 @@ static void test_alloc_deepseek4_paged(void) { walk(&sc_ds4_paged); }
  * plain malloc, so only the server's allocations are counted. A request either gives the
  * reference response (ids and times aside) or an error: a 4xx/5xx JSON reply, or, once streaming,
  * an error event; the next request (nothing failing) must give the reference response again. */
-typedef struct { mr_model *m; int port; volatile int stop; int rc; } srv_thread;
-
-static void *srv_main(void *arg) {
-    srv_thread *t = arg;
-    mr_server_params p = {"127.0.0.1", t->port, 128, "tiny", &t->stop};
-    t->rc = mr_server_run(t->m, &p);
-    return NULL;
-}
-
-/* One HTTP exchange; returns the whole response (malloc'd, NUL-terminated) or NULL. */
-static char *http_post(int port, const char *path, const char *body) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return NULL;
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return NULL; }
-    char hdr[256];
-    int hl = snprintf(hdr, sizeof hdr, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", path, strlen(body));
-    /* the server may answer (503) and close before reading the body: no SIGPIPE, read what came */
-    (void)!send(fd, hdr, (size_t)hl, MSG_NOSIGNAL);
-    (void)!send(fd, body, strlen(body), MSG_NOSIGNAL);
-    size_t cap = 1 << 16, n = 0;
-    char *out = malloc(cap);
-    for (ssize_t k; out && (k = read(fd, out + n, cap - 1 - n)) > 0;) {
-        n += (size_t)k;
-        if (n == cap - 1) { char *nb = realloc(out, cap *= 2); if (!nb) { free(out); out = NULL; } else out = nb; }
-    }
-    close(fd);
-    if (out) out[n] = 0;
-    return out;
-}
-
 /* status line + body with the varying parts (request id, creation time, timings, prompt tokens
  * found in the cache) blanked */
 static void normalize(char *r) {
@@ -237,7 +200,6 @@ static void normalize(char *r) {
     *w = 0;
 }
 
-static int status_of(const char *r) { int s = 0; return r && sscanf(r, "HTTP/1.1 %d", &s) == 1 ? s : 0; }
 
 static void walk_server(const char *name, const char *file, int stream) {
     int full = getenv("MR_ALLOC_WALK") && !strcmp(getenv("MR_ALLOC_WALK"), "full");
@@ -251,7 +213,7 @@ static void walk_server(const char *name, const char *file, int stream) {
     if (!t.m) return;
     t.port = 21000 + (int)(getpid() % 20000) + stream;
     pthread_t th;
-    pthread_create(&th, NULL, srv_main, &t);
+    pthread_create(&th, NULL, srv_thread_main, &t);
     char body[512];
     snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
              "{\"role\":\"user\",\"content\":\"Hello there \\u00e9\"}],\"max_tokens\":6,\"temperature\":0,"

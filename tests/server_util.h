@@ -1,0 +1,69 @@
+/* Tests that talk to an in-process server (mr_server_run in a thread on 127.0.0.1) with a minimal
+ * HTTP client: one request per connection, the whole response read until the server closes. */
+#ifndef MR_TEST_SERVER_UTIL_H
+#define MR_TEST_SERVER_UTIL_H
+#include "moerun.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct { mr_model *m; int port; volatile int stop; int rc; } srv_thread;
+
+static void *srv_thread_main(void *arg) {
+    srv_thread *t = arg;
+    mr_server_params p = {"127.0.0.1", t->port, 128, "tiny", &t->stop};
+    t->rc = mr_server_run(t->m, &p);
+    return NULL;
+}
+
+static int http_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
+    return fd;
+}
+
+/* Sends raw bytes, reads the whole response (malloc'd, NUL-terminated) or NULL. */
+static char *http_raw(int port, const char *req, size_t len) {
+    int fd = http_connect(port);
+    if (fd < 0) return NULL;
+    /* the server may answer (e.g. 503, 431) and close before reading everything: no SIGPIPE */
+    for (size_t off = 0; off < len;) {
+        ssize_t k = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        if (k <= 0) break;
+        off += (size_t)k;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *out = malloc(cap);
+    for (ssize_t k; out && (k = read(fd, out + n, cap - 1 - n)) > 0;) {
+        n += (size_t)k;
+        if (n == cap - 1) { char *nb = realloc(out, cap *= 2); if (!nb) { free(out); out = NULL; } else out = nb; }
+    }
+    close(fd);
+    if (out) out[n] = 0;
+    return out;
+}
+
+static char *http_post(int port, const char *path, const char *body) {
+    size_t bl = strlen(body), cap = bl + 256;
+    char *req = malloc(cap);
+    if (!req) return NULL;
+    int hl = snprintf(req, cap, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", path, bl);
+    memcpy(req + hl, body, bl);
+    char *r = http_raw(port, req, (size_t)hl + bl);
+    free(req);
+    return r;
+}
+
+static int status_of(const char *r) { int s = 0; return r && sscanf(r, "HTTP/1.1 %d", &s) == 1 ? s : 0; }
+#endif
