@@ -37,7 +37,7 @@ static int ep_owns(void *ctx, int layer, int e) { (void)ctx; return ep_owner(lay
 
 static float *ep_grow(size_t floats) {
     if (floats <= ep_c.cap) return ep_c.buf;
-    float *b = realloc(ep_c.buf, sizeof(float) * floats);
+    float *b = mr_realloc(ep_c.buf, sizeof(float) * floats);
     if (!b) { mr_set_error("ep: out of memory for %zu floats", floats); return NULL; }
     ep_c.buf = b;
     ep_c.cap = floats;
@@ -113,13 +113,13 @@ int mr_ep_serve(mr_model *m) {
         MPI_Recv(&cfg, (int)sizeof cfg, MPI_BYTE, 0, EP_TAG_REQ, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         float *rows = ep_grow((size_t)cnt * (size_t)d + (size_t)cnt);
         if ((size_t)cnt * (size_t)d > ycap) {
-            float *ny = realloc(y, sizeof(float) * (size_t)cnt * (size_t)d);
+            float *ny = mr_realloc(y, sizeof(float) * (size_t)cnt * (size_t)d);
             if (ny) { y = ny; ycap = (size_t)cnt * (size_t)d; }
         }
         if ((size_t)cnt > scap) {
-            int32_t *ns = realloc(sel, sizeof(int32_t) * (size_t)cnt);
+            int32_t *ns = mr_realloc(sel, sizeof(int32_t) * (size_t)cnt);
             if (ns) sel = ns;
-            float *nw = ns ? realloc(w1, sizeof(float) * (size_t)cnt) : NULL;
+            float *nw = ns ? mr_realloc(w1, sizeof(float) * (size_t)cnt) : NULL;
             if (nw) { w1 = nw; scap = (size_t)cnt; }
         }
         if (!rows || (size_t)cnt * (size_t)d > ycap || (size_t)cnt > scap) {
