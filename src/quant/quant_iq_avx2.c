@@ -316,7 +316,8 @@ KI void k_iq1_m(int n, float *s, const void *w, const void *vy, size_t by, const
 }
 ENTRIES(iq1_m)
 
-/* ----------------------------------------------------------------------- IQ4_NL / IQ4_XS / MXFP4
+/* ----------------------------------------------------------------------------------- IQ4_XS
+ * (IQ4_NL and MXFP4: fp4_avx2.c)
  * 16 code bytes of a 32-value group -> 32 signed levels (low nibbles = values 0..15, high = 16..31)
  * through an in-lane byte shuffle of the level table; vpsignb moves each level's sign onto the
  * activation and vpmaddubsw multiplies by |level|. */
@@ -331,35 +332,6 @@ KI __m256i lut16(const int8_t *t) {
     return _mm256_set_m128i(v, v);
 }
 
-/* E8M0 exponent e -> 2^(e - 128), half the block scale (the level table is doubled) */
-static inline float e8m0_half(uint8_t e) {
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-/* IQ4_NL (mx = 0: fp16 scale) and MXFP4 (mx = 1: E8M0 scale halved), 32-value blocks */
-KI void k_fp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc, const int mx) {
-    const __m256i lut = lut16(mx ? mr_kvalues_mxfp4 : mr_kvalues_iq4nl), ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
-    for (int i = 0; i < n / 32; i++) {
-        const uint8_t *qs = mx ? ((const mr_block_mxfp4 *)w)[i].qs : ((const mr_block_iq4_nl *)w)[i].qs;
-        const float dx = mx ? e8m0_half(((const mr_block_mxfp4 *)w)[i].e) : h2f(((const mr_block_iq4_nl *)w)[i].d);
-        const __m256i lv = levels32(qs, lut), av = _mm256_sign_epi8(lv, lv);
-        UNROLL4 for (int c = 0; c < nc; c++) {
-            const mr_block_q8_0 *a = ACT(mr_block_q8_0, vy, by, c) + i;
-            const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), lv));
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(a->d)), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[c]);
-        }
-    }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = hsum8(acc[c]);
-}
-KI void k_iq4_nl(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { k_fp4(n, s, w, vy, by, nc, 0); }
-KI void k_mxfp4(int n, float *s, const void *w, const void *vy, size_t by, const int nc) { k_fp4(n, s, w, vy, by, nc, 1); }
-ENTRIES(iq4_nl)
-ENTRIES(mxfp4)
 
 KI void k_iq4_xs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const mr_block_iq4_xs *x = w;

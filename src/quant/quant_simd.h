@@ -104,4 +104,17 @@ void mr_q8_0_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, cons
                       int64_t ncols, float *Y, int64_t ldy);
 #define MR_Q8_0_RP8_BLOCK_BYTES 272
 
+/* IQ4_NL and MXFP4 under AVX2 (fp4_avx2.c): block-sum numerics, 8-row repacked layouts (the size of
+ * the plain blocks) on the same prepared activations. */
+void mr_vd_iq4_nl_bs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vd4_iq4_nl_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_vd_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vd4_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_iq4_nl_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
+void mr_mxfp4_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
+void mr_iq4_nl_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
+                        int64_t ncols, float *Y, int64_t ldy);
+void mr_mxfp4_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
+                       int64_t ncols, float *Y, int64_t ldy);
+
 #endif
