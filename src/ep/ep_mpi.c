@@ -4,13 +4,15 @@
  * of the routed experts: (layer, expert) goes to rank (layer + expert) % size, so each rank holds
  * n_expert / size experts of every layer (all experts of a layer have the same size: balanced by
  * bytes). Rank 0 runs the command; its expert engine (model/moe.c) asks owns() for every expert of a
- * batch and calls compute() for the remote ones, which sends the routed rows and their weights to
- * the owner and receives y = down_e(SwiGLU(gate_e x, up_e x)) back. The owner computes y with the
+ * batch and submits the remote ones (the routed rows and their weights go to the owners) before it
+ * computes its own, then collects y = down_e(SwiGLU(gate_e x, up_e x)) from each owner. The owner computes y with the
  * same engine on the same rows, so rank 0's weighted sum (in routing order) is byte-identical to a
  * single process at any rank count. Ranks > 0 only serve (mr_ep_serve) until rank 0 says stop.
  *
- * Message (tag EP_TAG_REQ): int32 head[8] = {op, layer, expert, cnt, d, 0, 0, 0}, then the mr_moe_cfg
- * (bias NULL), then x[cnt][d] and w[cnt] as floats. Reply (tag EP_TAG_REP): y[cnt][d]. op 0 = stop. */
+ * Per MoE layer and batch, rank 0 sends each other rank one request before its own experts run (they
+ * overlap): int32 {op = 2, layer, n_jobs, d, total rows, 0, 0, 0, then (expert, cnt) per job}, the
+ * mr_moe_cfg (bias NULL), then floats x[total][d] and w[total]; the reply (tag EP_TAG_REP) is
+ * y[total][d], read after rank 0's local experts. op 0 = stop. */
 #include "moerun.h"
 #include "moerun_tools.h"
 #include "base/base.h"
@@ -25,49 +27,110 @@ enum { EP_TAG_REQ = 71, EP_TAG_REP = 72 };
 static int ep_rank, ep_size, ep_on;
 static uint64_t ep_sent_rows, ep_calls;
 
+/* Requests of one batch to one rank: sent by submit(), answered before collect() returns. */
 typedef struct {
-    float *buf;       /* request scratch: x rows and weights */
-    size_t cap;
-} ep_ctx;
-static ep_ctx ep_c;
+    int32_t *meta;            /* head[8], then (expert, cnt) per job */
+    float *data;              /* rows [total][d], then weights [total] */
+    size_t meta_cap, data_cap;
+    float *reply;             /* y of all its jobs [total][d] */
+    size_t reply_cap;
+    int total, n_jobs;
+    MPI_Request req[3];
+} ep_peer;
+
+static ep_peer *ep_peers;      /* [size] */
+static const mr_moe_job *ep_jobs;
+static int ep_n_jobs, ep_d;
+static mr_moe_cfg ep_cfg;
+static mr_moe_job *ep_jobs_copy;
+static size_t ep_jobs_cap;
 
 static int ep_owner(int layer, int e) { return (layer + e) % ep_size; }
 
 static int ep_owns(void *ctx, int layer, int e) { (void)ctx; return ep_owner(layer, e) != 0; }
 
-static float *ep_grow(size_t floats) {
-    if (floats <= ep_c.cap) return ep_c.buf;
-    float *b = mr_realloc(ep_c.buf, sizeof(float) * floats);
-    if (!b) { mr_set_error("ep: out of memory for %zu floats", floats); return NULL; }
-    ep_c.buf = b;
-    ep_c.cap = floats;
-    return b;
-}
-
-static int ep_compute(void *ctx, int layer, int e, const mr_moe_cfg *c, const float *x, int64_t d, const int *tok,
-                      int cnt, const float *w, float *y) {
-    (void)ctx;
-    const int dst = ep_owner(layer, e);
-    float *rows = ep_grow((size_t)cnt * (size_t)d + (size_t)cnt);
-    if (!rows) return -1;
-    for (int i = 0; i < cnt; i++) memcpy(rows + (size_t)i * (size_t)d, x + (int64_t)tok[i] * d, sizeof(float) * (size_t)d);
-    memcpy(rows + (size_t)cnt * (size_t)d, w, sizeof(float) * (size_t)cnt);
-    int32_t head[8] = {1, layer, e, cnt, (int32_t)d, 0, 0, 0};
-    mr_moe_cfg cfg = *c;
-    cfg.bias = NULL;
-    if (MPI_Send(head, 8, MPI_INT32_T, dst, EP_TAG_REQ, MPI_COMM_WORLD) != MPI_SUCCESS ||
-        MPI_Send(&cfg, (int)sizeof cfg, MPI_BYTE, dst, EP_TAG_REQ, MPI_COMM_WORLD) != MPI_SUCCESS ||
-        MPI_Send(rows, (int)((size_t)cnt * (size_t)d + (size_t)cnt), MPI_FLOAT, dst, EP_TAG_REQ, MPI_COMM_WORLD) != MPI_SUCCESS ||
-        MPI_Recv(y, (int)((size_t)cnt * (size_t)d), MPI_FLOAT, dst, EP_TAG_REP, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        mr_set_error("ep: MPI transfer with rank %d failed", dst);
-        return -1;
-    }
-    ep_sent_rows += (uint64_t)cnt;
-    ep_calls++;
+static int ep_reserve(void **p, size_t *cap, size_t bytes) {
+    if (bytes <= *cap) return 0;
+    void *n = realloc(*p, bytes);
+    if (!n) { mr_set_error("ep: out of memory for %zu bytes", bytes); return -1; }
+    *p = n;
+    *cap = bytes;
     return 0;
 }
 
-static const mr_moe_remote ep_remote = {.ctx = NULL, .owns = ep_owns, .compute = ep_compute};
+/* Send every remote job of this batch: one message set per rank (its jobs' rows and weights). */
+static int ep_submit(void *ctx, int layer, const mr_moe_cfg *c, const float *x, int64_t d, const mr_moe_job *jobs, int n_jobs) {
+    (void)ctx;
+    if (ep_reserve((void **)&ep_jobs_copy, &ep_jobs_cap, sizeof *jobs * (size_t)(n_jobs + 1))) return -1;
+    memcpy(ep_jobs_copy, jobs, sizeof *jobs * (size_t)n_jobs);
+    ep_jobs = ep_jobs_copy;
+    ep_n_jobs = n_jobs;
+    ep_d = (int)d;
+    ep_cfg = *c;
+    ep_cfg.bias = NULL;
+    for (int r = 1; r < ep_size; r++) {
+        ep_peer *p = &ep_peers[r];
+        p->n_jobs = p->total = 0;
+        for (int j = 0; j < n_jobs; j++)
+            if (ep_owner(layer, jobs[j].e) == r) { p->n_jobs++; p->total += jobs[j].cnt; }
+        if (!p->n_jobs) continue;
+        if (ep_reserve((void **)&p->meta, &p->meta_cap, sizeof(int32_t) * (size_t)(8 + 2 * p->n_jobs)) ||
+            ep_reserve((void **)&p->data, &p->data_cap, sizeof(float) * (size_t)p->total * (size_t)(d + 1)))
+            return -1;
+        int32_t *mt = p->meta;
+        mt[0] = 2; mt[1] = layer; mt[2] = p->n_jobs; mt[3] = (int32_t)d; mt[4] = p->total; mt[5] = mt[6] = mt[7] = 0;
+        float *rows = p->data, *wv = p->data + (size_t)p->total * (size_t)d;
+        int k = 0, row = 0;
+        for (int j = 0; j < n_jobs; j++) {
+            if (ep_owner(layer, jobs[j].e) != r) continue;
+            mt[8 + 2 * k] = jobs[j].e;
+            mt[9 + 2 * k] = jobs[j].cnt;
+            k++;
+            for (int i = 0; i < jobs[j].cnt; i++, row++) {
+                memcpy(rows + (size_t)row * (size_t)d, x + (int64_t)jobs[j].tok[i] * d, sizeof(float) * (size_t)d);
+                wv[row] = jobs[j].w[i];
+            }
+        }
+        if (MPI_Isend(p->meta, 8 + 2 * p->n_jobs, MPI_INT32_T, r, EP_TAG_REQ, MPI_COMM_WORLD, &p->req[0]) != MPI_SUCCESS ||
+            MPI_Isend(&ep_cfg, (int)sizeof ep_cfg, MPI_BYTE, r, EP_TAG_REQ, MPI_COMM_WORLD, &p->req[1]) != MPI_SUCCESS ||
+            MPI_Isend(p->data, (int)((size_t)p->total * (size_t)(d + 1)), MPI_FLOAT, r, EP_TAG_REQ, MPI_COMM_WORLD, &p->req[2]) != MPI_SUCCESS) {
+            mr_set_error("ep: MPI send to rank %d failed", r);
+            return -1;
+        }
+        ep_calls += (uint64_t)p->n_jobs;
+        ep_sent_rows += (uint64_t)p->total;
+    }
+    return 0;
+}
+
+/* Receive every rank's outputs and put each job's rows where the engine wants them. */
+static int ep_collect(void *ctx) {
+    (void)ctx;
+    int rc = 0;
+    for (int r = 1; r < ep_size; r++) {
+        ep_peer *p = &ep_peers[r];
+        if (!p->n_jobs) continue;
+        const size_t n = (size_t)p->total * (size_t)ep_d;
+        if (ep_reserve((void **)&p->reply, &p->reply_cap, sizeof(float) * n) ||
+            MPI_Recv(p->reply, (int)n, MPI_FLOAT, r, EP_TAG_REP, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            if (!rc) mr_set_error("ep: MPI receive from rank %d failed", r);
+            rc = -1;
+        }
+        MPI_Waitall(3, p->req, MPI_STATUSES_IGNORE);
+        if (rc) { p->n_jobs = 0; continue; }
+        size_t off = 0;
+        for (int j = 0; j < ep_n_jobs; j++) {
+            if (ep_owner(p->meta[1], ep_jobs[j].e) != r) continue;
+            const size_t len = (size_t)ep_jobs[j].cnt * (size_t)ep_d;
+            memcpy(ep_jobs[j].y, p->reply + off, sizeof(float) * len);
+            off += len;
+        }
+        p->n_jobs = 0;
+    }
+    return rc;
+}
+
+static const mr_moe_remote ep_remote = {.ctx = NULL, .owns = ep_owns, .submit = ep_submit, .collect = ep_collect};
 
 int mr_ep_start(int *argc, char ***argv) {
     int want = 0, k = 0;
@@ -82,6 +145,8 @@ int mr_ep_start(int *argc, char ***argv) {
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS) { mr_set_error("ep: MPI_Init failed"); return -1; }
     MPI_Comm_rank(MPI_COMM_WORLD, &ep_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ep_size);
+    ep_peers = calloc((size_t)ep_size, sizeof *ep_peers);
+    if (!ep_peers) { mr_set_error("ep: out of memory"); return -1; }
     ep_on = 1;
     return ep_rank;
 }
@@ -97,53 +162,58 @@ int mr_ep_attach(mr_model *m) {
 }
 
 int mr_ep_serve(mr_model *m) {
-    float *y = NULL;
-    size_t ycap = 0;
-    uint64_t n_req = 0, n_rows = 0;
+    ep_peer in = {0};
     int32_t *sel = NULL;
     float *w1 = NULL;
-    size_t scap = 0;
+    size_t sel_cap = 0, w_cap = 0;
+    uint64_t n_req = 0, n_rows = 0;
     for (;;) {
         int32_t head[8];
-        if (MPI_Recv(head, 8, MPI_INT32_T, 0, EP_TAG_REQ, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        MPI_Status st;
+        /* the head comes first, with the job list after it in the same message */
+        if (MPI_Probe(0, EP_TAG_REQ, MPI_COMM_WORLD, &st) != MPI_SUCCESS) break;
+        int nmeta;
+        MPI_Get_count(&st, MPI_INT32_T, &nmeta);
+        if (nmeta < 8 || ep_reserve((void **)&in.meta, &in.meta_cap, sizeof(int32_t) * (size_t)nmeta)) break;
+        MPI_Recv(in.meta, nmeta, MPI_INT32_T, 0, EP_TAG_REQ, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        memcpy(head, in.meta, sizeof head);
         if (head[0] == 0) break;
-        const int layer = head[1], e = head[2], cnt = head[3];
-        const int64_t d = head[4];
+        const int layer = head[1], nj = head[2], total = head[4];
+        const int64_t d = head[3];
         mr_moe_cfg cfg;
         MPI_Recv(&cfg, (int)sizeof cfg, MPI_BYTE, 0, EP_TAG_REQ, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        float *rows = ep_grow((size_t)cnt * (size_t)d + (size_t)cnt);
-        if ((size_t)cnt * (size_t)d > ycap) {
-            float *ny = mr_realloc(y, sizeof(float) * (size_t)cnt * (size_t)d);
-            if (ny) { y = ny; ycap = (size_t)cnt * (size_t)d; }
-        }
-        if ((size_t)cnt > scap) {
-            int32_t *ns = mr_realloc(sel, sizeof(int32_t) * (size_t)cnt);
-            if (ns) sel = ns;
-            float *nw = ns ? mr_realloc(w1, sizeof(float) * (size_t)cnt) : NULL;
-            if (nw) { w1 = nw; scap = (size_t)cnt; }
-        }
-        if (!rows || (size_t)cnt * (size_t)d > ycap || (size_t)cnt > scap) {
-            fprintf(stderr, "ep rank %d: out of memory\n", ep_rank);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        MPI_Recv(rows, (int)((size_t)cnt * (size_t)d + (size_t)cnt), MPI_FLOAT, 0, EP_TAG_REQ, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        /* one slot per row: the engine gives y (times w when the weight goes before the down
-         * product; otherwise times 1, which is exact, and rank 0 applies w in its sum) */
-        cfg.n_used = 1;
-        cfg.bias = NULL;
-        for (int i = 0; i < cnt; i++) { sel[i] = e; w1[i] = cfg.weight_before_down ? rows[(size_t)cnt * (size_t)d + (size_t)i] : 1.0f; }
-        if (mr_moe_experts(m, layer, &cfg, rows, cnt, sel, w1, NULL, 0, y)) {
+        if (ep_reserve((void **)&in.data, &in.data_cap, sizeof(float) * (size_t)total * (size_t)(d + 1)) ||
+            ep_reserve((void **)&in.reply, &in.reply_cap, sizeof(float) * (size_t)total * (size_t)d) ||
+            ep_reserve((void **)&sel, &sel_cap, sizeof(int32_t) * (size_t)total) ||
+            ep_reserve((void **)&w1, &w_cap, sizeof(float) * (size_t)total)) {
             fprintf(stderr, "ep rank %d: %s\n", ep_rank, mr_last_error());
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        MPI_Send(y, (int)((size_t)cnt * (size_t)d), MPI_FLOAT, 0, EP_TAG_REP, MPI_COMM_WORLD);
-        n_req++;
-        n_rows += (uint64_t)cnt;
+        MPI_Recv(in.data, (int)((size_t)total * (size_t)(d + 1)), MPI_FLOAT, 0, EP_TAG_REQ, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const float *wv = in.data + (size_t)total * (size_t)d;
+        /* one slot per row; every job's rows in the order rank 0 gathers them, so each expert's
+         * product runs over the same columns as on rank 0. y comes times w when the weight goes
+         * before the down product, otherwise times 1 (exact): rank 0 applies w in its sum */
+        int row = 0;
+        for (int j = 0; j < nj; j++)
+            for (int i = 0; i < in.meta[9 + 2 * j]; i++, row++) {
+                sel[row] = in.meta[8 + 2 * j];
+                w1[row] = cfg.weight_before_down ? wv[row] : 1.0f;
+            }
+        cfg.n_used = 1;
+        cfg.bias = NULL;
+        if (row != total || mr_moe_experts(m, layer, &cfg, in.data, total, sel, w1, NULL, 0, in.reply)) {
+            fprintf(stderr, "ep rank %d: %s\n", ep_rank, row != total ? "malformed request" : mr_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        MPI_Send(in.reply, (int)((size_t)total * (size_t)d), MPI_FLOAT, 0, EP_TAG_REP, MPI_COMM_WORLD);
+        n_req += (uint64_t)nj;
+        n_rows += (uint64_t)total;
     }
     fprintf(stderr, "ep: rank %d of %d served %llu expert requests (%llu token rows)\n", ep_rank, ep_size,
             (unsigned long long)n_req, (unsigned long long)n_rows);
     mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
-    free(y); free(sel); free(w1);
+    free(in.meta); free(in.data); free(in.reply); free(sel); free(w1);
     return 0;
 }
 
@@ -156,9 +226,12 @@ void mr_ep_stop(void) {
             fprintf(stderr, "ep: rank 0 of %d sent %llu expert requests (%llu token rows) to the other ranks\n", ep_size,
                     (unsigned long long)ep_calls, (unsigned long long)ep_sent_rows);
     }
-    free(ep_c.buf);
-    ep_c.buf = NULL;
-    ep_c.cap = 0;
+    for (int r = 0; ep_peers && r < ep_size; r++) { free(ep_peers[r].meta); free(ep_peers[r].data); free(ep_peers[r].reply); }
+    free(ep_peers);
+    ep_peers = NULL;
+    free(ep_jobs_copy);
+    ep_jobs_copy = NULL;
+    ep_jobs_cap = 0;
     MPI_Finalize();
     ep_on = 0;
 }

@@ -420,7 +420,7 @@ void mr_moe_set_remote(mr_model *m, const mr_moe_remote *r) { m->moe_remote = r;
 int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const int32_t *sel,
                    const float *w, const mr_moe_extra *extra, int n_extra, float *out) {
     moe_plan P;
-    int rc = -1, prefetched = 0, nl = 0;
+    int rc = -1, prefetched = 0, nl = 0, submitted = 0;
     int *local = NULL;
     MR_PROF_BEGIN(t_gather);
     if (moe_plan_make(&P, m, layer, c, n, sel, w)) goto done;
@@ -429,6 +429,20 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
         goto done;
     }
     P.out = out;
+    if (m->moe_remote && m->moe_remote->submit) { /* remote experts start before the local ones */
+        mr_moe_job *jobs = mr_malloc(sizeof *jobs * ((size_t)P.n_xp + 1));
+        int nj = 0;
+        if (!jobs) { mr_set_error("moe: out of memory"); goto done; }
+        for (int i = 0; i < P.n_xp; i++) {
+            const moe_xp *xe = &P.xp[i];
+            if (xe->remote)
+                jobs[nj++] = (mr_moe_job){xe->e, P.tok_of + xe->start, xe->cnt, P.wrow + xe->start, P.y + (int64_t)xe->start * P.d};
+        }
+        int src = m->moe_remote->submit(m->moe_remote->ctx, layer, c, x, P.d, jobs, nj);
+        free(jobs);
+        if (src) goto done;
+        submitted = 1;
+    }
     if (!(local = mr_malloc(sizeof(int) * ((size_t)P.n_xp + 1)))) { mr_set_error("moe: out of memory"); goto done; }
     for (int i = 0; i < P.n_xp; i++) if (!P.xp[i].remote) local[nl++] = P.xp[i].e; /* ascending ids */
     if (mr_pager_prefetch(m->pager, layer, local, nl)) goto done;
@@ -481,7 +495,11 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
             mr_pager_done(m->pager, layer, e);
         }
     }
-    for (int i = 0; i < P.n_xp; i++) {
+    if (submitted) {
+        submitted = 0;
+        if (m->moe_remote->collect(m->moe_remote->ctx)) goto done;
+    }
+    for (int i = 0; i < P.n_xp && !(m->moe_remote && m->moe_remote->submit); i++) {
         const moe_xp *xe = &P.xp[i];
         if (xe->remote && m->moe_remote->compute(m->moe_remote->ctx, layer, xe->e, c, x, P.d, P.tok_of + xe->start, xe->cnt,
                                                  P.wrow + xe->start, P.y + (int64_t)xe->start * P.d)) goto done;
@@ -492,6 +510,7 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     if (P.ap) mr_moe_approx_add_stats(m, &P.st);
     rc = 0;
 done:
+    if (submitted) m->moe_remote->collect(m->moe_remote->ctx); /* an error after submit: drain the replies */
     if (prefetched) mr_pager_release(m->pager, layer);
     free(local);
     moe_plan_free(&P);

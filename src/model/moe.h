@@ -64,11 +64,18 @@ typedef struct { const mr_weight *w; const float *X; float *Y; } mr_moe_extra;
  * = down_e(h) with h = SwiGLU(gate_e x_tok, up_e x_tok) as mr_swiglu computes it (clamp c->clamp, and
  * times w when c->weight_before_down; otherwise the engine applies w in the sum). 0 or -1 with
  * mr_set_error. */
+/* One remote expert's work in a batch: rows tok[cnt] of x, their weights w[cnt], output y[cnt][d]. */
+typedef struct { int e; const int *tok; int cnt; const float *w; float *y; } mr_moe_job;
 typedef struct mr_moe_remote {
     void *ctx;
     int (*owns)(void *ctx, int layer, int expert);
     int (*compute)(void *ctx, int layer, int expert, const mr_moe_cfg *c, const float *x, int64_t d, const int *tok,
                    int cnt, const float *w, float *y);
+    /* optional, instead of compute: submit() gets every remote expert of the batch before the local
+     * experts run (so remote work overlaps them); collect() must have filled every job's y when it
+     * returns, after the local experts. Same contract for y as compute(). */
+    int (*submit)(void *ctx, int layer, const mr_moe_cfg *c, const float *x, int64_t d, const mr_moe_job *jobs, int n_jobs);
+    int (*collect)(void *ctx);
 } mr_moe_remote;
 /* r (kept by the caller, NULL = every expert local) applies from the next mr_moe_experts on */
 void mr_moe_set_remote(mr_model *m, const mr_moe_remote *r);
