@@ -54,6 +54,24 @@ done:
     return rc;
 }
 
+/* The submit/collect form: jobs are kept at submit and computed (by rt_compute) only at collect,
+ * after the engine's local experts, as a transport that overlaps them would. */
+static struct { remote *r; int layer; const mr_moe_cfg *c; const float *x; int64_t d; mr_moe_job jobs[64]; int n; } pend;
+static int rt_submit(void *ctx, int layer, const mr_moe_cfg *c, const float *x, int64_t d, const mr_moe_job *jobs, int n) {
+    if (n > 64) { mr_set_error("remote: too many jobs"); return -1; }
+    pend.r = ctx; pend.layer = layer; pend.c = c; pend.x = x; pend.d = d; pend.n = n;
+    memcpy(pend.jobs, jobs, sizeof *jobs * (size_t)n);
+    return 0;
+}
+static int rt_collect(void *ctx) {
+    int rc = 0;
+    for (int j = 0; j < pend.n && !rc; j++)
+        rc = rt_compute(ctx, pend.layer, pend.jobs[j].e, pend.c, pend.x, pend.d, pend.jobs[j].tok, pend.jobs[j].cnt,
+                        pend.jobs[j].w, pend.jobs[j].y);
+    pend.n = 0;
+    return rc;
+}
+
 static mr_model *load(const char *model, uint64_t budget) {
     char rel[256];
     snprintf(rel, sizeof rel, "models/%s.gguf", model);
@@ -88,24 +106,26 @@ static void test_remote_identical(void) {
                 if (!m) continue;
             }
             const size_t bytes = sizeof(float) * (size_t)n * (size_t)mr_model_n_vocab(m);
-            for (int decode = 0; decode < 2; decode++) {
+            for (int mode = 0; mode < 4; mode++) { /* decode or prefill x compute or submit/collect */
+                const int decode = mode & 1, deferred = mode >> 1;
                 float *ref = tg_eval(m, ids, n, decode);
                 remote r = {.m = m};
-                const mr_moe_remote ops = {&r, rt_owns, rt_compute};
+                const mr_moe_remote ops = {.ctx = &r, .owns = rt_owns, .compute = deferred ? NULL : rt_compute,
+                                           .submit = deferred ? rt_submit : NULL, .collect = deferred ? rt_collect : NULL};
                 mr_moe_set_remote(m, &ops);
                 float *got = tg_eval(m, ids, n, decode);
                 mr_moe_set_remote(m, NULL);
                 CHECK(ref && got, "%s: %s", models[mi], mr_last_error());
                 if (ref && got)
-                    CHECK(!memcmp(ref, got, bytes), "%s %s%s: logits with remote experts differ", models[mi],
-                          decode ? "decode" : "prefill", paged ? " (paging)" : "");
+                    CHECK(!memcmp(ref, got, bytes), "%s %s%s%s: logits with remote experts differ", models[mi],
+                          decode ? "decode" : "prefill", paged ? " (paging)" : "", deferred ? " (submit/collect)" : "");
                 CHECK(r.calls > 0 && r.rows >= r.calls, "%s: the remote computed nothing", models[mi]);
                 free(ref);
                 free(got);
             }
             /* a failing remote fails the eval with its message */
             remote r = {.m = m, .fail = 1};
-            const mr_moe_remote ops = {&r, rt_owns, rt_compute};
+            const mr_moe_remote ops = {.ctx = &r, .owns = rt_owns, .compute = rt_compute};
             mr_moe_set_remote(m, &ops);
             float *bad = tg_eval(m, ids, n, 0);
             mr_moe_set_remote(m, NULL);
