@@ -318,7 +318,13 @@ typedef struct {
     int n_ctx;           /* 0 = model default */
     const char *alias;   /* model id reported by /v1/models (NULL = general.name) */
     volatile int *stop;  /* serve until *stop != 0 (set it from a signal handler) */
+    int listen_fd;       /* >= 0: a socket from mr_server_listen (bound before the model loads); -1: bind host:port */
+    const char *api_key; /* NULL: open; else every endpoint but /health needs "Authorization: Bearer KEY" or
+                            "x-api-key: KEY" */
 } mr_server_params;
+void mr_server_params_default(mr_server_params *p);
+/* Binds and listens: the socket, or -1 (mr_last_error) when the address is taken or invalid. */
+int mr_server_listen(const char *host, int port);
 int mr_server_run(mr_model *m, const mr_server_params *p);
 
 #ifdef __cplusplus

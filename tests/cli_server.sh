@@ -57,5 +57,63 @@ code=$(post /v1/completions '{"prompt":"x","max_tokens":1,"seed":-5}'); if [ "$c
 code=$(curl -s -o "$TMPD/body" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models")
 if [ "$code" = 200 ] && grep -q '"id":"kjv-moe"' "$TMPD/body"; then ok server_models; else fail server_models "$(head -c 200 "$TMPD/body")"; fi
 
+# --- connections (each has its own thread) ---
+# 16 sockets that send nothing and one that sends a byte a second must not hold up anyone else: before
+# they were served one at a time and /health waited 30 s (the bound below is a wait, not a timing)
+IDLE=""
+mkfifo "$TMPD/idle"
+for i in $(seq 1 16); do curl -s telnet://127.0.0.1:$PORT <"$TMPD/idle" >/dev/null 2>&1 & IDLE="$IDLE $!"; done
+exec 3>"$TMPD/idle" # the idle clients' stdin: open, never written
+(for i in $(seq 1 30); do printf 'P'; sleep 1; done) 2>/dev/null | curl -s telnet://127.0.0.1:$PORT >/dev/null 2>&1 & IDLE="$IDLE $!"
+sleep 0.5
+code=$(curl -s --max-time 10 -o "$TMPD/body" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/completions" -d '{"prompt":"And God said","max_tokens":4,"temperature":0}')
+h=$(curl -s --max-time 10 "http://127.0.0.1:$PORT/health")
+if [ "$code" = 200 ] && [ "$h" = '{"status":"ok"}' ]; then ok server_idle_sockets_do_not_stall
+else fail server_idle_sockets_do_not_stall "completion $code, health '$h'"; fi
+kill $IDLE 2>/dev/null
+exec 3>&-
+
+# keep-alive: two requests (one streamed) over one connection
+n=$(curl -s -o /dev/null -o /dev/null -o /dev/null -w '%{num_connects}\n' "http://127.0.0.1:$PORT/v1/models" \
+    -d '{"prompt":"And God","max_tokens":3,"temperature":0,"stream":true}' "http://127.0.0.1:$PORT/v1/completions" \
+    "http://127.0.0.1:$PORT/v1/models" 2>/dev/null | tr '\n' ' ')
+if [ "$n" = "1 0 0 " ]; then ok server_keep_alive; else fail server_keep_alive "connects per request: $n"; fi
+
+# Expect: 100-continue is answered before the body is sent (curl would otherwise wait 30 s here)
+head -c 2000000 /dev/zero | tr '\0' 'a' | sed 's/^/{"prompt":"x","max_tokens":1,"user":"/; s/$/"}/' >"$TMPD/big.json"
+code=$(curl -s -v --max-time 20 --expect100-timeout 30 -H 'Expect: 100-continue' -o "$TMPD/body" -w '%{http_code}' \
+       "http://127.0.0.1:$PORT/v1/completions" --data-binary @"$TMPD/big.json" 2>"$TMPD/verbose")
+if grep -q '< HTTP/1.1 100 Continue' "$TMPD/verbose" && [ "$code" != 000 ]; then ok server_expect_100
+else fail server_expect_100 "code $code $(grep '^<' "$TMPD/verbose" | head -3)"; fi
+
+# routes: query strings, trailing slashes, /chat/completions without /v1
+code=$(curl -s -o "$TMPD/body" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models/?x=1")
+code2=$(post /chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}')
+if [ "$code" = 200 ] && [ "$code2" = 200 ]; then ok server_routes; else fail server_routes "models/?x=1 $code, /chat/completions $code2"; fi
+
+# CORS preflight names the methods and echoes the requested headers
+curl -s -D "$TMPD/hdr" -o /dev/null -X OPTIONS -H 'Origin: http://x' -H 'Access-Control-Request-Method: POST' \
+     -H 'Access-Control-Request-Headers: authorization, x-stainless-os' "http://127.0.0.1:$PORT/v1/chat/completions"
+if grep -qi '^Access-Control-Allow-Methods: .*POST' "$TMPD/hdr" && grep -qi '^Access-Control-Allow-Headers: authorization, x-stainless-os' "$TMPD/hdr"
+then ok server_cors_preflight; else fail server_cors_preflight "$(tr -d '\r' <"$TMPD/hdr" | head -8)"; fi
+
+# a second server on the same port fails before loading the model and never claims to listen
+"$MOERUN" server -m "$K" --port $PORT -t 1 >"$TMPD/o2" 2>"$TMPD/e2"; rc=$?
+if [ $rc = 1 ] && grep -q 'cannot listen' "$TMPD/e2" && ! grep -q 'listening' "$TMPD/e2"; then ok server_bind_fails_first
+else fail server_bind_fails_first "rc $rc $(head -c 200 "$TMPD/e2")"; fi
+
+kill $SRV; wait $SRV 2>/dev/null
+
+# --api-key: every endpoint but /health needs it (Bearer or x-api-key)
+PORT2=$((PORT + 1))
+"$MOERUN" server -m "$K" --port $PORT2 -t 1 --api-key s3cret >/dev/null 2>"$TMPD/srv2.err" &
+SRV=$!
+for i in $(seq 1 100); do curl -s "http://127.0.0.1:$PORT2/health" 2>/dev/null | grep -q '"ok"' && break; sleep 0.1; done
+c1=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT2/v1/models")
+c2=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' "http://127.0.0.1:$PORT2/v1/models")
+c3=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$PORT2/v1/models")
+c4=$(curl -s -o /dev/null -w '%{http_code}' -H 'x-api-key: s3cret' "http://127.0.0.1:$PORT2/v1/models")
+c5=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT2/health")
+if [ "$c1$c2$c3$c4$c5" = 401401200200200 ]; then ok server_api_key; else fail server_api_key "codes $c1 $c2 $c3 $c4 $c5"; fi
 kill $SRV; wait $SRV 2>/dev/null
 expect_err server_needs_model "required" "$MOERUN" server

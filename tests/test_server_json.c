@@ -65,6 +65,43 @@ static void test_http_parse(void) {
     CHECK(mr_http_parse(neg, strlen(neg), &r, &used, &st) == -1 && st == 400, "negative length");
     char junk[] = "HELLO\r\n\r\n";
     CHECK(mr_http_parse(junk, strlen(junk), &r, &used, &st) == -1 && st == 400, "junk request line");
+    char two[] = "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n";
+    CHECK(mr_http_parse(two, strlen(two), &r, &used, &st) == -1 && st == 400, "conflicting lengths");
+    char v2[] = "GET / HTTP/2.0\r\n\r\n";
+    CHECK(mr_http_parse(v2, strlen(v2), &r, &used, &st) == -1 && st == 505, "HTTP/2 refused: %d", st);
+}
+
+/* request target, connection semantics and the headers the server acts on */
+static void test_http_head(void) {
+    const char *t = "POST /v1/chat/completions/?a=1&b=2 HTTP/1.1\r\nhost: x\r\nexpect: 100-Continue\r\n"
+                    "authorization:  Bearer k  \r\nX-Api-Key: z\r\ncontent-length: 2\r\n\r\n";
+    mr_http_req r;
+    memset(&r, 0, sizeof r);
+    size_t hl = 0;
+    int st = 0;
+    CHECK(mr_http_parse_head(t, strlen(t), &r, &hl, &st) == 1 && hl == strlen(t), "head complete");
+    CHECK(!strcmp(r.path, "/v1/chat/completions") && !strcmp(r.query, "a=1&b=2"), "path '%s' query '%s'", r.path, r.query);
+    CHECK(r.keep_alive && r.expect_continue && r.content_length == 2, "keep-alive %d expect %d", r.keep_alive, r.expect_continue);
+    CHECK(!strcmp(r.auth, "Bearer k") && !strcmp(r.api_key, "z"), "auth '%s' key '%s'", r.auth, r.api_key);
+    const char *c = "GET / HTTP/1.1\r\nConnection: foo, close\r\n\r\n";
+    CHECK(mr_http_parse_head(c, strlen(c), &r, &hl, &st) == 1 && !r.keep_alive && !strcmp(r.path, "/"), "close");
+    const char *o = "GET //// HTTP/1.0\r\n\r\n";
+    CHECK(mr_http_parse_head(o, strlen(o), &r, &hl, &st) == 1 && !r.keep_alive && !strcmp(r.path, "/"), "1.0 closes");
+    const char *k = "GET /x HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n";
+    CHECK(mr_http_parse_head(k, strlen(k), &r, &hl, &st) == 1 && r.keep_alive, "1.0 keep-alive");
+    const char *bad[] = {"GET x HTTP/1.1\r\n\r\n", "GET /a b HTTP/1.1\r\n\r\n", "get / HTTP/1.1\r\n\r\n",
+                         "GET / HTTP/1.1\r\nNoColon\r\n\r\n", "GET / HTTP/1.1\r\nBad Name: 1\r\n\r\n",
+                         "GET / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", "GET  / HTTP/1.1\r\n\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(mr_http_parse_head(bad[i], strlen(bad[i]), &r, &hl, &st) == -1 && st == 400, "bad head #%zu accepted", i);
+    /* no blank line within the header limit: 431, not a wait for ever */
+    size_t n = MR_HTTP_MAX_HEADER + 10;
+    char *big = malloc(n);
+    if (!big) return;
+    memset(big, 'a', n);
+    memcpy(big, "GET / HTTP/1.1\r\nX: ", 20);
+    CHECK(mr_http_parse_head(big, n, &r, &hl, &st) == -1 && st == 431, "header too large");
+    free(big);
 }
 
 int main(void) {
@@ -72,5 +109,6 @@ int main(void) {
     RUN(test_json_rejects);
     RUN(test_sbuf_escape);
     RUN(test_http_parse);
+    RUN(test_http_head);
     return t_finish();
 }

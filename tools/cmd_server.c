@@ -7,28 +7,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile int server_stop;
 static void on_signal(int sig) { (void)sig; server_stop = 1; }
 
 static void server_usage(FILE *f) {
-    fprintf(f, "usage: moerun server -m MODEL [--host H] [--port P] [-c CTX] [-t N] [--ram-budget SIZE] [--alias NAME]\n\n"
+    fprintf(f, "usage: moerun server -m MODEL [--host H] [--port P] [-c CTX] [-t N] [--ram-budget SIZE] [--alias NAME]\n"
+               "                    [--api-key KEY]\n\n"
                "Serves an OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions (both accept\n"
-               "\"stream\": true for server-sent events), GET /v1/models, GET /health. One request at a time;\n"
-               "a prompt that extends the previous conversation re-uses its evaluated tokens (prompt cache).\n"
+               "\"stream\": true for server-sent events), GET /v1/models, GET /health. Each connection has its\n"
+               "own thread (keep-alive, Expect: 100-continue, read deadlines); requests that generate share one\n"
+               "session and run one at a time in arrival order. A prompt that shares a prefix with the previous\n"
+               "one re-uses its evaluated tokens (prompt cache). The address is bound before the model loads.\n"
                "  --host H          address to listen on (default 127.0.0.1)\n"
                "  --port P          port (default 8080)\n"
                "  -c CTX            context length (default 0 = min(training context, 4096))\n"
                "  -t N              threads (default 0 = physical cores, at most the CPU quota and affinity mask)\n"
                "  --ram-budget S    RAM for routed experts, e.g. 8G, 512M, auto (default: no paging)\n"
                "  --alias NAME      model id to report (default: general.name)\n"
+               "  --api-key KEY     require \"Authorization: Bearer KEY\" or \"x-api-key: KEY\" (not on /health;\n"
+               "                    default: the MOERUN_API_KEY environment variable, else no key)\n"
                MR_CLI_APPROX_HELP);
 }
 
 static int cmd_server(int argc, char **argv) {
     const char *ram_budget = NULL; /* SIZE or auto, parsed once the model path is known */
     const char *model = NULL;
-    mr_server_params sp = {"127.0.0.1", 8080, 0, NULL, &server_stop};
+    mr_server_params sp;
+    mr_server_params_default(&sp);
+    sp.stop = &server_stop;
+    sp.api_key = getenv("MOERUN_API_KEY");
     mr_model_params mp;
     mr_model_params_default(&mp);
     mr_approx_params ap;
@@ -48,6 +57,7 @@ static int cmd_server(int argc, char **argv) {
         else if (!strcmp(a, "-c")) bad = mr_cli_int(a, v, 0, INT_MAX, &sp.n_ctx);
         else if (!strcmp(a, "-t")) bad = mr_cli_int(a, v, 0, MR_CLI_MAX_THREADS, &mp.n_threads);
         else if (!strcmp(a, "--alias")) sp.alias = v;
+        else if (!strcmp(a, "--api-key")) sp.api_key = v;
         else if (!strcmp(a, "--ram-budget")) ram_budget = v;
         else { fprintf(stderr, "error: unknown option %s (see moerun server --help)\n", a); return 1; }
         if (bad) return 1;
@@ -58,8 +68,11 @@ static int cmd_server(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", mr_last_error());
         return 1;
     }
+    /* bind first: a taken port fails at once, not after loading the model */
+    sp.listen_fd = mr_server_listen(sp.host, sp.port);
+    if (sp.listen_fd < 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
     mr_model *m = mr_model_load(model, &mp);
-    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
+    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); close(sp.listen_fd); return 1; }
     if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
     if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
     struct sigaction sa;
