@@ -44,7 +44,7 @@ LIB       := $(BUILD)/libmoerun.a
 FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz-replay/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .SECONDARY:
-.PHONY: deps all test test-unit sanitize alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
+.PHONY: deps all test test-unit test-clients sanitize alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 # Missing Debian packages are installed (or the exact apt-get command printed) before anything is
@@ -120,6 +120,13 @@ sanitize:
 alloc-walk:
 	$(MAKE) SANITIZE=1 build/san/tests/test_alloc_fail
 	MR_ALLOC_WALK=full MR_SHARED=$(or $(MR_SHARED),../shared) build/san/tests/test_alloc_fail
+
+# the server test with the real npm clients (needs node, npm and the npm registry; installs outside the repo)
+MR_NPM_DIR ?= /tmp/moerun-npm
+test-clients: $(BUILD)/moerun
+	@test -d $(MR_NPM_DIR)/node_modules/openai -a -d $(MR_NPM_DIR)/node_modules/@anthropic-ai/sdk || \
+	    npm install --silent --no-audit --no-fund --prefix $(MR_NPM_DIR) openai @anthropic-ai/sdk
+	MOERUN=$(BUILD)/moerun MR_NPM_DIR=$(MR_NPM_DIR) sh tests/cli_server_clients.sh
 
 clean:
 	rm -rf build

@@ -81,14 +81,42 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
 /* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4.
  * mr_chat_template_detect: the family of the model's embedded tokenizer.chat_template, else a built-in
  * per architecture (deepseek4 for deepseek4, chatml otherwise). mr_chat_render writes the conversation
- * (roles "system", "user", "assistant"), plus the assistant prefix if add_assistant, as text to be
- * tokenized with parse_special = 1. tmpl NULL = detected. Returns the length (like snprintf: may exceed
- * size, then the text is truncated), -1 on an unknown template or role. */
-typedef struct { const char *role, *content; } mr_chat_msg;
+ * (roles "system", "user", "assistant", and "tool" for a tool's result), plus the assistant prefix if
+ * add_assistant, as text to be tokenized with parse_special = 1. tmpl NULL = detected. Returns the
+ * length (like snprintf: may exceed size, then the text is truncated), -1 on an unknown template or
+ * role, or tools / tool calls in a template without them. */
+typedef struct { const char *id, *name, *arguments; } mr_chat_tool_call; /* arguments: a JSON object's text */
+typedef struct {
+    const char *role, *content;              /* content may be NULL (an assistant turn that only calls tools) */
+    const mr_chat_tool_call *tool_calls;     /* assistant: the calls it made */
+    int n_tool_calls;
+    const char *tool_call_id;                /* tool: the call this result answers */
+} mr_chat_msg;
 const char *mr_chat_template_detect(const mr_model *m);
 int mr_chat_template_known(const char *name);
 int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, int add_assistant,
                    char *out, int size);
+/* With tools: tools[i] is one function's definition as compact JSON ({"name":..,"description":..,
+ * "parameters":{JSON schema}}), rendered where the template's format puts them (templates with tool
+ * calls: chatml (Qwen/Hermes <tool_call>), llama3, deepseek3, deepseek4 (DSML)). Earlier calls of
+ * assistant turns are rendered in the same bytes the model writes them, so a re-sent history matches
+ * the prompt cache. */
+int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, const char *const *tools,
+                         int n_tools, int add_assistant, char *out, int size);
+/* The text that opens tool calls in a reply of template tmpl (NULL if it has none): text from it on
+ * is held back while streaming. */
+const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl);
+/* The start of a reply that calls a tool (name NULL: any tool) as the template writes it: appended to
+ * the prompt, it makes the model call one (tool_choice without constrained sampling). Returns the
+ * length like snprintf, -1 if the template has no tool calls. */
+int mr_chat_tool_prefix(const mr_model *m, const char *tmpl, const char *name, char *out, int size);
+/* Tool calls at the end of a reply: *content_len = bytes of text before them; calls[0..max) get
+ * malloc'd name and arguments (JSON object text; free with mr_chat_tool_calls_free) and id NULL.
+ * Returns the number of calls (0: no marker: all text), -1 when the marker is there but the calls are
+ * malformed (the caller then returns all of it as text). */
+int mr_chat_parse_tool_calls(const mr_model *m, const char *tmpl, const char *text, size_t len, size_t *content_len,
+                             mr_chat_tool_call *calls, int max);
+void mr_chat_tool_calls_free(mr_chat_tool_call *calls, int n);
 
 /* ---- MoE approximations (docs/APPROX.md) ----
  * Optional, off by default (then results are exact). Set on a loaded model at any time; they take

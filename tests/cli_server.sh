@@ -57,6 +57,56 @@ code=$(post /v1/completions '{"prompt":"x","max_tokens":1,"seed":-5}'); if [ "$c
 code=$(curl -s -o "$TMPD/body" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/models")
 if [ "$code" = 200 ] && grep -q '"id":"kjv-moe"' "$TMPD/body"; then ok server_models; else fail server_models "$(head -c 200 "$TMPD/body")"; fi
 
+# --- the OpenAI schema: every field works or is refused naming it ---
+M='"messages":[{"role":"user","content":"Who made the heaven?"}]'
+code=$(post /v1/chat/completions "{$M,\"max_tokens\":\"5\"}")
+if [ "$code" = 400 ] && grep -q "max_tokens" "$TMPD/body"; then ok server_wrong_type_400; else fail server_wrong_type_400 "code $code $(head -c 200 "$TMPD/body")"; fi
+code=$(post /v1/chat/completions "{$M,\"max_completion_tokens\":3}")
+if [ "$code" = 200 ] && grep -q '"completion_tokens":3' "$TMPD/body"; then ok server_max_completion_tokens; else fail server_max_completion_tokens "$(head -c 300 "$TMPD/body")"; fi
+code=$(post /v1/chat/completions '{"messages":[{"role":"developer","content":"Be terse."},{"role":"user","content":[{"type":"text","text":"Who made"},{"type":"text","text":"the heaven?"}]}],"max_tokens":2}')
+if [ "$code" = 200 ]; then ok server_content_parts_developer; else fail server_content_parts_developer "code $code $(head -c 200 "$TMPD/body")"; fi
+TOOLMSGS='"messages":[{"role":"user","content":"Which verse?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_verse","arguments":"{\"book\": \"Genesis\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"In the beginning"}],"tools":[{"type":"function","function":{"name":"get_verse","parameters":{"type":"object","properties":{"book":{"type":"string"}}}}}]'
+code=$(post /apply-template "{$TOOLMSGS}")
+if [ "$code" = 200 ] && grep -q '<tool_call>\\n{\\"name\\": \\"get_verse\\", \\"arguments\\": {\\"book\\": \\"Genesis\\"}}\\n</tool_call>' "$TMPD/body" \
+   && grep -q '<tool_response>\\nIn the beginning\\n</tool_response>' "$TMPD/body"; then ok server_tool_history_rendered
+else fail server_tool_history_rendered "code $code $(head -c 400 "$TMPD/body")"; fi
+code=$(post /v1/completions '{"prompt":["And God said"],"max_tokens":24,"temperature":0}')
+got3=$(sed -n 's/.*"text":"\([^"]*\)".*/\1/p' "$TMPD/body")
+ids=$(curl -s "http://127.0.0.1:$PORT/tokenize" -d '{"content":"And God said","add_special":true}' | sed 's/.*\[\(.*\)\].*/\1/')
+code2=$(post /v1/completions "{\"prompt\":[$ids],\"max_tokens\":24,\"temperature\":0}")
+got4=$(sed -n 's/.*"text":"\([^"]*\)".*/\1/p' "$TMPD/body")
+if [ "$code" = 200 ] && [ "$code2" = 200 ] && [ "$got3" = "$got" ] && [ "$got4" = "$got" ]; then ok server_prompt_array_and_ids
+else fail server_prompt_array_and_ids "codes $code $code2 ids [$ids] '$got3' '$got4' want '$got'"; fi
+det=$(curl -s "http://127.0.0.1:$PORT/detokenize" -d "{\"tokens\":[$ids]}")
+if echo "$det" | grep -q 'And God said'; then ok server_detokenize; else fail server_detokenize "$det"; fi
+code=$(post /v1/chat/completions "{$M,\"max_tokens\":3,\"n\":2,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2}")
+if [ "$code" = 200 ] && grep -q '"index":1,"message"' "$TMPD/body" && [ "$(grep -o '"top_logprobs":\[{' "$TMPD/body" | wc -l)" = 6 ]
+then ok server_n_and_logprobs; else fail server_n_and_logprobs "code $code $(head -c 300 "$TMPD/body")"; fi
+code=$(post /v1/chat/completions "{$M,\"response_format\":{\"type\":\"json_object\"}}")
+if [ "$code" = 400 ] && grep -q response_format "$TMPD/body"; then ok server_response_format_refused; else fail server_response_format_refused "code $code"; fi
+post /v1/chat/completions "{$M,\"max_tokens\":2}" >/dev/null; s1=$(sed -n 's/.*"seed":\([0-9]*\).*/\1/p' "$TMPD/body")
+post /v1/chat/completions "{$M,\"max_tokens\":2}" >/dev/null; s2=$(sed -n 's/.*"seed":\([0-9]*\).*/\1/p' "$TMPD/body")
+if [ -n "$s1" ] && [ "$s1" != "$s2" ]; then ok server_random_seed; else fail server_random_seed "seeds '$s1' '$s2'"; fi
+curl -s "http://127.0.0.1:$PORT/v1/chat/completions" -d "{$M,\"max_tokens\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" >"$TMPD/sse"
+if head -n 1 "$TMPD/sse" | grep -q '"delta":{"role":"assistant","content":""}' && grep -q '"choices":\[\],"usage":{"prompt_tokens"' "$TMPD/sse"
+then ok server_stream_role_and_usage; else fail server_stream_role_and_usage "$(head -c 300 "$TMPD/sse")"; fi
+
+# --- Anthropic Messages ---
+code=$(post /v1/messages "{$M,\"max_tokens\":4,\"system\":\"Be terse.\"}")
+if [ "$code" = 200 ] && grep -q '"type":"message","role":"assistant"' "$TMPD/body" && grep -q '"content":\[{"type":"text","text":' "$TMPD/body" \
+   && grep -q '"stop_reason":"max_tokens"' "$TMPD/body"; then ok server_anthropic; else fail server_anthropic "code $code $(head -c 300 "$TMPD/body")"; fi
+curl -s "http://127.0.0.1:$PORT/v1/messages" -d "{$M,\"max_tokens\":4,\"stream\":true}" >"$TMPD/sse"
+ev=$(grep '^event:' "$TMPD/sse" | sed 's/event: //' | uniq | tr '\n' ' ')
+if [ "$ev" = "message_start ping content_block_start content_block_delta content_block_stop message_delta message_stop " ]
+then ok server_anthropic_stream; else fail server_anthropic_stream "events: $ev"; fi
+
+# --- metrics and introspection ---
+m=$(curl -s "http://127.0.0.1:$PORT/metrics")
+if echo "$m" | grep -q '^moerun_requests_total [1-9]' && echo "$m" | grep -q '^moerun_generated_tokens_total [1-9]'; then ok server_metrics
+else fail server_metrics "$(echo "$m" | head -5)"; fi
+if curl -s "http://127.0.0.1:$PORT/props" | grep -q '"chat_template":"chatml"' && curl -s "http://127.0.0.1:$PORT/slots" | grep -q '"n_cached_tokens":'
+then ok server_props_slots; else fail server_props_slots "props/slots"; fi
+
 # --- connections (each has its own thread) ---
 # 16 sockets that send nothing and one that sends a byte a second must not hold up anyone else: before
 # they were served one at a time and /health waited 30 s (the bound below is a wait, not a timing)
@@ -115,5 +165,27 @@ c3=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer s3cret' "h
 c4=$(curl -s -o /dev/null -w '%{http_code}' -H 'x-api-key: s3cret' "http://127.0.0.1:$PORT2/v1/models")
 c5=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT2/health")
 if [ "$c1$c2$c3$c4$c5" = 401401200200200 ]; then ok server_api_key; else fail server_api_key "codes $c1 $c2 $c3 $c4 $c5"; fi
+kill $SRV; wait $SRV 2>/dev/null
+
+# deepseek4 (random weights): a tool-call history rendered in DSML, and the next turn (history +
+# the model's own reply) re-uses the cached prompt
+D=$SHARED/models/tiny-deepseek4.gguf
+PORT3=$((PORT + 2))
+"$MOERUN" server -m "$D" --port $PORT3 -t 1 -c 2048 >/dev/null 2>"$TMPD/srv3.err" &
+SRV=$!
+for i in $(seq 1 100); do curl -s "http://127.0.0.1:$PORT3/health" 2>/dev/null | grep -q '"ok"' && break; sleep 0.1; done
+B="{$TOOLMSGS,\"max_tokens\":4,\"temperature\":0}"
+curl -s "http://127.0.0.1:$PORT3/apply-template" -d "$B" >"$TMPD/tmpl"
+if grep -q '</think>\\n\\n<｜DSML｜tool_calls>\\n<｜DSML｜invoke name=\\"get_verse\\">\\n<｜DSML｜parameter name=\\"book\\" string=\\"true\\">Genesis</｜DSML｜parameter>' "$TMPD/tmpl" \
+   && grep -q '<tool_result>In the beginning</tool_result><｜Assistant｜></think>' "$TMPD/tmpl"; then ok server_ds4_tool_render
+else fail server_ds4_tool_render "$(head -c 300 "$TMPD/tmpl")"; fi
+curl -s "http://127.0.0.1:$PORT3/v1/chat/completions" -d "$B" >"$TMPD/r1"
+p1=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$TMPD/r1")
+reply=$(sed -n 's/.*"content":\("[^"]*"\).*/\1/p' "$TMPD/r1")
+B2=$(printf '%s' "$B" | sed "s|\],\"tools\"|,{\"role\":\"assistant\",\"content\":$reply},{\"role\":\"user\",\"content\":\"And then?\"}],\"tools\"|")
+curl -s "http://127.0.0.1:$PORT3/v1/chat/completions" -d "$B2" >"$TMPD/r2"
+c2=$(sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p' "$TMPD/r2")
+if [ -n "$p1" ] && [ -n "$c2" ] && [ "$c2" -ge "$p1" ]; then ok server_ds4_tool_history_cache
+else fail server_ds4_tool_history_cache "turn 1 prompt '$p1', turn 2 cached '$c2': $(head -c 200 "$TMPD/r2")"; fi
 kill $SRV; wait $SRV 2>/dev/null
 expect_err server_needs_model "required" "$MOERUN" server

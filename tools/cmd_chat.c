@@ -85,7 +85,7 @@ static int hist_add(chat_hist *h, const char *role, const char *text, size_t len
     if (!c) return -1;
     memcpy(c, text, len);
     c[len] = 0;
-    h->v[h->n++] = (mr_chat_msg){role_name(role), c};
+    h->v[h->n++] = (mr_chat_msg){.role = role_name(role), .content = c};
     return 0;
 }
 

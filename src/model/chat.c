@@ -2,9 +2,11 @@
  * embedded tokenizer.chat_template (substring checks, like llama.cpp's template detection) or,
  * without one, a built-in per architecture. Output is text; tokenize it with parse_special = 1. */
 #include "model/model.h"
+#include "server/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *tmpl_names[] = {"chatml", "llama2", "llama3", "phi3", "gemma", "deepseek3", "deepseek4", NULL};
@@ -46,23 +48,118 @@ static void put(sbuf *b, const char *fmt, ...) {
 #define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
 #define DS_EOS "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"
 
+#define DSML "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c"
+#define DS4_CALLS_OPEN "<" DSML "tool_calls>"
+#define DS4_CALLS_CLOSE "</" DSML "tool_calls>"
+
+/* chatml (the Qwen / Hermes convention): the tools in the system turn, calls as <tool_call> JSON */
+static void chatml_tools(sbuf *b, const char *sys, const char *const *tools, int n_tools) {
+    put(b, "<|im_start|>system\n");
+    if (sys) put(b, "%s\n\n", sys);
+    put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+    for (int i = 0; i < n_tools; i++) put(b, "\n%s", tools[i]);
+    put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+           "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+           "<args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
+static void chatml_calls(sbuf *b, const mr_chat_msg *m) {
+    for (int k = 0; k < m->n_tool_calls; k++) {
+        if (k || (m->content && *m->content)) put(b, "\n");
+        put(b, "<tool_call>\n{\"name\": \"%s\", \"arguments\": %s}\n</tool_call>", m->tool_calls[k].name,
+            m->tool_calls[k].arguments ? m->tool_calls[k].arguments : "{}");
+    }
+}
+
+/* DeepSeek V4 (DSML): each argument a parameter, strings as they are (string="true"), other values as
+ * JSON (string="false") */
+static void ds4_calls(sbuf *b, const mr_chat_msg *m) {
+    put(b, "\n\n" DS4_CALLS_OPEN "\n");
+    for (int k = 0; k < m->n_tool_calls; k++) {
+        const mr_chat_tool_call *c = &m->tool_calls[k];
+        put(b, "%s<" DSML "invoke name=\"%s\">\n", k ? "\n" : "", c->name);
+        const char *a = c->arguments ? c->arguments : "{}";
+        mr_json *j = mr_json_parse(a, strlen(a));
+        if (j && j->type == MR_JSON_OBJ) {
+            for (const mr_json *p = j->child; p; p = p->next) {
+                put(b, "%s<" DSML "parameter name=\"%s\" string=\"%s\">", p != j->child ? "\n" : "", p->key,
+                    p->type == MR_JSON_STR ? "true" : "false");
+                if (p->type == MR_JSON_STR) put(b, "%s", p->str);
+                else {
+                    char *v = mr_json_dump(p);
+                    put(b, "%s", v ? v : "null");
+                    free(v);
+                }
+                put(b, "</" DSML "parameter>");
+            }
+        } else if (*a) /* not an object: the reference passes it as one string parameter */
+            put(b, "<" DSML "parameter name=\"arguments\" string=\"true\">%s</" DSML "parameter>", a);
+        mr_json_free(j);
+        put(b, "\n</" DSML "invoke>");
+    }
+    put(b, "\n" DS4_CALLS_CLOSE);
+}
+
+static void ds4_tools(sbuf *b, const char *const *tools, int n_tools) {
+    put(b, "## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by "
+           "writing a \"<" DSML "tool_calls>\" block like the following:\n\n<" DSML "tool_calls>\n<" DSML
+           "invoke name=\"$TOOL_NAME\">\n<" DSML "parameter name=\"$PARAMETER_NAME\" string=\"true|false\">"
+           "$PARAMETER_VALUE</" DSML "parameter>\n...\n</" DSML "invoke>\n<" DSML "invoke name=\"$TOOL_NAME2\">\n...\n</"
+           DSML "invoke>\n</" DSML "tool_calls>\n\nString parameters should be specified as is and set `string=\"true\"`. "
+           "For all other types (numbers, booleans, arrays, objects), pass the value in JSON format and set "
+           "`string=\"false\"`.\n\nIf thinking_mode is enabled (triggered by <think>), you MUST output your complete "
+           "reasoning inside <think>...</think> BEFORE any tool calls or final response.\n\nOtherwise, output directly "
+           "after </think> with tool calls or final response.\n\n### Available Tool Schemas\n\n");
+    for (int i = 0; i < n_tools; i++) put(b, "%s%s", i ? "\n" : "", tools[i]);
+    put(b, "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n");
+}
+
 int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, int add_assistant,
                    char *out, int size) {
+    return mr_chat_render_tools(m, tmpl, msgs, n, NULL, 0, add_assistant, out, size);
+}
+
+int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, const char *const *tools,
+                         int n_tools, int add_assistant, char *out, int size) {
     if (!tmpl) tmpl = mr_chat_template_detect(m);
     if (!mr_chat_template_known(tmpl)) { mr_set_error("chat: unknown template '%s'", tmpl); return -1; }
     sbuf b = {out, size, 0};
     if (size > 0) out[0] = 0;
     const char *pending_sys = NULL; /* formats without a system role fold it into the first user turn */
-    int ds4 = !strcmp(tmpl, "deepseek4"), ds4_pending = 0;
-    if (ds4) /* DeepSeek V4 (its jinja template): every system message first, joined by blank lines */
-        for (int i = 0, first = 1; i < n; i++)
+    int ds4 = !strcmp(tmpl, "deepseek4"), ds4_pending = 0, chatml = !strcmp(tmpl, "chatml");
+    int uses_tools = n_tools > 0;
+    for (int i = 0; i < n; i++) uses_tools |= msgs[i].n_tool_calls > 0 || !strcmp(msgs[i].role, "tool");
+    if (uses_tools && !ds4 && !chatml) { mr_set_error("chat: template %s has no tool calls here (chatml and deepseek4 do)", tmpl); return -1; }
+    int first_sys = 0; /* chatml with tools: the first system message goes into the tools turn */
+    if (chatml && n_tools) {
+        first_sys = n > 0 && !strcmp(msgs[0].role, "system");
+        chatml_tools(&b, first_sys ? msgs[0].content : NULL, tools, n_tools);
+    }
+    if (ds4) { /* DeepSeek V4 (its jinja template): every system message first, joined by blank lines */
+        int first = 1;
+        for (int i = 0; i < n; i++)
             if (!strcmp(msgs[i].role, "system")) { put(&b, "%s%s", first ? "" : "\n\n", msgs[i].content); first = 0; }
+        if (n_tools) { if (!first) put(&b, "\n\n"); ds4_tools(&b, tools, n_tools); }
+    }
+    int ds4_open = 0; /* deepseek4: a user turn that tool results and user text are merged into */
     for (int i = 0; i < n; i++) {
-        const char *role = msgs[i].role, *c = msgs[i].content;
+        const char *role = msgs[i].role, *c = msgs[i].content ? msgs[i].content : "";
         int sys = !strcmp(role, "system"), user = !strcmp(role, "user"), ass = !strcmp(role, "assistant");
-        if (!sys && !user && !ass) { mr_set_error("chat: unknown role '%s'", role); return -1; }
-        if (!strcmp(tmpl, "chatml")) {
-            put(&b, "<|im_start|>%s\n%s<|im_end|>\n", role, c);
+        int tool = !strcmp(role, "tool");
+        if (!sys && !user && !ass && !tool) { mr_set_error("chat: unknown role '%s'", role); return -1; }
+        if (chatml) {
+            if (i == 0 && first_sys) continue;
+            if (tool) { /* consecutive results share one user turn */
+                int prev = i > 0 && !strcmp(msgs[i - 1].role, "tool"), next = i + 1 < n && !strcmp(msgs[i + 1].role, "tool");
+                if (!prev) put(&b, "<|im_start|>user");
+                put(&b, "\n<tool_response>\n%s\n</tool_response>", c);
+                if (!next) put(&b, "<|im_end|>\n");
+                continue;
+            }
+            put(&b, "<|im_start|>%s\n%s", role, c);
+            if (ass) chatml_calls(&b, &msgs[i]);
+            put(&b, "<|im_end|>\n");
         } else if (!strcmp(tmpl, "llama3")) {
             put(&b, "<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>", role, c);
         } else if (!strcmp(tmpl, "phi3")) {
@@ -80,9 +177,21 @@ int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs,
                 put(&b, "%s [/INST]", c);
             } else put(&b, " %s</s>", c);
         } else if (ds4) {
-            /* the assistant prefix (non-thinking: "</think>") only opens a turn that follows a user turn */
-            if (user) { put(&b, DS_USER "%s", c); ds4_pending = 1; }
-            else if (ass) { put(&b, "%s%s" DS_EOS, ds4_pending ? DS_ASSISTANT "</think>" : "", c); ds4_pending = 0; }
+            /* the assistant prefix (non-thinking: "</think>") only opens a turn that follows a user turn;
+             * tool results are blocks of a user turn, merged with the user text next to them */
+            if (tool) {
+                put(&b, "%s<tool_result>%s</tool_result>", ds4_open ? "\n\n" : DS_USER, c);
+                ds4_pending = ds4_open = 1;
+            } else if (user) {
+                put(&b, "%s%s", ds4_open ? "\n\n" : DS_USER, c);
+                ds4_pending = 1;
+                ds4_open = ds4_open || (i + 1 < n && !strcmp(msgs[i + 1].role, "tool"));
+            } else if (ass) {
+                put(&b, "%s%s", ds4_pending ? DS_ASSISTANT "</think>" : "", c);
+                if (msgs[i].n_tool_calls) ds4_calls(&b, &msgs[i]);
+                put(&b, DS_EOS);
+                ds4_pending = ds4_open = 0;
+            }
         } else { /* deepseek3 */
             if (sys) put(&b, "%s\n\n", c);
             else if (user) put(&b, DS_USER "%s", c);
@@ -99,4 +208,155 @@ int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs,
         /* llama2: the model answers right after [/INST] */
     }
     return b.len;
+}
+
+const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl) {
+    if (!tmpl) tmpl = mr_chat_template_detect(m);
+    if (!strcmp(tmpl, "chatml")) return "<tool_call>";
+    if (!strcmp(tmpl, "deepseek4")) return DS4_CALLS_OPEN;
+    return NULL;
+}
+
+int mr_chat_tool_prefix(const mr_model *m, const char *tmpl, const char *name, char *out, int size) {
+    if (!tmpl) tmpl = mr_chat_template_detect(m);
+    sbuf b = {out, size, 0};
+    if (size > 0) out[0] = 0;
+    if (!strcmp(tmpl, "chatml")) {
+        put(&b, "<tool_call>\n");
+        if (name) put(&b, "{\"name\": \"%s\", \"arguments\": ", name);
+    } else if (!strcmp(tmpl, "deepseek4")) {
+        put(&b, "\n\n" DS4_CALLS_OPEN "\n");
+        if (name) put(&b, "<" DSML "invoke name=\"%s\">\n", name);
+    } else {
+        mr_set_error("chat: template %s has no tool calls here", tmpl);
+        return -1;
+    }
+    return b.len;
+}
+
+void mr_chat_tool_calls_free(mr_chat_tool_call *calls, int n) {
+    for (int i = 0; i < n; i++) {
+        free((char *)calls[i].name);
+        free((char *)calls[i].arguments);
+        calls[i].name = calls[i].arguments = NULL;
+    }
+}
+
+static const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+static int starts(const char *p, const char *end, const char *lit) {
+    size_t n = strlen(lit);
+    return (size_t)(end - p) >= n && !memcmp(p, lit, n);
+}
+
+/* chatml: <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call> (repeated) */
+static int parse_chatml(const char *p, const char *end, mr_chat_tool_call *calls, int max) {
+    int n = 0;
+    while ((p = skip_ws(p, end)) < end) {
+        if (!starts(p, end, "<tool_call>") || n == max) return -1;
+        p += 11;
+        const char *close = memmem(p, (size_t)(end - p), "</tool_call>", 12);
+        const char *jend = close ? close : end; /* the model may stop right after the JSON */
+        mr_json *j = mr_json_parse(p, (size_t)(jend - p));
+        const char *name = mr_json_get_str(j, "name", NULL);
+        const mr_json *args = mr_json_get(j, "arguments");
+        if (!args) args = mr_json_get(j, "parameters");
+        if (!name || (args && args->type != MR_JSON_OBJ && args->type != MR_JSON_STR)) { mr_json_free(j); return -1; }
+        calls[n].id = NULL;
+        calls[n].name = strdup(name);
+        calls[n].arguments = !args ? strdup("{}") : args->type == MR_JSON_STR ? strdup(args->str) : mr_json_dump(args);
+        mr_json_free(j);
+        if (!calls[n].name || !calls[n].arguments) { n++; goto oom; }
+        n++;
+        p = close ? close + 12 : end;
+    }
+    return n;
+oom:
+    mr_chat_tool_calls_free(calls, n);
+    mr_set_error("chat: out of memory");
+    return -2;
+}
+
+/* deepseek4: DS4_CALLS_OPEN \n <invoke name="f">\n<parameter name="k" string="true|false">v</parameter>\n...
+ * </invoke>\n ... DS4_CALLS_CLOSE; arguments rebuilt as a JSON object */
+static int parse_ds4(const char *p, const char *end, mr_chat_tool_call *calls, int max) {
+    static const char inv[] = "<" DSML "invoke name=\"", inv_end[] = "</" DSML "invoke>";
+    static const char par[] = "<" DSML "parameter name=\"", par_end[] = "</" DSML "parameter>";
+    int n = 0;
+    p += strlen(DS4_CALLS_OPEN);
+    for (;;) {
+        p = skip_ws(p, end);
+        if (p >= end || starts(p, end, DS4_CALLS_CLOSE)) break;
+        if (!starts(p, end, inv) || n == max) goto bad;
+        p += sizeof inv - 1;
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        if (!q || !starts(q, end, "\">")) goto bad;
+        mr_sbuf args = {0};
+        mr_sbuf_puts(&args, "{");
+        char *name = strndup(p, (size_t)(q - p));
+        p = q + 2;
+        int k = 0;
+        for (;; k++) {
+            p = skip_ws(p, end);
+            if (starts(p, end, inv_end)) { p += sizeof inv_end - 1; break; }
+            const char *e, *v, *ve;
+            if (!starts(p, end, par)) goto bad_call;
+            p += sizeof par - 1;
+            e = memchr(p, '"', (size_t)(end - p));
+            if (!e) goto bad_call;
+            int is_str;
+            if (starts(e, end, "\" string=\"true\">")) { is_str = 1; v = e + 16; }
+            else if (starts(e, end, "\" string=\"false\">")) { is_str = 0; v = e + 17; }
+            else goto bad_call;
+            ve = memmem(v, (size_t)(end - v), par_end, sizeof par_end - 1);
+            if (!ve) goto bad_call;
+            if (k) mr_sbuf_puts(&args, ", ");
+            mr_sbuf_json_str(&args, p, (size_t)(e - p));
+            mr_sbuf_puts(&args, ": ");
+            mr_json *jv = is_str ? NULL : mr_json_parse(v, (size_t)(ve - v));
+            if (jv) { char *d = mr_json_dump(jv); mr_sbuf_puts(&args, d ? d : "null"); free(d); }
+            else mr_sbuf_json_str(&args, v, (size_t)(ve - v)); /* string="true", or a value that is not JSON */
+            mr_json_free(jv);
+            p = ve + sizeof par_end - 1;
+        }
+        mr_sbuf_puts(&args, "}");
+        if (!name || args.oom) { free(name); mr_sbuf_free(&args); mr_chat_tool_calls_free(calls, n); mr_set_error("chat: out of memory"); return -2; }
+        calls[n].id = NULL;
+        calls[n].name = name;
+        calls[n].arguments = args.p;
+        n++;
+        continue;
+    bad_call:
+        free(name);
+        mr_sbuf_free(&args);
+        goto bad;
+    }
+    if (skip_ws(p, end) < end && !starts(skip_ws(p, end), end, DS4_CALLS_CLOSE)) goto bad;
+    return n;
+bad:
+    mr_chat_tool_calls_free(calls, n);
+    return -1;
+}
+
+int mr_chat_parse_tool_calls(const mr_model *m, const char *tmpl, const char *text, size_t len, size_t *content_len,
+                             mr_chat_tool_call *calls, int max) {
+    const char *marker = mr_chat_tool_marker(m, tmpl);
+    *content_len = len;
+    if (!marker) return 0;
+    const char *at = memmem(text, len, marker, strlen(marker));
+    if (!at) return 0;
+    const char *end = text + len;
+    int ds4 = !strcmp(marker, DS4_CALLS_OPEN);
+    int n = ds4 ? parse_ds4(at, end, calls, max) : parse_chatml(at, end, calls, max);
+    if (n == -2) return -1;
+    if (n <= 0) return n < 0 ? -1 : 0;
+    /* the separator the renderer puts before the calls is not part of the content */
+    size_t c = (size_t)(at - text);
+    if (ds4 && c >= 2 && !memcmp(at - 2, "\n\n", 2)) c -= 2;
+    else if (!ds4 && c >= 1 && at[-1] == '\n') c -= 1;
+    *content_len = c;
+    return n;
 }

@@ -222,6 +222,35 @@ int mr_json_get_bool(const mr_json *obj, const char *key, int def) {
     return v && v->type == MR_JSON_BOOL ? (int)v->num : def;
 }
 
+static void dump(mr_sbuf *b, const mr_json *v) {
+    switch (v->type) {
+    case MR_JSON_NULL: mr_sbuf_puts(b, "null"); break;
+    case MR_JSON_BOOL: mr_sbuf_puts(b, v->num ? "true" : "false"); break;
+    case MR_JSON_NUM:
+        if (v->num == floor(v->num) && fabs(v->num) < 1e15) mr_sbuf_printf(b, "%.0f", v->num);
+        else mr_sbuf_printf(b, "%.17g", v->num);
+        break;
+    case MR_JSON_STR: mr_sbuf_json_str(b, v->str, v->len); break;
+    default: {
+        const int obj = v->type == MR_JSON_OBJ;
+        mr_sbuf_puts(b, obj ? "{" : "[");
+        for (const mr_json *c = v->child; c; c = c->next) {
+            if (c != v->child) mr_sbuf_puts(b, ", ");
+            if (obj) { mr_sbuf_json_str(b, c->key, strlen(c->key)); mr_sbuf_puts(b, ": "); }
+            dump(b, c);
+        }
+        mr_sbuf_puts(b, obj ? "}" : "]");
+    }
+    }
+}
+
+char *mr_json_dump(const mr_json *v) {
+    mr_sbuf b = {0};
+    dump(&b, v);
+    if (b.oom) { mr_sbuf_free(&b); return NULL; }
+    return b.p ? b.p : strdup("");
+}
+
 void mr_sbuf_add(mr_sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {

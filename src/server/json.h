@@ -27,6 +27,9 @@ const mr_json *mr_json_get(const mr_json *obj, const char *key); /* NULL if abse
 const char *mr_json_get_str(const mr_json *obj, const char *key, const char *def);
 double mr_json_get_num(const mr_json *obj, const char *key, double def);
 int mr_json_get_bool(const mr_json *obj, const char *key, int def);
+/* JSON text of a value with Python json.dumps's separators (", " and ": "; the spacing chat templates
+ * were trained with); integers without a fraction, other numbers with %.17g. malloc'd, NULL if OOM. */
+char *mr_json_dump(const mr_json *v);
 
 /* growable output buffer */
 typedef struct { char *p; size_t n, cap; int oom; } mr_sbuf;

@@ -1,0 +1,455 @@
+#include "server/request.h"
+#include "base/base.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A field that is absent or null keeps its default; any other type than the expected is an error. */
+static const mr_json *field(const mr_json *j, const char *key) {
+    const mr_json *v = mr_json_get(j, key);
+    return v && v->type != MR_JSON_NULL ? v : NULL;
+}
+
+static int get_num(const mr_json *j, const char *key, double lo, double hi, double *out, char *err, size_t el) {
+    const mr_json *v = field(j, key);
+    if (!v) return 0;
+    if (v->type != MR_JSON_NUM) return fail(err, el, "'%s' must be a number", key);
+    if (!(v->num >= lo && v->num <= hi)) return fail(err, el, "'%s' must be between %g and %g", key, lo, hi);
+    *out = v->num;
+    return 0;
+}
+
+/* integers are range-checked as doubles first: converting an out-of-range double is undefined */
+static int get_int(const mr_json *j, const char *key, double lo, double hi, int *out, char *err, size_t el) {
+    const mr_json *v = field(j, key);
+    if (!v) return 0;
+    if (v->type != MR_JSON_NUM || v->num != floor(v->num)) return fail(err, el, "'%s' must be an integer", key);
+    if (!(v->num >= lo && v->num <= hi)) return fail(err, el, "'%s' must be between %.0f and %.0f", key, lo, hi);
+    *out = (int)v->num;
+    return 0;
+}
+
+static int get_bool(const mr_json *j, const char *key, int *out, char *err, size_t el) {
+    const mr_json *v = field(j, key);
+    if (!v) return 0;
+    if (v->type != MR_JSON_BOOL) return fail(err, el, "'%s' must be true or false", key);
+    *out = (int)v->num;
+    return 0;
+}
+
+static int get_str(const mr_json *j, const char *key, const char **out, char *err, size_t el) {
+    const mr_json *v = field(j, key);
+    if (!v) return 0;
+    if (v->type != MR_JSON_STR) return fail(err, el, "'%s' must be a string", key);
+    *out = v->str;
+    return 0;
+}
+
+static char *own(srv_req *r, char *p) {
+    if (!p) return NULL;
+    if (r->n_owned == r->cap_owned) {
+        int cap = r->cap_owned ? 2 * r->cap_owned : 16;
+        char **o = realloc(r->owned, sizeof *o * (size_t)cap);
+        if (!o) { free(p); return NULL; }
+        r->owned = o;
+        r->cap_owned = cap;
+    }
+    r->owned[r->n_owned++] = p;
+    return p;
+}
+
+void srv_req_free(srv_req *r) {
+    for (int i = 0; i < r->n_owned; i++) free(r->owned[i]);
+    free(r->owned);
+    free(r->msgs);
+    free(r->calls);
+    free(r->tools);
+    free(r->tool_names);
+    free(r->prompt_ids);
+    memset(r, 0, sizeof *r);
+}
+
+/* content: a string, null, or an array of parts ({"type":"text","text":..}); Anthropic blocks of type
+ * "text" are the same. Joined text is owned by r. */
+static int content_text(srv_req *r, const mr_json *c, const char *where, const char **out, char *err, size_t el) {
+    if (!c || c->type == MR_JSON_NULL) { *out = NULL; return 0; }
+    if (c->type == MR_JSON_STR) { *out = c->str; return 0; }
+    if (c->type != MR_JSON_ARR) return fail(err, el, "%s.content must be a string or an array of parts", where);
+    mr_sbuf b = {0};
+    int k = 0;
+    for (const mr_json *p = c->child; p; p = p->next, k++) {
+        const char *type = mr_json_get_str(p, "type", NULL), *text = mr_json_get_str(p, "text", NULL);
+        if (p->type != MR_JSON_OBJ || !type) { mr_sbuf_free(&b); return fail(err, el, "%s.content[%d] needs a \"type\"", where, k); }
+        if (strcmp(type, "text") && strcmp(type, "input_text")) {
+            mr_sbuf_free(&b);
+            return fail(err, el, "%s.content[%d]: parts of type '%s' are not supported (text only)", where, k, type);
+        }
+        if (!text) { mr_sbuf_free(&b); return fail(err, el, "%s.content[%d].text must be a string", where, k); }
+        if (k) mr_sbuf_puts(&b, "\n");
+        mr_sbuf_puts(&b, text);
+    }
+    if (b.oom) { mr_sbuf_free(&b); return fail(err, el, "out of memory"); }
+    *out = own(r, b.p ? b.p : strdup(""));
+    return *out ? 0 : fail(err, el, "out of memory");
+}
+
+static int add_msg(srv_req *r, int cap, mr_chat_msg m, char *err, size_t el) {
+    if (r->n_msgs >= cap) return fail(err, el, "too many messages");
+    r->msgs[r->n_msgs++] = m;
+    return 0;
+}
+
+/* OpenAI: tool_calls [{id, type:"function", function:{name, arguments: JSON text}}] */
+static int oai_tool_calls(srv_req *r, const mr_json *tc, const char *where, mr_chat_msg *m, char *err, size_t el) {
+    if (tc->type != MR_JSON_ARR) return fail(err, el, "%s.tool_calls must be an array", where);
+    m->tool_calls = r->calls + r->n_calls;
+    int k = 0;
+    for (const mr_json *c = tc->child; c; c = c->next, k++) {
+        const mr_json *fn = mr_json_get(c, "function");
+        const char *name = mr_json_get_str(fn, "name", NULL);
+        const mr_json *args = mr_json_get(fn, "arguments");
+        if (!name) return fail(err, el, "%s.tool_calls[%d].function.name must be a string", where, k);
+        mr_chat_tool_call *call = &r->calls[r->n_calls++];
+        call->id = mr_json_get_str(c, "id", NULL);
+        call->name = name;
+        if (!args || args->type == MR_JSON_NULL) call->arguments = "{}";
+        else if (args->type == MR_JSON_STR) call->arguments = args->str;
+        else if (args->type == MR_JSON_OBJ) { if (!(call->arguments = own(r, mr_json_dump(args)))) return fail(err, el, "out of memory"); }
+        else return fail(err, el, "%s.tool_calls[%d].function.arguments must be a JSON string", where, k);
+    }
+    m->n_tool_calls = k;
+    return 0;
+}
+
+static size_t count_calls(const mr_json *msgs) {
+    size_t n = 0;
+    for (const mr_json *c = msgs ? msgs->child : NULL; c; c = c->next) {
+        const mr_json *tc = mr_json_get(c, "tool_calls");
+        if (tc && tc->type == MR_JSON_ARR) n += tc->len;
+        const mr_json *ct = mr_json_get(c, "content");
+        if (ct && ct->type == MR_JSON_ARR) n += ct->len; /* Anthropic tool_use blocks */
+    }
+    return n;
+}
+
+static int oai_messages(srv_req *r, const mr_json *msgs, char *err, size_t el) {
+    if (!msgs || msgs->type != MR_JSON_ARR || msgs->len == 0) return fail(err, el, "'messages' must be a non-empty array");
+    if (msgs->len > SRV_MAX_MESSAGES) return fail(err, el, "at most %d messages", SRV_MAX_MESSAGES);
+    int cap = (int)msgs->len;
+    r->msgs = calloc((size_t)cap, sizeof *r->msgs);
+    r->calls = calloc(count_calls(msgs) + 1, sizeof *r->calls);
+    if (!r->msgs || !r->calls) return fail(err, el, "out of memory");
+    int i = 0;
+    for (const mr_json *c = msgs->child; c; c = c->next, i++) {
+        char where[32];
+        snprintf(where, sizeof where, "messages[%d]", i);
+        if (c->type != MR_JSON_OBJ) return fail(err, el, "%s must be an object", where);
+        const char *role = NULL;
+        if (get_str(c, "role", &role, err, el)) return -1;
+        if (!role) return fail(err, el, "%s.role must be a string", where);
+        mr_chat_msg m = {0};
+        if (content_text(r, mr_json_get(c, "content"), where, &m.content, err, el)) return -1;
+        if (!strcmp(role, "system") || !strcmp(role, "developer")) m.role = "system";
+        else if (!strcmp(role, "user")) m.role = "user";
+        else if (!strcmp(role, "assistant")) {
+            m.role = "assistant";
+            const mr_json *tc = field(c, "tool_calls");
+            if (tc && oai_tool_calls(r, tc, where, &m, err, el)) return -1;
+        } else if (!strcmp(role, "tool")) {
+            m.role = "tool";
+            if (get_str(c, "tool_call_id", &m.tool_call_id, err, el)) return -1;
+        } else if (!strcmp(role, "function")) {
+            return fail(err, el, "%s: role 'function' is deprecated; send tool results with role 'tool'", where);
+        } else return fail(err, el, "%s.role '%s' is not one of system, developer, user, assistant, tool", where, role);
+        if (!m.content && strcmp(m.role, "assistant"))
+            return fail(err, el, "%s.content must be a string or an array of text parts", where);
+        if (add_msg(r, cap, m, err, el)) return -1;
+    }
+    return 0;
+}
+
+/* tools: [{"type":"function","function":{"name":..,"description":..,"parameters":{..}}}] (OpenAI) or
+ * [{"name":..,"description":..,"input_schema":{..}}] (Anthropic) */
+static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
+    const mr_json *tools = field(j, "tools"), *choice = field(j, "tool_choice");
+    if (!tools) {
+        if (choice && !(choice->type == MR_JSON_STR && (!strcmp(choice->str, "none") || !strcmp(choice->str, "auto"))))
+            return fail(err, el, "'tool_choice' needs 'tools'");
+        return 0;
+    }
+    if (tools->type != MR_JSON_ARR) return fail(err, el, "'tools' must be an array");
+    if (tools->len > SRV_MAX_TOOLS) return fail(err, el, "at most %d tools", SRV_MAX_TOOLS);
+    r->tools = calloc(tools->len + 1, sizeof *r->tools);
+    r->tool_names = calloc(tools->len + 1, sizeof *r->tool_names);
+    if (!r->tools || !r->tool_names) return fail(err, el, "out of memory");
+    int k = 0;
+    for (const mr_json *t = tools->child; t; t = t->next, k++) {
+        const mr_json *fn = t;
+        if (r->api != SRV_API_ANTHROPIC) {
+            const char *type = mr_json_get_str(t, "type", NULL);
+            if (!type || strcmp(type, "function")) return fail(err, el, "tools[%d].type must be \"function\"", k);
+            fn = mr_json_get(t, "function");
+        }
+        const char *name = mr_json_get_str(fn, "name", NULL);
+        if (!fn || fn->type != MR_JSON_OBJ || !name || !*name) return fail(err, el, "tools[%d] needs a function name", k);
+        /* the definition as the templates expect it: name, description, parameters */
+        mr_sbuf b = {0};
+        mr_sbuf_puts(&b, "{\"name\": ");
+        mr_sbuf_json_str(&b, name, strlen(name));
+        const mr_json *d = field(fn, "description");
+        if (d) {
+            if (d->type != MR_JSON_STR) { mr_sbuf_free(&b); return fail(err, el, "tools[%d].description must be a string", k); }
+            mr_sbuf_puts(&b, ", \"description\": ");
+            mr_sbuf_json_str(&b, d->str, d->len);
+        }
+        const mr_json *p = field(fn, r->api == SRV_API_ANTHROPIC ? "input_schema" : "parameters");
+        if (p) {
+            if (p->type != MR_JSON_OBJ) { mr_sbuf_free(&b); return fail(err, el, "tools[%d] parameters must be an object", k); }
+            char *ps = mr_json_dump(p);
+            mr_sbuf_puts(&b, ", \"parameters\": ");
+            mr_sbuf_puts(&b, ps ? ps : "{}");
+            free(ps);
+        }
+        mr_sbuf_puts(&b, "}");
+        if (b.oom || !own(r, b.p)) { mr_sbuf_free(&b); return fail(err, el, "out of memory"); }
+        r->tools[k] = b.p;
+        r->tool_names[k] = (char *)name;
+    }
+    r->n_tools = k;
+    r->tool_choice = k ? SRV_TOOLS_AUTO : SRV_TOOLS_NONE;
+    const mr_json *tc = field(j, "tool_choice");
+    if (!tc) return 0;
+    const char *mode = tc->type == MR_JSON_STR ? tc->str : mr_json_get_str(tc, "type", NULL);
+    if (!mode) return fail(err, el, "'tool_choice' must be \"none\", \"auto\", \"required\" or name a function");
+    if (!strcmp(mode, "none")) r->tool_choice = SRV_TOOLS_NONE;
+    else if (!strcmp(mode, "auto")) r->tool_choice = k ? SRV_TOOLS_AUTO : SRV_TOOLS_NONE;
+    else if (!strcmp(mode, "required") || !strcmp(mode, "any")) r->tool_choice = SRV_TOOLS_REQUIRED;
+    else if (!strcmp(mode, "function") || !strcmp(mode, "tool")) {
+        const mr_json *fn = r->api == SRV_API_ANTHROPIC ? tc : mr_json_get(tc, "function");
+        r->tool_choice_name = mr_json_get_str(fn, "name", NULL);
+        if (!r->tool_choice_name) return fail(err, el, "'tool_choice' names no function");
+        r->tool_choice = SRV_TOOLS_NAMED;
+    } else return fail(err, el, "'tool_choice' \"%s\" is not none, auto, required or a function", mode);
+    if (r->tool_choice != SRV_TOOLS_NONE && !k) return fail(err, el, "'tool_choice' needs 'tools'");
+    if (r->tool_choice == SRV_TOOLS_NAMED) {
+        int found = 0;
+        for (int i = 0; i < k; i++) found |= !strcmp(r->tool_names[i], r->tool_choice_name);
+        if (!found) return fail(err, el, "'tool_choice' names '%s', which is not in 'tools'", r->tool_choice_name);
+    }
+    return 0;
+}
+
+/* Anthropic: system (string or text blocks); messages of role user/assistant whose content is a
+ * string or blocks: text, tool_use (assistant), tool_result (user) */
+static int anthropic_messages(srv_req *r, const mr_json *j, char *err, size_t el) {
+    const mr_json *msgs = mr_json_get(j, "messages");
+    if (!msgs || msgs->type != MR_JSON_ARR || msgs->len == 0) return fail(err, el, "'messages' must be a non-empty array");
+    if (msgs->len > SRV_MAX_MESSAGES) return fail(err, el, "at most %d messages", SRV_MAX_MESSAGES);
+    size_t blocks = 0;
+    for (const mr_json *c = msgs->child; c; c = c->next) {
+        const mr_json *ct = mr_json_get(c, "content");
+        blocks += ct && ct->type == MR_JSON_ARR ? ct->len + 1 : 1;
+    }
+    int cap = (int)blocks + 1;
+    r->msgs = calloc((size_t)cap, sizeof *r->msgs);
+    r->calls = calloc(count_calls(msgs) + 1, sizeof *r->calls);
+    if (!r->msgs || !r->calls) return fail(err, el, "out of memory");
+    const mr_json *sys = field(j, "system");
+    if (sys) {
+        mr_chat_msg m = {.role = "system"};
+        if (content_text(r, sys, "system", &m.content, err, el)) return -1;
+        if (add_msg(r, cap, m, err, el)) return -1;
+    }
+    int i = 0;
+    for (const mr_json *c = msgs->child; c; c = c->next, i++) {
+        char where[32];
+        snprintf(where, sizeof where, "messages[%d]", i);
+        const char *role = mr_json_get_str(c, "role", NULL);
+        if (!role || (strcmp(role, "user") && strcmp(role, "assistant")))
+            return fail(err, el, "%s.role must be \"user\" or \"assistant\"", where);
+        const mr_json *ct = mr_json_get(c, "content");
+        if (ct && ct->type == MR_JSON_STR) {
+            if (add_msg(r, cap, (mr_chat_msg){.role = role, .content = ct->str}, err, el)) return -1;
+            continue;
+        }
+        if (!ct || ct->type != MR_JSON_ARR) return fail(err, el, "%s.content must be a string or an array of blocks", where);
+        /* text blocks of a turn are joined; tool_result blocks become tool messages before the user's text */
+        mr_sbuf text = {0};
+        mr_chat_msg m = {.role = role};
+        m.tool_calls = r->calls + r->n_calls;
+        int k = 0, has_text = 0;
+        for (const mr_json *b = ct->child; b; b = b->next, k++) {
+            const char *type = mr_json_get_str(b, "type", NULL);
+            if (!type) { mr_sbuf_free(&text); return fail(err, el, "%s.content[%d] needs a \"type\"", where, k); }
+            if (!strcmp(type, "text")) {
+                const char *t = mr_json_get_str(b, "text", NULL);
+                if (!t) { mr_sbuf_free(&text); return fail(err, el, "%s.content[%d].text must be a string", where, k); }
+                if (has_text) mr_sbuf_puts(&text, "\n");
+                mr_sbuf_puts(&text, t);
+                has_text = 1;
+            } else if (!strcmp(type, "tool_use") && !strcmp(role, "assistant")) {
+                const char *name = mr_json_get_str(b, "name", NULL);
+                const mr_json *input = mr_json_get(b, "input");
+                if (!name) { mr_sbuf_free(&text); return fail(err, el, "%s.content[%d].name must be a string", where, k); }
+                mr_chat_tool_call *call = &r->calls[r->n_calls++];
+                call->id = mr_json_get_str(b, "id", NULL);
+                call->name = name;
+                call->arguments = input && input->type == MR_JSON_OBJ ? own(r, mr_json_dump(input)) : "{}";
+                if (!call->arguments) { mr_sbuf_free(&text); return fail(err, el, "out of memory"); }
+                m.n_tool_calls++;
+            } else if (!strcmp(type, "tool_result") && !strcmp(role, "user")) {
+                mr_chat_msg t = {.role = "tool", .tool_call_id = mr_json_get_str(b, "tool_use_id", NULL)};
+                char w2[48];
+                snprintf(w2, sizeof w2, "messages[%d].content[%d]", i % 100000, k % 100000);
+                if (content_text(r, mr_json_get(b, "content"), w2, &t.content, err, el)) { mr_sbuf_free(&text); return -1; }
+                if (!t.content) t.content = "";
+                if (add_msg(r, cap, t, err, el)) { mr_sbuf_free(&text); return -1; }
+            } else if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking")) {
+                /* earlier reasoning is not replayed (the templates drop it from history) */
+            } else {
+                mr_sbuf_free(&text);
+                return fail(err, el, "%s.content[%d]: blocks of type '%s' are not supported here", where, k, type);
+            }
+        }
+        if (text.oom) { mr_sbuf_free(&text); return fail(err, el, "out of memory"); }
+        if (has_text) { m.content = own(r, text.p ? text.p : strdup("")); if (!m.content) return fail(err, el, "out of memory"); }
+        else mr_sbuf_free(&text);
+        if (!m.n_tool_calls) m.tool_calls = NULL;
+        if ((has_text || m.n_tool_calls) && add_msg(r, cap, m, err, el)) return -1;
+    }
+    return 0;
+}
+
+static int parse_stop(srv_req *r, const mr_json *st, const char *key, char *err, size_t el) {
+    if (!st) return 0;
+    if (st->type == MR_JSON_STR) {
+        if (st->len) r->stop[r->n_stop++] = st->str;
+        return 0;
+    }
+    if (st->type != MR_JSON_ARR) return fail(err, el, "'%s' must be a string or an array of strings", key);
+    for (const mr_json *c = st->child; c; c = c->next) {
+        if (c->type != MR_JSON_STR) return fail(err, el, "'%s' must be a string or an array of strings", key);
+        if (c->len > 256) return fail(err, el, "'%s': stop strings are at most 256 bytes", key);
+        if (r->n_stop == SRV_MAX_STOP) return fail(err, el, "'%s': at most %d stop strings", key, SRV_MAX_STOP);
+        if (c->len) r->stop[r->n_stop++] = c->str;
+    }
+    return 0;
+}
+
+/* completions: prompt is a string, an array of one string, or token ids (an array of integers) */
+static int parse_prompt(srv_req *r, const mr_json *p, char *err, size_t el) {
+    if (!p) return fail(err, el, "'prompt' is required");
+    if (p->type == MR_JSON_STR) { r->prompt = p->str; return 0; }
+    if (p->type != MR_JSON_ARR || p->len == 0) return fail(err, el, "'prompt' must be a string, an array of strings or an array of token ids");
+    if (p->child->type == MR_JSON_STR || p->child->type == MR_JSON_ARR) {
+        if (p->len > 1) return fail(err, el, "'prompt': one prompt per request (send several requests, or use 'n')");
+        return parse_prompt(r, p->child, err, el);
+    }
+    r->prompt_ids = malloc(sizeof(int32_t) * p->len);
+    if (!r->prompt_ids) return fail(err, el, "out of memory");
+    for (const mr_json *c = p->child; c; c = c->next) {
+        if (c->type != MR_JSON_NUM || c->num != floor(c->num) || c->num < 0 || c->num > 2147483647.0)
+            return fail(err, el, "'prompt' token ids must be non-negative integers");
+        r->prompt_ids[r->n_prompt_ids++] = (int32_t)c->num;
+    }
+    return 0;
+}
+
+int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
+    memset(r, 0, sizeof *r);
+    r->api = api;
+    r->n = 1;
+    r->max_tokens = -1;
+    mr_sampler_default_params(&r->sp);
+    if (!j || j->type != MR_JSON_OBJ) return fail(err, el, "the body must be a JSON object");
+    double temp = api == SRV_API_ANTHROPIC ? 1.0 : 0.8, top_p = r->sp.top_p, min_p = r->sp.min_p, rp = r->sp.repeat_penalty;
+    double seed = -1, pen = 0;
+    int mt = -1, top_k = r->sp.top_k;
+    if (get_num(j, "temperature", 0, 100, &temp, err, el) || get_num(j, "top_p", 0, 1, &top_p, err, el) ||
+        get_num(j, "min_p", 0, 1, &min_p, err, el) || get_num(j, "repeat_penalty", 0, 100, &rp, err, el) ||
+        get_int(j, "top_k", -1, 2147483647.0, &top_k, err, el) || get_num(j, "seed", 0, 18446744073709549568.0, &seed, err, el) ||
+        get_bool(j, "stream", &r->stream, err, el))
+        return -1;
+    const mr_json *sv = field(j, "seed");
+    if (sv) {
+        if (sv->num != floor(sv->num)) return fail(err, el, "'seed' must be an integer");
+        r->seed_given = 1;
+        r->sp.seed = (uint64_t)seed;
+    }
+    /* max_completion_tokens (newer OpenAI name) wins over max_tokens; n_predict is llama.cpp's */
+    if (get_int(j, "n_predict", -1, 1e9, &mt, err, el) || get_int(j, "max_tokens", 0, 1e9, &mt, err, el) ||
+        get_int(j, "max_completion_tokens", 0, 1e9, &mt, err, el))
+        return -1;
+    r->max_tokens = mt;
+    r->sp.temperature = (float)temp;
+    r->sp.top_p = (float)top_p;
+    r->sp.min_p = (float)min_p;
+    r->sp.repeat_penalty = (float)rp;
+    r->sp.top_k = top_k;
+    /* OpenAI penalties are not implemented: 0 (their default) is accepted, anything else refused */
+    static const char *const zero_only[] = {"presence_penalty", "frequency_penalty"};
+    for (int k = 0; k < 2; k++) {
+        if (get_num(j, zero_only[k], -2, 2, &pen, err, el)) return -1;
+        if (pen != 0) return fail(err, el, "'%s' is not supported (only 0)", zero_only[k]);
+    }
+    const mr_json *lb = field(j, "logit_bias");
+    if (lb && (lb->type != MR_JSON_OBJ || lb->len)) return fail(err, el, "'logit_bias' is not supported");
+    const mr_json *rf = field(j, "response_format");
+    if (rf) {
+        const char *t = mr_json_get_str(rf, "type", NULL);
+        if (!t) return fail(err, el, "'response_format' must be an object with a \"type\"");
+        if (strcmp(t, "text")) return fail(err, el, "'response_format' type '%s' is not supported (no constrained sampling yet; only \"text\")", t);
+    }
+    const mr_json *so = field(j, "stream_options");
+    if (so) {
+        if (so->type != MR_JSON_OBJ) return fail(err, el, "'stream_options' must be an object");
+        if (!r->stream) return fail(err, el, "'stream_options' is only allowed with \"stream\": true");
+        if (get_bool(so, "include_usage", &r->include_usage, err, el)) return -1;
+    }
+    if (api == SRV_API_ANTHROPIC) {
+        if (!field(j, "max_tokens")) return fail(err, el, "'max_tokens' is required");
+        if (parse_stop(r, field(j, "stop_sequences"), "stop_sequences", err, el)) return -1;
+        if (get_int(j, "top_k", -1, 2147483647.0, &r->sp.top_k, err, el)) return -1;
+        if (parse_tools(r, j, err, el)) return -1;
+        return anthropic_messages(r, j, err, el);
+    }
+    if (parse_stop(r, field(j, "stop"), "stop", err, el)) return -1;
+    if (get_int(j, "n", 1, SRV_MAX_N, &r->n, err, el)) return -1;
+    if (api == SRV_API_CHAT) {
+        if (get_bool(j, "logprobs", &r->logprobs, err, el) ||
+            get_int(j, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &r->top_logprobs, err, el))
+            return -1;
+        if (r->top_logprobs && !r->logprobs) return fail(err, el, "'top_logprobs' needs \"logprobs\": true");
+        int ptc = 1;
+        if (get_bool(j, "parallel_tool_calls", &ptc, err, el)) return -1;
+        if (parse_tools(r, j, err, el)) return -1;
+        return oai_messages(r, mr_json_get(j, "messages"), err, el);
+    }
+    /* completions: logprobs is the number of alternatives (0..5) */
+    const mr_json *lp = field(j, "logprobs");
+    if (lp) {
+        if (lp->type == MR_JSON_BOOL) r->logprobs = (int)lp->num;
+        else if (get_int(j, "logprobs", 0, 5, &r->top_logprobs, err, el)) return -1;
+        else r->logprobs = 1;
+    }
+    if (get_bool(j, "echo", &r->echo, err, el)) return -1;
+    int best_of = 1;
+    if (get_int(j, "best_of", 1, SRV_MAX_N, &best_of, err, el)) return -1;
+    if (best_of != 1) return fail(err, el, "'best_of' is not supported (only 1)");
+    const char *suffix = NULL;
+    if (get_str(j, "suffix", &suffix, err, el)) return -1;
+    if (suffix && *suffix) return fail(err, el, "'suffix' is not supported");
+    return parse_prompt(r, field(j, "prompt"), err, el);
+}

@@ -1,0 +1,56 @@
+/* Requests of the OpenAI (chat/completions, completions) and Anthropic (messages) APIs, checked and
+ * normalised into one struct. Every field the server knows is type-checked: a wrong type or a value
+ * out of range is an error naming the field (HTTP 400); a feature the server cannot honour (images,
+ * response_format json_object, penalties it does not implement, ...) is refused, never ignored.
+ * Pure functions over a parsed JSON tree: callable from tests and fuzzers. */
+#ifndef MR_SERVER_REQUEST_H
+#define MR_SERVER_REQUEST_H
+#include "moerun.h"
+#include "server/json.h"
+
+#define SRV_MAX_STOP 16
+#define SRV_MAX_N 16
+#define SRV_MAX_TOP_LOGPROBS 20
+#define SRV_MAX_MESSAGES 4096
+#define SRV_MAX_TOOLS 128
+
+enum { SRV_API_COMPLETIONS, SRV_API_CHAT, SRV_API_ANTHROPIC };
+enum { SRV_TOOLS_NONE, SRV_TOOLS_AUTO, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
+
+typedef struct {
+    int api;
+    mr_sampler_params sp;
+    int seed_given;
+    int max_tokens;              /* -1: until the context is full */
+    int stream, include_usage;
+    const char *stop[SRV_MAX_STOP];
+    int n_stop;
+    int n;                       /* choices */
+    int logprobs;                /* report log-probabilities of the chosen tokens */
+    int top_logprobs;            /* and of this many alternatives */
+    int echo;                    /* completions: the prompt is part of the text */
+    /* completions: a prompt as text or as token ids */
+    const char *prompt;
+    int32_t *prompt_ids;
+    int n_prompt_ids;
+    /* chat / messages: the conversation (strings owned by this struct or the JSON tree) */
+    mr_chat_msg *msgs;
+    int n_msgs;
+    /* tools: each function's definition as compact JSON ({"name":..,"description":..,"parameters":..}) */
+    char **tools;
+    char **tool_names;
+    int n_tools;
+    int tool_choice;             /* SRV_TOOLS_* */
+    const char *tool_choice_name;
+    /* owned allocations */
+    char **owned;
+    int n_owned, cap_owned;
+    mr_chat_tool_call *calls;    /* pool for the messages' tool calls */
+    int n_calls;
+} srv_req;
+
+/* Parse body j of the given api into r (zeroed first). 0 ok; -1 with err[] set (message naming the
+ * field; the answer is 400). The JSON tree must outlive r. Free with srv_req_free. */
+int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t errlen);
+void srv_req_free(srv_req *r);
+#endif
