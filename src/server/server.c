@@ -122,7 +122,7 @@ static void ep_models(srv_state *st, mr_http_req *r) {
     mr_sbuf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
     mr_sbuf_json_str(&b, st->model_name, strlen(st->model_name));
     mr_sbuf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"moerun\",\"meta\":{\"arch\":\"%s\",\"n_ctx\":%d,"
-                   "\"n_vocab\":%d}}]}", (long)st->started, mr_model_arch(st->m), st->n_ctx, st->n_vocab);
+                   "\"n_vocab\":%d}}]}", st->started_wall, mr_model_arch(st->m), st->n_ctx, st->n_vocab);
     reply_json(r, &b);
 }
 
@@ -304,6 +304,7 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     st.m = m;
     st.api_key = p->api_key && *p->api_key ? p->api_key : NULL;
     st.started = mr_now();
+    st.started_wall = (long)time(NULL);
     pthread_mutex_init(&st.qmu, NULL);
     pthread_cond_init(&st.qcv, NULL);
     int fd = p->listen_fd;

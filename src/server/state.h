@@ -20,7 +20,8 @@ typedef struct {
     int n_cache;
     int n_ctx, n_vocab;
     const char *model_name, *api_key, *tmpl;
-    double started;
+    double started;          /* mr_now() at start (uptime) */
+    long started_wall;       /* time(NULL) at start ("created" of the model) */
     /* the model queue: one request at a time uses the session, the others wait in arrival order */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
