@@ -227,8 +227,8 @@ static void test_chat_template(void) {
     CHECK(m != NULL, "load: %s", mr_last_error());
     if (!m) return;
     CHECK(!strcmp(mr_chat_template_detect(m), "deepseek4"), "detected %s", mr_chat_template_detect(m));
-    const mr_chat_msg msgs[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."},
-                                {"system", "Use English."}, {"user", "2+2?"}};
+    const mr_chat_msg msgs[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello."},
+                                {.role = "system", .content = "Use English."}, {.role = "user", .content = "2+2?"}};
     char out[1024];
     int len = mr_chat_render(m, NULL, msgs, 5, 1, out, sizeof out);
     const char *want = "Be brief.\n\nUse English."
