@@ -77,6 +77,12 @@ mr_model *mr_session_model(const mr_session *s);
  * logits (may be NULL): all_logits ? [n][n_vocab] : [n_vocab] of the last token. Fails (-1) if a
  * token id is out of range or n_past + n > n_ctx. */
 int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, int all_logits);
+/* Several sequences in one pass (continuous batching): tokens[t] is evaluated in session s[t] after
+ * what it holds (a session's tokens in order); every session advances by its count. One forward pass
+ * reads each weight (each routed expert) once for all of them; a sequence's logits are the same as
+ * when it is evaluated alone. logits: [n][n_vocab]. -1 if the architecture has no multi-sequence
+ * evaluation (deepseek4) or a session's context is full. */
+int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *logits);
 
 /* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4.
  * mr_chat_template_detect: the family of the model's embedded tokenizer.chat_template, else a built-in

@@ -28,4 +28,5 @@ const struct mr_arch mr_arch_qwen3moe = {
     .state_reset = mr_llm_state_reset,
     .eval = mr_llm_eval,
     .state_truncate = mr_llm_state_truncate,
+    .eval_multi = mr_llm_eval_multi,
 };

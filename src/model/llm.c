@@ -222,15 +222,17 @@ static void add_bias(float *x, const float *b, int64_t dim, int64_t n, int64_t s
 }
 
 /* q/k RMSNorm, RoPE (one cos/sin cache per token for its q and k heads) and the K/V cache store of
- * tokens [8 ch, 8 ch + 8): every token is independent, so chunks go over the pool */
+ * tokens [8 ch, 8 ch + 8): every token is independent (token t goes to state st[t] at position
+ * pos[t]), so chunks go over the pool */
 typedef struct {
     const mr_llm *L;
     const mr_llm_layer *l;
-    mr_llm_state *s;
+    mr_llm_state *const *st;
+    const int *pos;
     float *q, *k, *v;
     float *rope_cache;           /* [(n + 7) / 8][rope.n_dims]: one per chunk (chunks run in parallel) */
     int64_t qs, hd, nkv;
-    int il, pos0, n;
+    int il, n;
 } llm_qkr_job;
 
 static void llm_qkr_chunk(void *arg, long ch) {
@@ -244,16 +246,17 @@ static void llm_qkr_chunk(void *arg, long ch) {
             for (int hh = 0; hh < L->n_head; hh++) mr_rms_norm(qt + hh * hd, qt + hh * hd, j->l->q_norm, hd, L->eps);
             for (int hh = 0; hh < L->n_head_kv; hh++) mr_rms_norm(kt + hh * hd, kt + hh * hd, j->l->k_norm, hd, L->eps);
         }
-        mr_rope_cache(&L->rope, j->pos0 + t, 1.0f, cache);
+        mr_rope_cache(&L->rope, j->pos[t], 1.0f, cache);
         for (int hh = 0; hh < L->n_head; hh++) mr_rope_apply(&L->rope, cache, qt + hh * hd);
         for (int hh = 0; hh < L->n_head_kv; hh++) mr_rope_apply(&L->rope, cache, kt + hh * hd);
-        const int64_t off = (int64_t)(j->pos0 + t) * j->s->kv_dim;
-        if (j->s->kv_f16) {
-            mr_f32_to_f16_row((uint16_t *)j->s->k[j->il] + off, kt, nkv);
-            mr_f32_to_f16_row((uint16_t *)j->s->v[j->il] + off, vt, nkv);
+        mr_llm_state *s = j->st[t];
+        const int64_t off = (int64_t)j->pos[t] * s->kv_dim;
+        if (s->kv_f16) {
+            mr_f32_to_f16_row((uint16_t *)s->k[j->il] + off, kt, nkv);
+            mr_f32_to_f16_row((uint16_t *)s->v[j->il] + off, vt, nkv);
         } else {
-            memcpy((float *)j->s->k[j->il] + off, kt, sizeof(float) * (size_t)nkv);
-            memcpy((float *)j->s->v[j->il] + off, vt, sizeof(float) * (size_t)nkv);
+            memcpy((float *)s->k[j->il] + off, kt, sizeof(float) * (size_t)nkv);
+            memcpy((float *)s->v[j->il] + off, vt, sizeof(float) * (size_t)nkv);
         }
     }
 }
@@ -273,9 +276,14 @@ int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr
     return mr_model_matmul(m, down, g, n, out);
 }
 
-int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+/* One forward pass over n tokens; token t belongs to state st[t] at position pos[t] (the tokens of
+ * one state in order). Everything but RoPE/KV store and attention is per token, so tokens of several
+ * sequences share every weight read (the experts of a MoE layer are read once for all of them).
+ * The batch's buffers come from the first state's scratch (evaluations of a model do not overlap). */
+static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, const int32_t *tok, int n, float *logits,
+                       int all_logits) {
     mr_llm *L = m->priv;
-    mr_llm_state *s = st;
+    mr_llm_state *s = st[0];
     const int64_t d = m->n_embd, hd = L->head_dim, nq = hd * L->n_head, nkv = hd * L->n_head_kv, V = m->n_vocab;
     const int64_t Fs = (int64_t)L->n_ff_exp * L->n_shared;
     const int64_t F = L->n_ff > L->n_ff_exp ? (L->n_ff > Fs ? L->n_ff : Fs) : (L->n_ff_exp > Fs ? L->n_ff_exp : Fs);
@@ -340,19 +348,25 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
             add_bias(v, l->bv, nkv, n, qs);
         }
         MR_PROF_BEGIN(tr);
-        llm_qkr_job qj = {L, l, s, q, k, v, rope_cache, qs, hd, nkv, il, pos0, n};
+        llm_qkr_job qj = {L, l, st, pos, q, k, v, rope_cache, qs, hd, nkv, il, n};
         mr_pool_run_chunks(n > 1 ? m->pool : NULL, llm_qkr_chunk, &qj, (n + 7) / 8);
         MR_PROF_END(tr, "qk_norm+rope+kv_store");
         mr_model_dump(m, "Qcur", il, q, nq, 1);
         mr_model_dump(m, "Kcur", il, k, nkv, 1);
         mr_model_dump(m, "Vcur", il, v, nkv, 1);
-        mr_attn_args aa = {
-            .n_q = n, .pos0 = pos0, .n_head = L->n_head, .n_head_kv = L->n_head_kv, .head_dim = (int)hd,
-            .scale = L->kq_scale, .window = l->window, .sinks = l->sinks, .Q = q, .q_stride = qs,
-            .K = s->k[il], .V = s->v[il], .kv_f16 = s->kv_f16, .kv_stride = s->kv_dim, .out = att, .out_stride = nq,
-        };
         MR_PROF_BEGIN(ta);
-        if (mr_attention(m->pool, &aa)) goto done;
+        /* one attention per run of consecutive positions of one sequence (a single-sequence batch is one run) */
+        for (int t0 = 0, t1; t0 < n; t0 = t1) {
+            for (t1 = t0 + 1; t1 < n && st[t1] == st[t0] && pos[t1] == pos[t1 - 1] + 1;) t1++;
+            const mr_llm_state *sq = st[t0];
+            mr_attn_args aa = {
+                .n_q = t1 - t0, .pos0 = pos[t0], .n_head = L->n_head, .n_head_kv = L->n_head_kv, .head_dim = (int)hd,
+                .scale = L->kq_scale, .window = l->window, .sinks = l->sinks, .Q = q + t0 * qs, .q_stride = qs,
+                .K = sq->k[il], .V = sq->v[il], .kv_f16 = sq->kv_f16, .kv_stride = sq->kv_dim, .out = att + t0 * nq,
+                .out_stride = nq,
+            };
+            if (mr_attention(m->pool, &aa)) goto done;
+        }
         MR_PROF_END(ta, "attention");
         mr_model_dump(m, "kqv_out", il, att, nq, n);
         if (mr_model_matmul(m, &l->wo, att, n, o)) goto done;
@@ -392,4 +406,27 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     rc = 0;
 done:
     return rc;
+}
+
+int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+    mr_llm_state *s = st;
+    /* per-token state and position arrays for the shared forward pass: on the stack for decode and
+     * short batches (no allocation per decode step) */
+    int pos_small[64] = {0};
+    mr_llm_state *sts_small[64] = {0};
+    int *pos = n <= 64 ? pos_small : malloc(sizeof(int) * (size_t)n);
+    mr_llm_state **sts = n <= 64 ? sts_small : malloc(sizeof *sts * (size_t)n);
+    int rc = -1;
+    if (!pos || !sts) mr_set_error("eval: out of memory");
+    else {
+        for (int t = 0; t < n; t++) { pos[t] = pos0 + t; sts[t] = s; }
+        rc = llm_forward(m, sts, pos, tok, n, logits, all_logits);
+    }
+    if (pos != pos_small) free(pos);
+    if (sts != sts_small) free(sts);
+    return rc;
+}
+
+int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, float *logits) {
+    return llm_forward(m, (mr_llm_state *const *)st, pos, tok, n, logits, 1);
 }

@@ -73,4 +73,5 @@ int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr
 /* Its first half: g = silu(gate h) * up h (u is scratch), for a down product done elsewhere. */
 int mr_llm_ffn_act(mr_model *m, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g, float *u);
 int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
+int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, float *logits);
 #endif

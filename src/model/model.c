@@ -240,6 +240,37 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     return 0;
 }
 
+int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *logits) {
+    if (n <= 0) { mr_set_error("eval: no tokens"); return -1; }
+    mr_model *m = s[0]->m;
+    if (!m->arch->eval_multi) { mr_set_error("eval: %s has no multi-sequence evaluation", m->arch->name); return -1; }
+    int *pos = malloc(sizeof(int) * (size_t)n);
+    void **st = malloc(sizeof(void *) * (size_t)n);
+    int rc = -1;
+    if (!pos || !st) { mr_set_error("eval: out of memory"); goto done; }
+    /* positions: each session's tokens follow what it holds, in order */
+    for (int t = 0; t < n; t++) {
+        if (s[t]->m != m) { mr_set_error("eval: sessions of different models"); goto done; }
+        if (tokens[t] < 0 || tokens[t] >= m->n_vocab) { mr_set_error("eval: token id %d out of range [0, %d)", tokens[t], m->n_vocab); goto done; }
+        int before = 0;
+        for (int u = 0; u < t; u++) before += s[u] == s[t];
+        pos[t] = s[t]->n_past + before;
+        if (pos[t] >= s[t]->n_ctx) { mr_set_error("eval: a token beyond the context of %d", s[t]->n_ctx); goto done; }
+        st[t] = s[t]->st;
+    }
+    const int phase = n > 1 ? 0 : 1;
+    mr_prof_set_phase(phase);
+    mr_moe_approx_begin_eval(m);
+    if (m->arch->eval_multi(m, st, pos, tokens, n, logits)) goto done;
+    mr_prof_tokens(phase, n);
+    for (int t = 0; t < n; t++) s[t]->n_past++;
+    rc = 0;
+done:
+    free(pos);
+    free(st);
+    return rc;
+}
+
 /* ---- hyperparameters ---- */
 
 static const mr_gguf_kv *hp_find(mr_model *m, const char *suffix, char *key, size_t klen) {

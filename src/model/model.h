@@ -41,6 +41,9 @@ struct mr_arch {
     int (*eval)(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
     /* optional: keep only the first n positions (prompt cache); NULL if the state cannot be cut */
     int (*state_truncate)(mr_model *m, void *st, int n);
+    /* optional: tokens of several sequences in one pass, token t in state st[t] at position pos[t];
+     * logits [n][n_vocab] */
+    int (*eval_multi)(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, float *logits);
 };
 
 struct mr_model {
