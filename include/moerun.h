@@ -83,6 +83,7 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
  * when it is evaluated alone. logits: [n][n_vocab]. -1 if the architecture has no multi-sequence
  * evaluation (deepseek4) or a session's context is full. */
 int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *logits);
+int mr_model_can_batch(const mr_model *m);   /* 1 if mr_sessions_eval works for this architecture */
 
 /* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4.
  * mr_chat_template_detect: the family of the model's embedded tokenizer.chat_template, else a built-in
@@ -309,6 +310,12 @@ void mr_gen_reset(mr_gen *g);
 const char *mr_gen_text(const mr_gen *g, size_t *len);      /* the reply so far (after a stop cut) */
 int mr_gen_tokens(const mr_gen *g, const int32_t **ids);     /* tokens accepted in this reply */
 int mr_gen_n_pending(const mr_gen *g);                       /* accepted tokens not yet evaluated */
+/* Evaluation done elsewhere (continuous batching: mr_sessions_eval over several generators'
+ * sessions): mr_gen_pending gives the tokens to evaluate in the generator's session; after the caller
+ * evaluated them, mr_gen_set_evaluated passes the logits of the last one ([n_vocab]) and the next
+ * mr_gen_next only samples. */
+int mr_gen_pending(const mr_gen *g, const int32_t **ids);
+int mr_gen_set_evaluated(mr_gen *g, const float *logits);
 const float *mr_gen_logits(const mr_gen *g);                 /* [n_vocab] of the last evaluated token */
 mr_sampler *mr_gen_sampler(mr_gen *g);  /* e.g. mr_sampler_accept of a prompt prefix reused from a cache */
 void mr_gen_get_stats(const mr_gen *g, mr_gen_stats *out);
@@ -355,6 +362,8 @@ typedef struct {
     int listen_fd;       /* >= 0: a socket from mr_server_listen (bound before the model loads); -1: bind host:port */
     const char *api_key; /* NULL: open; else every endpoint but /health needs "Authorization: Bearer KEY" or
                             "x-api-key: KEY" */
+    int n_parallel;      /* slots (sessions) served at once; their decode steps are batched (default 1) */
+    const char *chat_template; /* NULL: detected */
 } mr_server_params;
 void mr_server_params_default(mr_server_params *p);
 /* Binds and listens: the socket, or -1 (mr_last_error) when the address is taken or invalid. */

@@ -154,6 +154,27 @@ else fail server_bind_fails_first "rc $rc $(head -c 200 "$TMPD/e2")"; fi
 
 kill $SRV; wait $SRV 2>/dev/null
 
+# --parallel 4: four concurrent greedy requests decode in shared batched steps, each with exactly the
+# text it gets alone
+PORT4=$((PORT + 3))
+"$MOERUN" server -m "$K" --port $PORT4 -t 1 --parallel 4 >/dev/null 2>"$TMPD/srv4.err" &
+SRV=$!
+for i in $(seq 1 100); do curl -s "http://127.0.0.1:$PORT4/health" 2>/dev/null | grep -q '"ok"' && break; sleep 0.1; done
+PROMPTS="And God said|In the beginning|The LORD is my shepherd|Blessed are the"
+gen() { curl -s "http://127.0.0.1:$PORT4/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":120,\"temperature\":0}" | sed 's/.*"text":\("\([^"\\]\|\\.\)*"\).*/\1/'; }
+for i in 1 2 3 4; do gen "$(echo "$PROMPTS" | cut -d'|' -f$i)" >"$TMPD/solo$i"; done
+PIDS=""
+for i in 1 2 3 4; do gen "$(echo "$PROMPTS" | cut -d'|' -f$i)" >"$TMPD/par$i" & PIDS="$PIDS $!"; done
+wait $PIDS
+same=0
+for i in 1 2 3 4; do [ -s "$TMPD/solo$i" ] && cmp -s "$TMPD/par$i" "$TMPD/solo$i" && same=$((same + 1)); done
+m=$(curl -s "http://127.0.0.1:$PORT4/metrics")
+steps=$(echo "$m" | sed -n 's/^moerun_decode_steps_total //p'); toks=$(echo "$m" | sed -n 's/^moerun_decode_step_tokens_total //p')
+case "$(cat "$TMPD/solo1")" in "\"$got"*) ;; *) same=0;; esac # the solo run is `moerun run`'s text
+if [ $same = 4 ]; then ok server_parallel_same_as_solo; else fail server_parallel_same_as_solo "$same of 4 equal to their solo runs"; fi
+if [ -n "$steps" ] && [ "$toks" -gt "$steps" ]; then ok server_parallel_batched; else fail server_parallel_batched "steps $steps tokens $toks"; fi
+kill $SRV; wait $SRV 2>/dev/null
+
 # --api-key: every endpoint but /health needs it (Bearer or x-api-key)
 PORT2=$((PORT + 1))
 "$MOERUN" server -m "$K" --port $PORT2 -t 1 --api-key s3cret >/dev/null 2>"$TMPD/srv2.err" &

@@ -14,23 +14,25 @@ static void on_signal(int sig) { (void)sig; server_stop = 1; }
 
 static void server_usage(FILE *f) {
     fprintf(f, "usage: moerun server -m MODEL [--host H] [--port P] [-c CTX] [-t N] [--ram-budget SIZE] [--alias NAME]\n"
-               "                    [--api-key KEY]\n\n"
+               "                    [--parallel N] [--chat-template NAME] [--api-key KEY]\n\n"
                "Serves the OpenAI API (POST /v1/chat/completions, /v1/completions, GET /v1/models) and the\n"
                "Anthropic Messages API (POST /v1/messages), streamed with \"stream\": true; tools / tool_calls\n"
                "for the chatml and deepseek4 templates; logprobs, n, seed (random when absent). Also GET /health,\n"
                "/props, /slots, /metrics (Prometheus), POST /tokenize, /detokenize, /apply-template. Fields the\n"
                "server cannot honour (response_format json_object, penalties, images) are refused with 400.\n"
                "Each connection has its own thread (keep-alive, Expect: 100-continue, read deadlines); requests\n"
-               "that generate share one session and run one at a time in arrival order (no batching across\n"
-               "requests). A prompt that shares a prefix with the session re-uses its evaluated tokens (prompt\n"
-               "cache; deepseek4 only when the prompt extends the whole cached sequence). The address is bound\n"
-               "before the model loads. See docs/SERVER.md.\n"
+               "that generate take one of --parallel slots in arrival order. A prompt that shares a prefix with\n"
+               "a slot re-uses its evaluated tokens (prompt cache; deepseek4 only when the prompt extends the\n"
+               "whole cached sequence). The address is bound before the model loads. See docs/SERVER.md.\n"
                "  --host H          address to listen on (default 127.0.0.1)\n"
                "  --port P          port (default 8080)\n"
                "  -c CTX            context length (default 0 = min(training context, 4096))\n"
                "  -t N              threads (default 0 = physical cores, at most the CPU quota and affinity mask)\n"
                "  --ram-budget S    RAM for routed experts, e.g. 8G, 512M, auto (default: no paging)\n"
                "  --alias NAME      model id to report (default: general.name)\n"
+               "  --parallel N      N slots (sessions) served at once; for qwen3moe / llama their decode steps are\n"
+               "                    one batched evaluation (experts read once per step for all; default 1)\n"
+               "  --chat-template T chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4 (default: detected)\n"
                "  --api-key KEY     require \"Authorization: Bearer KEY\" or \"x-api-key: KEY\" (not on /health;\n"
                "                    default: the MOERUN_API_KEY environment variable, else no key)\n"
                MR_CLI_APPROX_HELP);
@@ -63,6 +65,11 @@ static int cmd_server(int argc, char **argv) {
         else if (!strcmp(a, "-t")) bad = mr_cli_int(a, v, 0, MR_CLI_MAX_THREADS, &mp.n_threads);
         else if (!strcmp(a, "--alias")) sp.alias = v;
         else if (!strcmp(a, "--api-key")) sp.api_key = v;
+        else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) bad = mr_cli_int(a, v, 1, 256, &sp.n_parallel);
+        else if (!strcmp(a, "--chat-template")) {
+            if (!mr_chat_template_known(v)) { fprintf(stderr, "error: unknown chat template '%s'\n", v); return 1; }
+            sp.chat_template = v;
+        }
         else if (!strcmp(a, "--ram-budget")) ram_budget = v;
         else { fprintf(stderr, "error: unknown option %s (see moerun server --help)\n", a); return 1; }
         if (bad) return 1;

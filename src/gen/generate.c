@@ -217,6 +217,20 @@ static int eval_pending(mr_gen *g) {
     return 0;
 }
 
+int mr_gen_pending(const mr_gen *g, const int32_t **ids) {
+    *ids = g->pending;
+    return g->n_pending;
+}
+
+int mr_gen_set_evaluated(mr_gen *g, const float *logits) {
+    if (!g->n_pending) { mr_set_error("generate: no pending tokens"); return -1; }
+    memcpy(g->logits, logits, sizeof(float) * (size_t)g->n_vocab);
+    g->n_pending = 0;
+    g->have_logits = 1;
+    g->st.n_decode++;
+    return 0;
+}
+
 int mr_gen_prefill(mr_gen *g, const int32_t *tokens, int n) {
     if (n < 0 || (n == 0 && !g->n_pending && !g->have_logits)) { mr_set_error("generate: nothing to evaluate"); return -1; }
     const int n_past = mr_session_n_past(g->s), n_ctx = mr_session_n_ctx(g->s);

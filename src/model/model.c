@@ -240,6 +240,8 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     return 0;
 }
 
+int mr_model_can_batch(const mr_model *m) { return m->arch->eval_multi != NULL; }
+
 int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *logits) {
     if (n <= 0) { mr_set_error("eval: no tokens"); return -1; }
     mr_model *m = s[0]->m;

@@ -16,6 +16,8 @@
 
 typedef struct {
     srv_state *st;
+    srv_slot *slot;
+    float *blog;                 /* [n_vocab]: logits of a batched step */
     mr_http_req *r;
     const srv_req *q;
     unsigned long id;
@@ -205,11 +207,16 @@ static void flush(cctx *c) {
 
 /* ---- one choice ---- */
 
+/* Between prefill chunks: the model goes to whoever waits (other slots' decode steps), the stream
+ * gets a keep-alive comment, a client that left ends the prefill. */
 static int on_prefill(void *user, int done, int total) {
     cctx *c = user;
-    if (mr_http_client_gone(c->r)) return 1;
-    if (c->r->streaming && done > 0 && done < total) mr_http_sse_comment(c->r, "prefill"); /* keep-alive */
-    return 0;
+    if (done == 0 || done >= total) return mr_http_client_gone(c->r);
+    srv_model_unlock(c->st);
+    if (c->r->streaming) mr_http_sse_comment(c->r, "prefill");
+    int gone = mr_http_client_gone(c->r);
+    srv_model_lock(c->st);
+    return gone;
 }
 
 static void put_call_json(mr_sbuf *b, const cctx *c, int k, const mr_chat_tool_call *call, int stream_index) {
@@ -326,15 +333,16 @@ static void choice_end(cctx *c, int finish) {
 /* Generates choice c->choice. 0 done, 1 the client left, -1 error (session reset, error set). */
 static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     srv_state *st = c->st;
+    srv_slot *sl = c->slot;
     const srv_req *q = c->q;
-    /* longest common prefix with what the session holds; the last prompt token is evaluated again
-     * for its logits. Architectures whose state cannot be cut (deepseek4) start over unless the
-     * prompt extends the whole cached sequence. */
+    /* longest common prefix with what the slot's session holds; the last prompt token is evaluated
+     * again for its logits. Architectures whose state cannot be cut (deepseek4) start over unless
+     * the prompt extends the whole cached sequence. */
     int reuse = 0;
-    while (reuse < st->n_cache && reuse < n_prompt - 1 && st->cache[reuse] == prompt[reuse]) reuse++;
-    if (reuse < st->n_cache && mr_session_truncate(st->s, reuse) != 0) reuse = 0;
-    if (!reuse) mr_session_reset(st->s);
-    st->n_cache = reuse;
+    while (reuse < sl->n_cache && reuse < n_prompt - 1 && sl->cache[reuse] == prompt[reuse]) reuse++;
+    if (reuse < sl->n_cache && mr_session_truncate(sl->s, reuse) != 0) reuse = 0;
+    if (!reuse) mr_session_reset(sl->s);
+    sl->n_cache = reuse;
     mr_gen_params gp;
     mr_gen_params_default(&gp);
     gp.sampler = q->sp;
@@ -344,23 +352,26 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     gp.n_stop = q->n_stop;
     gp.progress = on_prefill;
     gp.user = c;
-    mr_gen *g = mr_gen_new(st->s, &gp);
+    if (st->n_slots > 1) gp.n_batch = 128; /* prefill in chunks: decode steps of the other slots go between */
+    mr_gen *g = mr_gen_new(sl->s, &gp);
     if (!g) return -1;
     for (int j = 0; j < reuse; j++) mr_sampler_accept(mr_gen_sampler(g), prompt[j]);
+    srv_model_lock(st);
     int rc = mr_gen_prefill(g, prompt + reuse, n_prompt - reuse);
+    srv_model_unlock(st);
     if (rc != 0) {
         if (rc > 0) { /* the client left: what was evaluated stays cached */
-            st->n_cache = mr_session_n_past(st->s);
-            memcpy(st->cache + reuse, prompt + reuse, sizeof(int32_t) * (size_t)(st->n_cache - reuse));
+            sl->n_cache = mr_session_n_past(sl->s);
+            memcpy(sl->cache + reuse, prompt + reuse, sizeof(int32_t) * (size_t)(sl->n_cache - reuse));
         } else {
-            mr_session_reset(st->s);
-            st->n_cache = 0;
+            mr_session_reset(sl->s);
+            sl->n_cache = 0;
         }
         mr_gen_free(g);
         return rc > 0 ? 1 : -1;
     }
-    memcpy(st->cache + reuse, prompt + reuse, sizeof(int32_t) * (size_t)(n_prompt - reuse));
-    st->n_cache = n_prompt;
+    memcpy(sl->cache + reuse, prompt + reuse, sizeof(int32_t) * (size_t)(n_prompt - reuse));
+    sl->n_cache = n_prompt;
     if (c->choice == 0) c->n_cached = reuse;
     mr_sbuf_free(&c->reply);
     c->sent = 0;
@@ -371,9 +382,23 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     if (c->r->streaming && q->api == SRV_API_COMPLETIONS && q->echo && q->prompt) emit_text(c, q->prompt, strlen(q->prompt));
     mr_gen_step step = {0};
     int err = 0;
+    const double t_dec = mr_now(); /* wall time: with batching the evaluations run outside mr_gen */
+    if (st->can_batch) {
+        pthread_mutex_lock(&st->bmu);
+        st->n_decoding++;
+        pthread_mutex_unlock(&st->bmu);
+    }
     while (!step.finish) {
         if (mr_http_client_gone(c->r)) { mr_gen_stop(g, &step); break; }
-        if (mr_gen_next(g, &step)) { err = 1; break; }
+        if (st->can_batch) {
+            /* the pending token joins the other slots' in one evaluation; mr_gen_next then only samples */
+            if (srv_batch_eval(st, sl, g, c->blog) || mr_gen_next(g, &step)) { err = 1; break; }
+        } else {
+            srv_model_lock(st);
+            int e = mr_gen_next(g, &step);
+            srv_model_unlock(st);
+            if (e) { err = 1; break; }
+        }
         if (q->logprobs && step.n_accepted) {
             const int32_t *ids;
             int ng = mr_gen_tokens(g, &ids);
@@ -383,22 +408,28 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
         mr_sbuf_add(&c->reply, step.text, step.len);
         if (c->r->streaming) flush(c);
     }
+    if (st->can_batch) {
+        pthread_mutex_lock(&st->bmu);
+        st->n_decoding--;
+        pthread_cond_broadcast(&st->bcv); /* a step waiting for this request can run */
+        pthread_mutex_unlock(&st->bmu);
+    }
     mr_gen_stats gs;
     mr_gen_get_stats(g, &gs);
     c->n_gen += gs.n_gen;
     c->t_prefill += gs.prefill_s;
-    c->t_decode += gs.decode_s;
+    c->t_decode += mr_now() - t_dec;
     if (err) {
         mr_gen_free(g);
-        mr_session_reset(st->s);
-        st->n_cache = 0;
+        mr_session_reset(sl->s);
+        sl->n_cache = 0;
         return -1;
     }
     /* the generated tokens that were evaluated join the cache (the last one is pending) */
     const int32_t *ids;
-    int ng = mr_gen_tokens(g, &ids), n_past = mr_session_n_past(st->s);
-    for (int k = n_prompt; k < n_past && k - n_prompt < ng; k++) st->cache[k] = ids[k - n_prompt];
-    st->n_cache = n_past;
+    int ng = mr_gen_tokens(g, &ids), n_past = mr_session_n_past(sl->s);
+    for (int k = n_prompt; k < n_past && k - n_prompt < ng; k++) sl->cache[k] = ids[k - n_prompt];
+    sl->n_cache = n_past;
     mr_gen_free(g);
     if (step.finish == MR_GEN_ABORTED) return 1;
     choice_end(c, step.finish);
@@ -547,7 +578,11 @@ void srv_complete(srv_state *st, mr_http_req *r, int api) {
     c.forced = forced;
     c.seed = q.seed_given ? q.sp.seed : random_seed();
     if (q.n_tools && q.tool_choice != SRV_TOOLS_NONE) c.marker = mr_chat_tool_marker(st->m, st->tmpl);
-    if (srv_acquire(st, r) != 0) goto done; /* the client left while queued */
+    c.blog = malloc(sizeof(float) * (size_t)st->n_vocab);
+    if (!c.blog) { srv_error(r, 500, "out of memory"); goto done; }
+    int si = srv_acquire(st, r, toks, n);
+    if (si < 0) goto done; /* the client left while queued */
+    c.slot = &st->slots[si];
     pthread_mutex_lock(&st->qmu);
     c.id = ++st->req_id;
     pthread_mutex_unlock(&st->qmu);
@@ -570,8 +605,9 @@ void srv_complete(srv_state *st, mr_http_req *r, int api) {
     mr_log(1, "request %lu: prompt %d tokens (%d cached) %.2f s, %d choice%s, generated %d tokens %.2f tok/s%s\n", c.id, n,
            c.n_cached, c.t_prefill, q.n, q.n > 1 ? "s" : "", c.n_gen, c.t_decode > 0 ? c.n_gen / c.t_decode : 0.0,
            rc > 0 ? ", client left" : rc < 0 ? ", failed" : "");
-    srv_release(st);
+    srv_release(st, si);
 done:
+    free(c.blog);
     mr_sbuf_free(&c.reply);
     mr_sbuf_free(&c.choices);
     mr_sbuf_free(&c.lp);

@@ -34,50 +34,159 @@ static void reply_json(mr_http_req *r, mr_sbuf *b) {
     mr_sbuf_free(b);
 }
 
-int srv_acquire(srv_state *st, mr_http_req *r) {
-    srv_waiter w = {NULL, 0};
-    pthread_mutex_lock(&st->qmu);
-    if (!st->busy && !st->head) {
-        st->busy = 1;
-        pthread_mutex_unlock(&st->qmu);
-        return 0;
-    }
-    if (st->tail) st->tail->next = &w;
-    else st->head = &w;
-    st->tail = &w;
-    st->n_waiting++;
-    while (!w.granted) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250000000;
-        if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
-        pthread_cond_timedwait(&st->qcv, &st->qmu, &ts);
-        if (!w.granted && mr_http_client_gone(r)) {
-            srv_waiter **pp = &st->head, *prev = NULL;
-            while (*pp != &w) { prev = *pp; pp = &(*pp)->next; }
-            *pp = w.next;
-            if (st->tail == &w) st->tail = prev;
-            st->n_waiting--;
-            st->n_aborted++;
-            pthread_mutex_unlock(&st->qmu);
-            return -1;
-        }
-    }
-    st->n_waiting--;
-    pthread_mutex_unlock(&st->qmu);
-    return 0;
+static int common_prefix(const srv_slot *sl, const int32_t *p, int n) {
+    int k = 0;
+    while (k < sl->n_cache && k < n && sl->cache[k] == p[k]) k++;
+    return k;
 }
 
-void srv_release(srv_state *st) {
+int srv_acquire(srv_state *st, mr_http_req *r, const int32_t *prompt, int n) {
+    srv_waiter w = {NULL, 0};
     pthread_mutex_lock(&st->qmu);
+    if (st->n_busy < st->n_slots && !st->head) {
+        st->n_busy++;
+    } else {
+        if (st->tail) st->tail->next = &w;
+        else st->head = &w;
+        st->tail = &w;
+        st->n_waiting++;
+        while (!w.granted) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 250000000;
+            if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+            pthread_cond_timedwait(&st->qcv, &st->qmu, &ts);
+            if (!w.granted && mr_http_client_gone(r)) {
+                srv_waiter **pp = &st->head, *prev = NULL;
+                while (*pp != &w) { prev = *pp; pp = &(*pp)->next; }
+                *pp = w.next;
+                if (st->tail == &w) st->tail = prev;
+                st->n_waiting--;
+                st->n_aborted++;
+                pthread_mutex_unlock(&st->qmu);
+                return -1;
+            }
+        }
+        st->n_waiting--;
+    }
+    /* a permit is held: some slot is free; take the one whose cache shares most with the prompt */
+    int best = -1, best_k = -1;
+    for (int i = 0; i < st->n_slots; i++) {
+        if (st->slots[i].busy) continue;
+        int k = common_prefix(&st->slots[i], prompt, n);
+        if (k > best_k) { best = i; best_k = k; }
+    }
+    st->slots[best].busy = 1;
+    pthread_mutex_unlock(&st->qmu);
+    return best;
+}
+
+void srv_release(srv_state *st, int slot) {
+    pthread_mutex_lock(&st->qmu);
+    st->slots[slot].busy = 0;
     srv_waiter *w = st->head;
     if (w) {
         st->head = w->next;
         if (!st->head) st->tail = NULL;
-        w->granted = 1; /* busy stays set: handed over */
+        w->granted = 1; /* the permit is handed over */
         pthread_cond_broadcast(&st->qcv);
-    } else st->busy = 0;
+    } else st->n_busy--;
     pthread_mutex_unlock(&st->qmu);
+}
+
+void srv_model_lock(srv_state *st) {
+    pthread_mutex_lock(&st->mmu);
+    unsigned long t = st->m_next++;
+    while (st->m_serving != t) pthread_cond_wait(&st->mcv, &st->mmu);
+    pthread_mutex_unlock(&st->mmu);
+}
+
+void srv_model_unlock(srv_state *st) {
+    pthread_mutex_lock(&st->mmu);
+    st->m_serving++;
+    pthread_cond_broadcast(&st->mcv);
+    pthread_mutex_unlock(&st->mmu);
+}
+
+struct srv_entry {
+    srv_entry *next;
+    mr_session *s;
+    const int32_t *ids;
+    int n;
+    float *logits;           /* [n_vocab] of the entry's last token */
+    int done, rc;
+    char err[256];
+};
+
+/* The leader's step: every submitted entry in one mr_sessions_eval. */
+static void batch_step(srv_state *st, srv_entry *list) {
+    int n = 0;
+    for (srv_entry *e = list; e; e = e->next) n += e->n;
+    mr_session **ss = malloc(sizeof *ss * (size_t)n);
+    int32_t *toks = malloc(sizeof *toks * (size_t)n);
+    float *lg = malloc(sizeof(float) * (size_t)n * (size_t)st->n_vocab);
+    int rc = -1;
+    if (ss && toks && lg) {
+        int k = 0;
+        for (srv_entry *e = list; e; e = e->next)
+            for (int i = 0; i < e->n; i++, k++) { ss[k] = e->s; toks[k] = e->ids[i]; }
+        srv_model_lock(st);
+        rc = mr_sessions_eval(ss, toks, n, lg);
+        srv_model_unlock(st);
+    } else mr_set_error("server: out of memory");
+    int k = 0;
+    for (srv_entry *e = list; e; e = e->next) {
+        k += e->n;
+        e->rc = rc;
+        if (rc) snprintf(e->err, sizeof e->err, "%s", mr_last_error());
+        else memcpy(e->logits, lg + (size_t)(k - 1) * st->n_vocab, sizeof(float) * (size_t)st->n_vocab);
+    }
+    free(ss);
+    free(toks);
+    free(lg);
+    pthread_mutex_lock(&st->qmu);
+    st->n_steps++;
+    st->n_step_tokens += (unsigned long long)n;
+    pthread_mutex_unlock(&st->qmu);
+}
+
+/* Requests in their decode loop submit their pending token and wait; the step runs when every
+ * decoding request has submitted, or 20 ms after the first submission (a request stuck writing to a
+ * slow client does not hold the others longer), led by whichever waiting thread sees it first. */
+int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits) {
+    const int32_t *ids;
+    int n = mr_gen_pending(g, &ids);
+    if (n == 0) return 0;
+    srv_entry e = {.s = slot->s, .ids = ids, .n = n, .logits = logits};
+    pthread_mutex_lock(&st->bmu);
+    e.next = st->sub;
+    st->sub = &e;
+    st->n_sub++;
+    double deadline = mr_now() + 0.020;
+    while (!e.done) {
+        if (!st->stepping && st->sub && (st->n_sub >= st->n_decoding || mr_now() >= deadline)) {
+            srv_entry *list = st->sub;
+            st->sub = NULL;
+            st->n_sub = 0;
+            st->stepping = 1;
+            pthread_mutex_unlock(&st->bmu);
+            batch_step(st, list);
+            pthread_mutex_lock(&st->bmu);
+            for (srv_entry *x = list; x; x = x->next) x->done = 1;
+            st->stepping = 0;
+            pthread_cond_broadcast(&st->bcv);
+            deadline = mr_now() + 0.020;
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 2000000;
+        if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+        pthread_cond_timedwait(&st->bcv, &st->bmu, &ts);
+    }
+    pthread_mutex_unlock(&st->bmu);
+    if (e.rc) { mr_set_error("%s", e.err); return -1; }
+    return mr_gen_set_evaluated(g, logits);
 }
 
 int srv_tokenize(const srv_state *st, const char *text, int add_special, int32_t **out) {
@@ -130,33 +239,40 @@ static void ep_props(srv_state *st, mr_http_req *r) {
     mr_sbuf b = {0};
     mr_sbuf_puts(&b, "{\"model\":");
     mr_sbuf_json_str(&b, st->model_name, strlen(st->model_name));
-    mr_sbuf_printf(&b, ",\"arch\":\"%s\",\"n_ctx\":%d,\"n_vocab\":%d,\"total_slots\":1,\"chat_template\":\"%s\","
-                   "\"n_threads\":%d,\"build\":\"%s\"}", mr_model_arch(st->m), st->n_ctx, st->n_vocab, st->tmpl,
+    mr_sbuf_printf(&b, ",\"arch\":\"%s\",\"n_ctx\":%d,\"n_vocab\":%d,\"total_slots\":%d,\"chat_template\":\"%s\","
+                   "\"n_threads\":%d,\"build\":\"%s\"}", mr_model_arch(st->m), st->n_ctx, st->n_vocab, st->n_slots, st->tmpl,
                    mr_model_n_threads(st->m), mr_version());
     reply_json(r, &b);
 }
 
 static void ep_slots(srv_state *st, mr_http_req *r) {
-    pthread_mutex_lock(&st->qmu);
-    int busy = st->busy, waiting = st->n_waiting;
-    pthread_mutex_unlock(&st->qmu);
     mr_sbuf b = {0};
-    /* n_cache is written by the request holding the session: a snapshot may be a step old */
-    mr_sbuf_printf(&b, "[{\"id\":0,\"n_ctx\":%d,\"is_processing\":%s,\"n_cached_tokens\":%d,\"n_waiting\":%d}]", st->n_ctx,
-                   busy ? "true" : "false", st->n_cache, waiting);
+    mr_sbuf_puts(&b, "[");
+    pthread_mutex_lock(&st->qmu);
+    /* n_cache is written by the request holding the slot: a snapshot may be a step old */
+    for (int i = 0; i < st->n_slots; i++)
+        mr_sbuf_printf(&b, "%s{\"id\":%d,\"n_ctx\":%d,\"is_processing\":%s,\"n_cached_tokens\":%d}", i ? "," : "", i, st->n_ctx,
+                       st->slots[i].busy ? "true" : "false", st->slots[i].n_cache);
+    pthread_mutex_unlock(&st->qmu);
+    mr_sbuf_puts(&b, "]");
     reply_json(r, &b);
 }
 
 static void ep_metrics(srv_state *st, mr_http_req *r) {
     pthread_mutex_lock(&st->qmu);
     srv_state c = *st; /* the counters, consistent with each other */
+    int kv = 0;
+    for (int i = 0; i < st->n_slots; i++) kv += st->slots[i].n_cache;
     pthread_mutex_unlock(&st->qmu);
     mr_sbuf b = {0};
 #define M(name, type, help, fmt, v) mr_sbuf_printf(&b, "# HELP moerun_" name " " help "\n# TYPE moerun_" name " " type "\nmoerun_" name " " fmt "\n", v)
     M("requests_total", "counter", "Generation requests finished.", "%lu", c.n_requests);
     M("requests_errors_total", "counter", "Generation requests that failed.", "%lu", c.n_errors);
     M("requests_aborted_total", "counter", "Requests whose client left before the end.", "%lu", c.n_aborted);
-    M("requests_processing", "gauge", "Requests using the model now.", "%d", c.busy);
+    M("requests_processing", "gauge", "Requests holding a slot now.", "%d", c.n_busy);
+    M("slots", "gauge", "Slots (sessions) of the server.", "%d", c.n_slots);
+    M("decode_steps_total", "counter", "Batched decode evaluations.", "%llu", c.n_steps);
+    M("decode_step_tokens_total", "counter", "Tokens evaluated by batched decode steps (over steps: the mean batch).", "%llu", c.n_step_tokens);
     M("requests_waiting", "gauge", "Requests queued for the model.", "%d", c.n_waiting);
     M("prompt_tokens_total", "counter", "Prompt tokens of finished requests (cached ones included).", "%llu", c.n_prompt);
     M("prompt_cached_tokens_total", "counter", "Prompt tokens taken from the prompt cache.", "%llu", c.n_cached);
@@ -166,8 +282,8 @@ static void ep_metrics(srv_state *st, mr_http_req *r) {
     M("prefill_tokens_per_second", "gauge", "Prompt tokens evaluated per second (whole run).", "%.3f",
       c.prefill_s > 0 ? (double)(c.n_prompt - c.n_cached) / c.prefill_s : 0.0);
     M("decode_tokens_per_second", "gauge", "Tokens generated per second (whole run).", "%.3f", c.decode_s > 0 ? (double)c.n_gen / c.decode_s : 0.0);
-    M("kv_cache_tokens", "gauge", "Tokens held in the session (the prompt cache).", "%d", c.n_cache);
-    M("kv_cache_capacity_tokens", "gauge", "Context length of the session.", "%d", c.n_ctx);
+    M("kv_cache_tokens", "gauge", "Tokens held in the slots' sessions (the prompt caches).", "%d", kv);
+    M("kv_cache_capacity_tokens", "gauge", "Context length of all slots.", "%d", c.n_ctx * c.n_slots);
     mr_pager_stats ps;
     if (mr_model_pager_stats(st->m, &ps) == 0 && ps.paging) {
         M("pager_hits_total", "counter", "Expert uses served from RAM.", "%llu", (unsigned long long)ps.hits);
@@ -307,30 +423,51 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     st.started_wall = (long)time(NULL);
     pthread_mutex_init(&st.qmu, NULL);
     pthread_cond_init(&st.qcv, NULL);
+    pthread_mutex_init(&st.mmu, NULL);
+    pthread_cond_init(&st.mcv, NULL);
+    pthread_mutex_init(&st.bmu, NULL);
+    pthread_cond_init(&st.bcv, NULL);
     int fd = p->listen_fd;
     st.tok = mr_model_tokenizer(m);
     int rc = -1;
     if (!st.tok) { mr_set_error("server: the model has no usable tokenizer"); goto done; }
-    st.tmpl = mr_chat_template_detect(m);
+    st.tmpl = p->chat_template ? p->chat_template : mr_chat_template_detect(m);
+    if (!mr_chat_template_known(st.tmpl)) { mr_set_error("server: unknown chat template '%s'", st.tmpl); goto done; }
     st.n_vocab = mr_model_n_vocab(m);
-    st.s = mr_session_new(m, p->n_ctx);
-    if (!st.s) goto done;
-    st.n_ctx = mr_session_n_ctx(st.s);
-    st.cache = malloc(sizeof(int32_t) * (size_t)st.n_ctx);
+    st.n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
+    st.can_batch = st.n_slots > 1 && mr_model_can_batch(m);
+    st.slots = calloc((size_t)st.n_slots, sizeof *st.slots);
+    if (!st.slots) { mr_set_error("server: out of memory"); goto done; }
+    for (int i = 0; i < st.n_slots; i++) {
+        if (!(st.slots[i].s = mr_session_new(m, p->n_ctx))) goto done;
+        st.n_ctx = mr_session_n_ctx(st.slots[i].s);
+        if (!(st.slots[i].cache = malloc(sizeof(int32_t) * (size_t)st.n_ctx))) { mr_set_error("server: out of memory"); goto done; }
+    }
     const char *name = mr_model_meta_str(m, "general.name");
     st.model_name = p->alias ? p->alias : name ? name : mr_model_arch(m);
-    if (!st.cache) { mr_set_error("server: out of memory"); goto done; }
     if (fd < 0 && (fd = mr_http_listen(p->host, p->port)) < 0) goto done;
-    mr_log(1, "listening on http://%s:%d (model %s, %s, chat template %s, context %d, %d threads, 1 slot%s)\n",
-           p->host, p->port, st.model_name, mr_model_arch(m), st.tmpl, st.n_ctx, mr_model_n_threads(m),
-           st.api_key ? ", API key required" : "");
+    mr_pager_stats ps;
+    char paging[96] = "";
+    if (mr_model_pager_stats(m, &ps) == 0 && ps.paging)
+        snprintf(paging, sizeof paging, ", experts paged: %d slots of %.1f MiB", ps.n_slots, ps.slot_bytes / 1048576.0);
+    mr_log(1, "listening on http://%s:%d (model %s, %s, chat template %s, context %d, %d threads, %d slot%s%s%s%s)\n",
+           p->host, p->port, st.model_name, mr_model_arch(m), st.tmpl, st.n_ctx, mr_model_n_threads(m), st.n_slots,
+           st.n_slots > 1 ? "s" : "", st.n_slots > 1 ? (st.can_batch ? ", batched decoding" : ", no batched decoding for this architecture") : "",
+           paging, st.api_key ? ", API key required" : "");
     rc = mr_http_serve_fd(fd, NULL, srv_handle, &st, p->stop);
     fd = -1; /* closed by the server loop */
 done:
     if (fd >= 0 && fd != p->listen_fd) close(fd);
-    free(st.cache);
-    mr_session_free(st.s);
+    for (int i = 0; st.slots && i < st.n_slots; i++) {
+        free(st.slots[i].cache);
+        mr_session_free(st.slots[i].s);
+    }
+    free(st.slots);
     pthread_mutex_destroy(&st.qmu);
     pthread_cond_destroy(&st.qcv);
+    pthread_mutex_destroy(&st.mmu);
+    pthread_cond_destroy(&st.mcv);
+    pthread_mutex_destroy(&st.bmu);
+    pthread_cond_destroy(&st.bcv);
     return rc;
 }

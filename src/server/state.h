@@ -11,23 +11,43 @@
 #include <pthread.h>
 
 typedef struct srv_waiter srv_waiter;
+typedef struct srv_entry srv_entry;
+
+/* A slot: one session and the tokens it holds (its prompt cache). */
+typedef struct {
+    mr_session *s;
+    int32_t *cache;          /* tokens evaluated in the session (== mr_session_n_past) */
+    int n_cache;
+    int busy;                /* under qmu */
+} srv_slot;
 
 typedef struct {
     mr_model *m;
-    mr_session *s;
     const mr_tokenizer *tok;
-    int32_t *cache;          /* tokens evaluated in the session (== mr_session_n_past) */
-    int n_cache;
+    srv_slot *slots;
+    int n_slots;
+    int can_batch;           /* decode steps of the slots go through one mr_sessions_eval */
     int n_ctx, n_vocab;
     const char *model_name, *api_key, *tmpl;
     double started;          /* mr_now() at start (uptime) */
     long started_wall;       /* time(NULL) at start ("created" of the model) */
-    /* the model queue: one request at a time uses the session, the others wait in arrival order */
+    /* the slot queue: requests get a free slot in arrival order (n_busy <= n_slots) */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
-    int busy;
+    int n_busy;
     srv_waiter *head, *tail;
     int n_waiting;
+    /* the model: one evaluation at a time, taken in arrival order (a ticket lock), so prefill chunks
+     * and batched decode steps alternate */
+    pthread_mutex_t mmu;
+    pthread_cond_t mcv;
+    unsigned long m_next, m_serving;
+    /* the batcher (under bmu): decode tokens submitted by the requests, evaluated together */
+    pthread_mutex_t bmu;
+    pthread_cond_t bcv;
+    srv_entry *sub;
+    int n_sub, n_decoding, stepping;
+    unsigned long long n_steps, n_step_tokens;
     /* counters (under qmu) */
     unsigned long req_id;
     unsigned long n_requests, n_errors, n_aborted;
@@ -38,8 +58,14 @@ typedef struct {
 void srv_error(mr_http_req *r, int status, const char *msg);
 /* Tokenize text (parse_special on); -1 and mr_last_error() on failure. *out is malloc'd. */
 int srv_tokenize(const srv_state *st, const char *text, int add_special, int32_t **out);
-int srv_acquire(srv_state *st, mr_http_req *r);
-void srv_release(srv_state *st);
+/* A free slot for the prompt (the one holding the longest prefix of it), waiting in arrival order;
+ * -1 if the client left while waiting. */
+int srv_acquire(srv_state *st, mr_http_req *r, const int32_t *prompt, int n);
+void srv_release(srv_state *st, int slot);
+void srv_model_lock(srv_state *st);
+void srv_model_unlock(srv_state *st);
+/* The pending tokens of g evaluated in one pass with the other requests' (continuous batching). */
+int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits);
 /* POST /v1/chat/completions, /v1/completions, /v1/messages */
 void srv_complete(srv_state *st, mr_http_req *r, int api);
 /* The chat prompt of q (tools included) as text; NULL with mr_last_error() on failure. */
