@@ -266,8 +266,8 @@ static int parse_chatml(const char *p, const char *end, mr_chat_tool_call *calls
         if (!args) args = mr_json_get(j, "parameters");
         if (!name || (args && args->type != MR_JSON_OBJ && args->type != MR_JSON_STR)) { mr_json_free(j); return -1; }
         calls[n].id = NULL;
-        calls[n].name = strdup(name);
-        calls[n].arguments = !args ? strdup("{}") : args->type == MR_JSON_STR ? strdup(args->str) : mr_json_dump(args);
+        calls[n].name = mr_strdup(name);
+        calls[n].arguments = !args ? mr_strdup("{}") : args->type == MR_JSON_STR ? mr_strdup(args->str) : mr_json_dump(args);
         mr_json_free(j);
         if (!calls[n].name || !calls[n].arguments) { n++; goto oom; }
         n++;
@@ -296,7 +296,8 @@ static int parse_ds4(const char *p, const char *end, mr_chat_tool_call *calls, i
         if (!q || !starts(q, end, "\">")) goto bad;
         mr_sbuf args = {0};
         mr_sbuf_puts(&args, "{");
-        char *name = strndup(p, (size_t)(q - p));
+        char *name = mr_malloc((size_t)(q - p) + 1);
+        if (name) { memcpy(name, p, (size_t)(q - p)); name[q - p] = 0; }
         p = q + 2;
         int k = 0;
         for (;; k++) {

@@ -414,8 +414,8 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
      * short batches (no allocation per decode step) */
     int pos_small[64] = {0};
     mr_llm_state *sts_small[64] = {0};
-    int *pos = n <= 64 ? pos_small : malloc(sizeof(int) * (size_t)n);
-    mr_llm_state **sts = n <= 64 ? sts_small : malloc(sizeof *sts * (size_t)n);
+    int *pos = n <= 64 ? pos_small : mr_malloc(sizeof(int) * (size_t)n);
+    mr_llm_state **sts = n <= 64 ? sts_small : mr_malloc(sizeof *sts * (size_t)n);
     int rc = -1;
     if (!pos || !sts) mr_set_error("eval: out of memory");
     else {

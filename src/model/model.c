@@ -246,8 +246,8 @@ int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *
     if (n <= 0) { mr_set_error("eval: no tokens"); return -1; }
     mr_model *m = s[0]->m;
     if (!m->arch->eval_multi) { mr_set_error("eval: %s has no multi-sequence evaluation", m->arch->name); return -1; }
-    int *pos = malloc(sizeof(int) * (size_t)n);
-    void **st = malloc(sizeof(void *) * (size_t)n);
+    int *pos = mr_malloc(sizeof(int) * (size_t)n);
+    void **st = mr_malloc(sizeof(void *) * (size_t)n);
     int rc = -1;
     if (!pos || !st) { mr_set_error("eval: out of memory"); goto done; }
     /* positions: each session's tokens follow what it holds, in order */

@@ -161,12 +161,19 @@ static void oai_chunk(cctx *c, const char *delta, const char *text, size_t n, co
     mr_sbuf_printf(&b, ",\"finish_reason\":%s%s%s}]", finish ? "\"" : "", finish ? finish : "null", finish ? "\"" : "");
     if (c->q->include_usage) mr_sbuf_puts(&b, ",\"usage\":null");
     mr_sbuf_puts(&b, "}");
-    if (!b.oom) mr_http_sse_send(c->r, b.p, b.n);
+    if (b.oom) { /* a chunk lost would silently cut the text: end the stream with an error */
+        srv_error(c->r, 500, "out of memory");
+        c->r->broken = 1;
+    } else mr_http_sse_send(c->r, b.p, b.n);
     mr_sbuf_free(&b);
 }
 
 static void anthropic_event(cctx *c, const char *event, mr_sbuf *b) {
-    if (!b->oom && b->p) mr_http_sse_event(c->r, event, b->p, b->n);
+    if (b->oom) {
+        static const char oom[] = "{\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"out of memory\"}}";
+        mr_http_sse_event(c->r, "error", oom, sizeof oom - 1);
+        c->r->broken = 1;
+    } else if (b->p) mr_http_sse_event(c->r, event, b->p, b->n);
     mr_sbuf_free(b);
 }
 
@@ -277,7 +284,8 @@ static void choice_end(cctx *c, int finish) {
                     put_call_json(&d, c, k, &calls[k], 1);
                 }
                 mr_sbuf_puts(&d, "]");
-                if (!d.oom) oai_chunk(c, d.p, NULL, 0, NULL);
+                if (d.oom) { srv_error(c->r, 500, "out of memory"); c->r->broken = 1; }
+                else oai_chunk(c, d.p, NULL, 0, NULL);
                 mr_sbuf_free(&d);
             }
             oai_chunk(c, "", NULL, 0, oai_finish(finish, n_calls));
@@ -406,6 +414,7 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
             if (lg && ng > 0) lp_add(c, lg, ids[ng - 1]);
         }
         mr_sbuf_add(&c->reply, step.text, step.len);
+        if (c->reply.oom) { mr_set_error("server: out of memory"); err = 1; break; }
         if (c->r->streaming) flush(c);
     }
     if (st->can_batch) {
@@ -480,7 +489,8 @@ static void stream_end(cctx *c) {
             mr_sbuf_puts(&b, ",\"choices\":[],");
             put_usage(&b, c);
             mr_sbuf_puts(&b, "}");
-            if (!b.oom) mr_http_sse_send(c->r, b.p, b.n);
+            if (b.oom) { mr_sbuf_free(&b); srv_error(c->r, 500, "out of memory"); return; }
+            mr_http_sse_send(c->r, b.p, b.n);
             mr_sbuf_free(&b);
         }
         mr_http_sse_send(c->r, "[DONE]", 6);
@@ -491,6 +501,7 @@ static void stream_end(cctx *c) {
 static void reply_whole(cctx *c) {
     mr_sbuf b = {0};
     const srv_req *q = c->q;
+    if (c->choices.oom || c->lp.oom || c->lp_vals.oom || c->lp_top.oom || c->lp_off.oom) { srv_error(c->r, 500, "out of memory"); return; }
     if (q->api == SRV_API_ANTHROPIC) {
         mr_sbuf_printf(&b, "{\"id\":\"msg_%lu\",\"type\":\"message\",\"role\":\"assistant\",\"model\":", c->id);
         put_model(&b, c->st);
@@ -522,7 +533,7 @@ static int build_prompt(srv_state *st, const srv_req *q, char **forced, int32_t 
         if (q->prompt) return srv_tokenize(st, q->prompt, 1, toks);
         for (int i = 0; i < q->n_prompt_ids; i++)
             if (q->prompt_ids[i] >= st->n_vocab) { mr_set_error("'prompt' has token id %d, beyond the vocabulary (%d)", q->prompt_ids[i], st->n_vocab); return -1; }
-        *toks = malloc(sizeof(int32_t) * (size_t)(q->n_prompt_ids + 1));
+        *toks = mr_malloc(sizeof(int32_t) * (size_t)(q->n_prompt_ids + 1));
         if (!*toks) { mr_set_error("out of memory"); return -1; }
         memcpy(*toks, q->prompt_ids, sizeof(int32_t) * (size_t)q->n_prompt_ids);
         return q->n_prompt_ids;
@@ -533,8 +544,8 @@ static int build_prompt(srv_state *st, const srv_req *q, char **forced, int32_t 
         /* tool_choice without constrained sampling: the reply is made to start a call */
         const char *name = q->tool_choice == SRV_TOOLS_NAMED ? q->tool_choice_name : NULL;
         int fl = mr_chat_tool_prefix(st->m, st->tmpl, name, NULL, 0);
-        char *f = fl >= 0 ? malloc((size_t)fl + 1) : NULL;
-        char *t2 = f ? malloc(strlen(text) + (size_t)fl + 1) : NULL;
+        char *f = fl >= 0 ? mr_malloc((size_t)fl + 1) : NULL;
+        char *t2 = f ? mr_malloc(strlen(text) + (size_t)fl + 1) : NULL;
         if (!t2) { free(f); free(text); if (fl >= 0) mr_set_error("out of memory"); return -1; }
         mr_chat_tool_prefix(st->m, st->tmpl, name, f, fl + 1);
         strcpy(t2, text);
@@ -578,7 +589,7 @@ void srv_complete(srv_state *st, mr_http_req *r, int api) {
     c.forced = forced;
     c.seed = q.seed_given ? q.sp.seed : random_seed();
     if (q.n_tools && q.tool_choice != SRV_TOOLS_NONE) c.marker = mr_chat_tool_marker(st->m, st->tmpl);
-    c.blog = malloc(sizeof(float) * (size_t)st->n_vocab);
+    c.blog = mr_malloc(sizeof(float) * (size_t)st->n_vocab);
     if (!c.blog) { srv_error(r, 500, "out of memory"); goto done; }
     int si = srv_acquire(st, r, toks, n);
     if (si < 0) goto done; /* the client left while queued */

@@ -275,6 +275,13 @@ typedef struct {
     conn_count *cc;
 } conn_ctx;
 
+/* out of memory before the handler runs: a reply built on the stack, so the client learns why */
+static void reply_oom(int fd) {
+    static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 71\r\n"
+                              "Connection: close\r\n\r\n{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":503}}";
+    if (send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL) < 0) { /* the client is gone: nothing more to do */ }
+}
+
 static long long now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -287,8 +294,8 @@ static int read_more(conn_ctx *c, char **buf, size_t *cap, size_t *len, long lon
     if (*len == *cap) {
         if (*cap >= MR_HTTP_MAX_HEADER + MR_HTTP_MAX_BODY) return -1;
         size_t ncap = *cap * 2;
-        char *nb = realloc(*buf, ncap + 1);
-        if (!nb) return -1;
+        char *nb = mr_realloc(*buf, ncap + 1);
+        if (!nb) { reply_oom(c->fd); return -1; }
         *buf = nb;
         *cap = ncap;
     }
@@ -320,7 +327,8 @@ static void reply_error(mr_http_req *req, int status, const char *msg) {
 static void *conn_main(void *arg) {
     conn_ctx *c = arg;
     size_t cap = 8192, len = 0;
-    char *buf = malloc(cap + 1);
+    char *buf = mr_malloc(cap + 1);
+    if (!buf) reply_oom(c->fd);
     struct timeval tv = {c->lim.send_timeout_ms / 1000, (c->lim.send_timeout_ms % 1000) * 1000};
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     int one = 1;
@@ -428,10 +436,11 @@ int mr_http_serve_fd(int fd, const mr_http_limits *lim, mr_http_handler h, void 
             close(c);
             continue;
         }
-        conn_ctx *ctx = malloc(sizeof *ctx);
+        conn_ctx *ctx = mr_malloc(sizeof *ctx);
         pthread_t th;
         if (ctx) *ctx = (conn_ctx){c, h, user, stop, l, &cc};
         if (!ctx || pthread_create(&th, &attr, conn_main, ctx) != 0) {
+            reply_oom(c);
             free(ctx);
             close(c);
             pthread_mutex_lock(&cc.mu);

@@ -248,7 +248,7 @@ char *mr_json_dump(const mr_json *v) {
     mr_sbuf b = {0};
     dump(&b, v);
     if (b.oom) { mr_sbuf_free(&b); return NULL; }
-    return b.p ? b.p : strdup("");
+    return b.p ? b.p : mr_strdup("");
 }
 
 void mr_sbuf_add(mr_sbuf *b, const char *s, size_t n) {

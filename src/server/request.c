@@ -61,7 +61,7 @@ static char *own(srv_req *r, char *p) {
     if (!p) return NULL;
     if (r->n_owned == r->cap_owned) {
         int cap = r->cap_owned ? 2 * r->cap_owned : 16;
-        char **o = realloc(r->owned, sizeof *o * (size_t)cap);
+        char **o = mr_realloc(r->owned, sizeof *o * (size_t)cap);
         if (!o) { free(p); return NULL; }
         r->owned = o;
         r->cap_owned = cap;
@@ -101,7 +101,7 @@ static int content_text(srv_req *r, const mr_json *c, const char *where, const c
         mr_sbuf_puts(&b, text);
     }
     if (b.oom) { mr_sbuf_free(&b); return fail(err, el, "out of memory"); }
-    *out = own(r, b.p ? b.p : strdup(""));
+    *out = own(r, b.p ? b.p : mr_strdup(""));
     return *out ? 0 : fail(err, el, "out of memory");
 }
 
@@ -148,8 +148,8 @@ static int oai_messages(srv_req *r, const mr_json *msgs, char *err, size_t el) {
     if (!msgs || msgs->type != MR_JSON_ARR || msgs->len == 0) return fail(err, el, "'messages' must be a non-empty array");
     if (msgs->len > SRV_MAX_MESSAGES) return fail(err, el, "at most %d messages", SRV_MAX_MESSAGES);
     int cap = (int)msgs->len;
-    r->msgs = calloc((size_t)cap, sizeof *r->msgs);
-    r->calls = calloc(count_calls(msgs) + 1, sizeof *r->calls);
+    r->msgs = mr_calloc((size_t)cap, sizeof *r->msgs);
+    r->calls = mr_calloc(count_calls(msgs) + 1, sizeof *r->calls);
     if (!r->msgs || !r->calls) return fail(err, el, "out of memory");
     int i = 0;
     for (const mr_json *c = msgs->child; c; c = c->next, i++) {
@@ -191,8 +191,8 @@ static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
     }
     if (tools->type != MR_JSON_ARR) return fail(err, el, "'tools' must be an array");
     if (tools->len > SRV_MAX_TOOLS) return fail(err, el, "at most %d tools", SRV_MAX_TOOLS);
-    r->tools = calloc(tools->len + 1, sizeof *r->tools);
-    r->tool_names = calloc(tools->len + 1, sizeof *r->tool_names);
+    r->tools = mr_calloc(tools->len + 1, sizeof *r->tools);
+    r->tool_names = mr_calloc(tools->len + 1, sizeof *r->tool_names);
     if (!r->tools || !r->tool_names) return fail(err, el, "out of memory");
     int k = 0;
     for (const mr_json *t = tools->child; t; t = t->next, k++) {
@@ -223,7 +223,8 @@ static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
             free(ps);
         }
         mr_sbuf_puts(&b, "}");
-        if (b.oom || !own(r, b.p)) { mr_sbuf_free(&b); return fail(err, el, "out of memory"); }
+        if (b.oom) { mr_sbuf_free(&b); return fail(err, el, "out of memory"); }
+        if (!own(r, b.p)) return fail(err, el, "out of memory"); /* own freed it */
         r->tools[k] = b.p;
         r->tool_names[k] = (char *)name;
     }
@@ -263,8 +264,8 @@ static int anthropic_messages(srv_req *r, const mr_json *j, char *err, size_t el
         blocks += ct && ct->type == MR_JSON_ARR ? ct->len + 1 : 1;
     }
     int cap = (int)blocks + 1;
-    r->msgs = calloc((size_t)cap, sizeof *r->msgs);
-    r->calls = calloc(count_calls(msgs) + 1, sizeof *r->calls);
+    r->msgs = mr_calloc((size_t)cap, sizeof *r->msgs);
+    r->calls = mr_calloc(count_calls(msgs) + 1, sizeof *r->calls);
     if (!r->msgs || !r->calls) return fail(err, el, "out of memory");
     const mr_json *sys = field(j, "system");
     if (sys) {
@@ -324,7 +325,7 @@ static int anthropic_messages(srv_req *r, const mr_json *j, char *err, size_t el
             }
         }
         if (text.oom) { mr_sbuf_free(&text); return fail(err, el, "out of memory"); }
-        if (has_text) { m.content = own(r, text.p ? text.p : strdup("")); if (!m.content) return fail(err, el, "out of memory"); }
+        if (has_text) { m.content = own(r, text.p ? text.p : mr_strdup("")); if (!m.content) return fail(err, el, "out of memory"); }
         else mr_sbuf_free(&text);
         if (!m.n_tool_calls) m.tool_calls = NULL;
         if ((has_text || m.n_tool_calls) && add_msg(r, cap, m, err, el)) return -1;
@@ -357,7 +358,7 @@ static int parse_prompt(srv_req *r, const mr_json *p, char *err, size_t el) {
         if (p->len > 1) return fail(err, el, "'prompt': one prompt per request (send several requests, or use 'n')");
         return parse_prompt(r, p->child, err, el);
     }
-    r->prompt_ids = malloc(sizeof(int32_t) * p->len);
+    r->prompt_ids = mr_malloc(sizeof(int32_t) * p->len);
     if (!r->prompt_ids) return fail(err, el, "out of memory");
     for (const mr_json *c = p->child; c; c = c->next) {
         if (c->type != MR_JSON_NUM || c->num != floor(c->num) || c->num < 0 || c->num > 2147483647.0)

@@ -21,6 +21,13 @@ void srv_error(mr_http_req *r, int status, const char *msg) {
     mr_sbuf_puts(&b, "{\"error\":{\"message\":");
     mr_sbuf_json_str(&b, msg, strlen(msg));
     mr_sbuf_printf(&b, ",\"type\":\"%s\",\"code\":%d}}", status >= 500 ? "server_error" : "invalid_request_error", status);
+    if (b.oom) { /* the message did not fit in memory: a fixed one */
+        mr_sbuf_free(&b);
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}";
+        if (r->streaming) { mr_http_sse_send(r, oom, sizeof oom - 1); mr_http_sse_end(r); }
+        else mr_http_reply(r, 500, "application/json", oom, sizeof oom - 1);
+        return;
+    }
     if (r->streaming) {
         mr_http_sse_send(r, b.p ? b.p : "{}", b.n);
         mr_http_sse_end(r);
@@ -122,9 +129,9 @@ struct srv_entry {
 static void batch_step(srv_state *st, srv_entry *list) {
     int n = 0;
     for (srv_entry *e = list; e; e = e->next) n += e->n;
-    mr_session **ss = malloc(sizeof *ss * (size_t)n);
-    int32_t *toks = malloc(sizeof *toks * (size_t)n);
-    float *lg = malloc(sizeof(float) * (size_t)n * (size_t)st->n_vocab);
+    mr_session **ss = mr_malloc(sizeof *ss * (size_t)n);
+    int32_t *toks = mr_malloc(sizeof *toks * (size_t)n);
+    float *lg = mr_malloc(sizeof(float) * (size_t)n * (size_t)st->n_vocab);
     int rc = -1;
     if (ss && toks && lg) {
         int k = 0;
@@ -193,7 +200,7 @@ int srv_tokenize(const srv_state *st, const char *text, int add_special, int32_t
     int n = mr_tokenize(st->tok, text, strlen(text), add_special, 1, NULL, 0);
     if (n == INT_MIN) return -1;
     int need = n < 0 ? -n : n;
-    *out = malloc(sizeof(int32_t) * (size_t)(need + 1));
+    *out = mr_malloc(sizeof(int32_t) * (size_t)(need + 1));
     if (!*out) { mr_set_error("out of memory"); return -1; }
     n = mr_tokenize(st->tok, text, strlen(text), add_special, 1, *out, need + 1);
     if (n < 0) { free(*out); *out = NULL; if (n != INT_MIN) mr_set_error("tokenize: size changed"); return -1; }
@@ -204,7 +211,7 @@ char *srv_render_chat(const srv_state *st, const srv_req *q, int add_assistant) 
     const char *const *tools = (const char *const *)q->tools;
     int len = mr_chat_render_tools(st->m, st->tmpl, q->msgs, q->n_msgs, tools, q->n_tools, add_assistant, NULL, 0);
     if (len < 0) return NULL;
-    char *out = malloc((size_t)len + 1);
+    char *out = mr_malloc((size_t)len + 1);
     if (!out) { mr_set_error("out of memory"); return NULL; }
     mr_chat_render_tools(st->m, st->tmpl, q->msgs, q->n_msgs, tools, q->n_tools, add_assistant, out, len + 1);
     return out;
@@ -330,7 +337,7 @@ static void ep_tokenize(srv_state *st, mr_http_req *r, const mr_json *j) {
 static void ep_detokenize(srv_state *st, mr_http_req *r, const mr_json *j) {
     const mr_json *t = mr_json_get(j, "tokens");
     if (!t || t->type != MR_JSON_ARR || t->len > (size_t)st->n_ctx * 4 + 4096) { srv_error(r, 400, "'tokens' must be an array of token ids"); return; }
-    int32_t *ids = malloc(sizeof(int32_t) * (t->len + 1));
+    int32_t *ids = mr_malloc(sizeof(int32_t) * (t->len + 1));
     if (!ids) { srv_error(r, 500, "out of memory"); return; }
     int n = 0;
     for (const mr_json *c = t->child; c; c = c->next) {
@@ -343,7 +350,7 @@ static void ep_detokenize(srv_state *st, mr_http_req *r, const mr_json *j) {
     }
     int len = mr_detokenize(st->tok, ids, n, NULL, 0, 0, 1);
     int need = len < 0 && len != INT_MIN ? -len : len;
-    char *text = len == INT_MIN ? NULL : malloc((size_t)need + 1);
+    char *text = len == INT_MIN ? NULL : mr_malloc((size_t)need + 1);
     if (text) len = mr_detokenize(st->tok, ids, n, text, need + 1, 0, 1);
     free(ids);
     if (!text || len < 0) { free(text); srv_error(r, 500, "detokenize failed"); return; }
@@ -436,12 +443,12 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     st.n_vocab = mr_model_n_vocab(m);
     st.n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
     st.can_batch = st.n_slots > 1 && mr_model_can_batch(m);
-    st.slots = calloc((size_t)st.n_slots, sizeof *st.slots);
+    st.slots = mr_calloc((size_t)st.n_slots, sizeof *st.slots);
     if (!st.slots) { mr_set_error("server: out of memory"); goto done; }
     for (int i = 0; i < st.n_slots; i++) {
         if (!(st.slots[i].s = mr_session_new(m, p->n_ctx))) goto done;
         st.n_ctx = mr_session_n_ctx(st.slots[i].s);
-        if (!(st.slots[i].cache = malloc(sizeof(int32_t) * (size_t)st.n_ctx))) { mr_set_error("server: out of memory"); goto done; }
+        if (!(st.slots[i].cache = mr_malloc(sizeof(int32_t) * (size_t)st.n_ctx))) { mr_set_error("server: out of memory"); goto done; }
     }
     const char *name = mr_model_meta_str(m, "general.name");
     st.model_name = p->alias ? p->alias : name ? name : mr_model_arch(m);
