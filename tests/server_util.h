@@ -1,5 +1,6 @@
 /* Tests that talk to an in-process server (mr_server_run in a thread on 127.0.0.1) with a minimal
- * HTTP client: one request per connection, the whole response read until the server closes. */
+ * HTTP client: one request per connection, the whole response read until the server closes (the
+ * requests say "Connection: close" or are HTTP/1.0: keep-alive is HTTP/1.1's default). */
 #ifndef MR_TEST_SERVER_UTIL_H
 #define MR_TEST_SERVER_UTIL_H
 #include "moerun.h"
@@ -17,7 +18,12 @@ typedef struct { mr_model *m; int port; volatile int stop; int rc; } srv_thread;
 
 static void *srv_thread_main(void *arg) {
     srv_thread *t = arg;
-    mr_server_params p = {"127.0.0.1", t->port, 128, "tiny", &t->stop};
+    mr_server_params p;
+    mr_server_params_default(&p);
+    p.port = t->port;
+    p.n_ctx = 128;
+    p.alias = "tiny";
+    p.stop = &t->stop;
     t->rc = mr_server_run(t->m, &p);
     return NULL;
 }
@@ -58,7 +64,7 @@ static char *http_post(int port, const char *path, const char *body) {
     size_t bl = strlen(body), cap = bl + 256;
     char *req = malloc(cap);
     if (!req) return NULL;
-    int hl = snprintf(req, cap, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", path, bl);
+    int hl = snprintf(req, cap, "POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", path, bl);
     memcpy(req + hl, body, bl);
     char *r = http_raw(port, req, (size_t)hl + bl);
     free(req);

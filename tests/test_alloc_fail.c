@@ -180,48 +180,6 @@ static void test_alloc_deepseek4_paged(void) { walk(&sc_ds4_paged); }
  * plain malloc, so only the server's allocations are counted. A request either gives the
  * reference response (ids and times aside) or an error: a 4xx/5xx JSON reply, or, once streaming,
  * an error event; the next request (nothing failing) must give the reference response again. */
-<<<<<<< HEAD
-=======
-typedef struct { mr_model *m; int port; volatile int stop; int rc; } srv_thread;
-
-static void *srv_main(void *arg) {
-    srv_thread *t = arg;
-    mr_server_params p;
-    mr_server_params_default(&p);
-    p.port = t->port;
-    p.n_ctx = 128;
-    p.alias = "tiny";
-    p.stop = &t->stop;
-    t->rc = mr_server_run(t->m, &p);
-    return NULL;
-}
-
-/* One HTTP exchange; returns the whole response (malloc'd, NUL-terminated) or NULL. */
-static char *http_post(int port, const char *path, const char *body) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return NULL;
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return NULL; }
-    char hdr[256];
-    int hl = snprintf(hdr, sizeof hdr, "POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", path, strlen(body));
-    /* the server may answer (503) and close before reading the body: no SIGPIPE, read what came */
-    (void)!send(fd, hdr, (size_t)hl, MSG_NOSIGNAL);
-    (void)!send(fd, body, strlen(body), MSG_NOSIGNAL);
-    size_t cap = 1 << 16, n = 0;
-    char *out = malloc(cap);
-    for (ssize_t k; out && (k = read(fd, out + n, cap - 1 - n)) > 0;) {
-        n += (size_t)k;
-        if (n == cap - 1) { char *nb = realloc(out, cap *= 2); if (!nb) { free(out); out = NULL; } else out = nb; }
-    }
-    close(fd);
-    if (out) out[n] = 0;
-    return out;
-}
-
->>>>>>> d46eea3 (server: allocations through mr_malloc & co (the alloc walk counts them), 503 when a connection's buffer or thread cannot be allocated, fixed error text when an error message does not fit in memory, a streamed chunk / event or the reply text out of memory ends the reply with an error instead of cutting it silently; test_alloc_fail: server params by mr_server_params_default, Connection: close (keep-alive is the HTTP/1.1 default now), the random seed blanked like the ids)
 /* status line + body with the varying parts (request id, creation time, timings, prompt tokens
  * found in the cache) blanked */
 static void normalize(char *r) {

@@ -36,6 +36,7 @@ static const char *status_text(int s) {
     case 408: return "Request Timeout";
     case 411: return "Length Required";
     case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
@@ -95,7 +96,7 @@ int mr_http_parse_head(const char *buf, size_t len, mr_http_req *req, size_t *he
     if (!sp1 || !sp2 || sp1 == buf || sp2 == sp1 + 1 || line_end - sp2 - 1 <= 0) { *status = 400; return -1; }
     size_t ml = (size_t)(sp1 - buf), tl = (size_t)(sp2 - sp1 - 1), vl = (size_t)(line_end - sp2 - 1);
     if (ml >= sizeof req->method || vl >= sizeof req->version) { *status = 400; return -1; }
-    if (tl >= sizeof req->path) { *status = 431; return -1; }
+    if (tl >= sizeof req->path) { *status = 414; return -1; }
     for (size_t i = 0; i < ml; i++) if (buf[i] < 'A' || buf[i] > 'Z') { *status = 400; return -1; }
     for (size_t i = 0; i < tl; i++) {
         unsigned char c = (unsigned char)sp1[1 + i];

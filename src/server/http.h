@@ -69,7 +69,7 @@ int mr_http_client_gone(mr_http_req *r);
 
 /* Parse the request line and headers in buf[len] (all the bytes received so far). Returns 1 when the
  * head is complete (fills req except body; *head_len = its bytes incl. the blank line), 0 if more
- * bytes are needed, -1 malformed or over a limit (*status = 400, 413, 431, 501, 505). */
+ * bytes are needed, -1 malformed or over a limit (*status = 400, 413, 414, 431, 501, 505). */
 int mr_http_parse_head(const char *buf, size_t len, mr_http_req *req, size_t *head_len, int *status);
 /* Head and body: 1 complete (req->body points into buf), 0 need more bytes, -1 malformed (status set). */
 int mr_http_parse(char *buf, size_t len, mr_http_req *req, size_t *consumed, int *status);

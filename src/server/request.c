@@ -390,8 +390,8 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
         r->sp.seed = (uint64_t)seed;
     }
     /* max_completion_tokens (newer OpenAI name) wins over max_tokens; n_predict is llama.cpp's */
-    if (get_int(j, "n_predict", -1, 1e9, &mt, err, el) || get_int(j, "max_tokens", 0, 1e9, &mt, err, el) ||
-        get_int(j, "max_completion_tokens", 0, 1e9, &mt, err, el))
+    if (get_int(j, "n_predict", -1, 1e6, &mt, err, el) || get_int(j, "max_tokens", 0, 1e6, &mt, err, el) ||
+        get_int(j, "max_completion_tokens", 0, 1e6, &mt, err, el))
         return -1;
     r->max_tokens = mt;
     r->sp.temperature = (float)temp;

@@ -13,7 +13,7 @@
 
 static mr_model *models[2];
 static const char *tmpls[] = {"chatml", "llama2", "llama3", "phi3", "gemma", "deepseek3", "deepseek4", NULL};
-static const char *roles[] = {"system", "user", "assistant", "tool"};
+static const char *roles[] = {"system", "user", "assistant", "narrator"}; /* the last is unknown ("tool" needs tool-call templates) */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int add_assistant = (b0 >> 4) & 1;
     /* messages: copies of the NUL-separated segments (the last one gets its NUL added) */
     char *text = malloc(in.n + 1);
-    mr_chat_msg *msgs = malloc(sizeof *msgs * (in.n / 2 + 1));
+    mr_chat_msg *msgs = calloc(in.n / 2 + 1, sizeof *msgs);
     FUZZ_CHECK(text && msgs);
     memcpy(text, in.p, in.n);
     text[in.n] = 0;
