@@ -4,6 +4,13 @@
 #   make test-unit       only the tests that need nothing but this checkout (tests/run.sh)
 #   make test SANITIZE=1 the same suite under ASan+UBSan (objects in build/san)
 #   make sanitize        shorthand for the line above
+#   make test-aarch64    cross-build for ARM64 (build/aarch64) and run the suite under qemu-aarch64
+# Cross builds: make CROSS=aarch64-linux-gnu- (objects in build/aarch64 unless BUILD is given).
+CROSS   ?=
+ifneq ($(CROSS),)
+CC      := $(CROSS)gcc
+BUILD   ?= build/$(firstword $(subst -, ,$(CROSS)))
+endif
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
@@ -30,11 +37,18 @@ CFLAGS_COMMON += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-s
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-# One instruction set per file: *_avx2.c and *_avx512.c get their ISA flags, nothing else does.
+# One instruction set per file: *_avx2.c and *_avx512.c (x86-64), *_neon.c and *_dotprod.c (AArch64)
+# get their ISA flags, nothing else does; a build compiles the ISA files of its target only.
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ISA_NEON   := -march=armv8-a
+ISA_DOTPROD := -march=armv8.2-a+dotprod
+MACHINE   := $(shell $(CC) -dumpmachine)
+ISA_ALL   := avx2 avx512 neon dotprod
+ISA_HERE  := $(if $(filter x86_64%,$(MACHINE)),avx2 avx512,$(if $(filter aarch64%,$(MACHINE)),neon dotprod))
+ISA_NOT_HERE := $(foreach i,$(filter-out $(ISA_HERE),$(ISA_ALL)),%_$(i).c)
 
-LIB_SRC   := $(filter-out $(EP_SKIP),$(sort $(shell find src -name '*.c')))
+LIB_SRC   := $(filter-out $(EP_SKIP) $(ISA_NOT_HERE),$(sort $(shell find src -name '*.c')))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -49,12 +63,14 @@ all: $(BUILD)/moerun
 
 # Missing Debian packages are installed (or the exact apt-get command printed) before anything is
 # compiled: every object waits for this step. MOERUN_DEPS=skip turns it off (scripts/deps.sh).
-DEPS_GROUPS := build $(if $(filter test test-unit sanitize,$(MAKECMDGOALS)),test) $(if $(filter fuzz fuzz-build,$(MAKECMDGOALS)),fuzz)
+DEPS_GROUPS := build $(if $(filter test test-unit test-aarch64 sanitize,$(MAKECMDGOALS)),test) $(if $(filter fuzz fuzz-build,$(MAKECMDGOALS)),fuzz)
 deps:
 	@sh scripts/deps.sh $(DEPS_GROUPS)
 
 $(BUILD)/obj/%_avx2.o: XFLAGS := $(ISA_AVX2)
 $(BUILD)/obj/%_avx512.o: XFLAGS := $(ISA_AVX512)
+$(BUILD)/obj/%_neon.o: XFLAGS := $(ISA_NEON)
+$(BUILD)/obj/%_dotprod.o: XFLAGS := $(ISA_DOTPROD)
 
 $(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
@@ -71,12 +87,14 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+test-bins: deps $(BUILD)/moerun $(TEST_BIN) $(FUZZ_REPLAY)
+
 # the MPI build too when Open MPI is there (tests/cli_ep.sh; skipped otherwise)
-test: deps $(BUILD)/moerun $(TEST_BIN) $(FUZZ_REPLAY)
+test: test-bins
 	@if [ "$(MPI)" != 1 ] && command -v mpicc >/dev/null 2>&1; then $(MAKE) --no-print-directory MPI=1 build/mpi/moerun >/dev/null; fi
 	@sh tests/run.sh $(BUILD)
 
-test-unit: deps $(BUILD)/moerun $(TEST_BIN) $(FUZZ_REPLAY)
+test-unit: test-bins
 	@sh tests/run.sh $(BUILD) unit
 
 # Benchmarks (not tests): bench/*.c may use internal headers. Run on a quiet machine.
@@ -110,6 +128,17 @@ bench-model: $(BUILD)/moerun
 # MoE approximations: CPU ms/token of decode and prefill per setting (docs/APPROX.md)
 bench-approx: $(BUILD)/bench/bench_approx
 	nice -n 10 $(BUILD)/bench/bench_approx $(BENCH_ARGS)
+
+# ARM64 on an x86-64 Debian machine: gcc-aarch64-linux-gnu, qemu-user, libpcre2-dev:arm64
+# (dpkg --add-architecture arm64). Every test binary and the CLI run under the emulator.
+AARCH64_BUILD ?= build/aarch64
+QEMU_AARCH64  ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+aarch64:
+	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) $(AARCH64_BUILD)/moerun
+
+test-aarch64:
+	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) test-bins
+	MR_RUNNER="$(QEMU_AARCH64)" sh tests/run.sh $(AARCH64_BUILD)
 
 sanitize:
 	$(MAKE) test SANITIZE=1

@@ -19,10 +19,12 @@ const char *mr_last_error(void);
 void mr_set_log_level(int level); /* 0 errors, 1 info (default), 2 debug */
 
 /* ---- kernels ---- */
-/* Kernel instruction sets: 0 scalar, 1 avx2, 2 avx512 (names as MOERUN_ISA takes them). */
+/* Kernel instruction sets: 0 scalar, 1 avx2, 2 avx512 (x86-64), 3 neon, 4 dotprod (AArch64); names as
+ * MOERUN_ISA takes them. A build and CPU can run scalar and its own family's ones only. */
+#define MR_KERNEL_ISA_COUNT 5
 const char *mr_kernel_isa_name(int isa);          /* NULL if out of range */
 int mr_kernel_isa_from_name(const char *name);    /* -1 if unknown */
-int mr_kernel_isa_available(int isa);             /* 1 if this CPU can run it */
+int mr_kernel_isa_available(int isa);             /* 1 if this build and CPU can run it */
 int mr_kernel_isa_current(void);                  /* the one in use (best, or MOERUN_ISA) */
 
 /* ---- models, sessions, tokenizer, sampling ---- */

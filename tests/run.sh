@@ -6,13 +6,22 @@
 # `run.sh BUILD unit` runs the first tier, `run.sh BUILD shared` the second, `run.sh BUILD` both
 # (unit first). Each test prints "ok NAME" or "FAIL NAME: why" per case; a program that crashes or
 # exits non-zero without printing a FAIL line counts as one failure. Last line: "N passed, N failed".
+# MR_RUNNER (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu", make test-aarch64) runs every binary, the
+# CLI's included (through a wrapper script, as the CLI scripts call "$MOERUN"); MR_ONLY="test_a cli_b"
+# runs only the tests of those names.
 BUILD=${1:-build}
 TIER=${2:-all}
-export MOERUN=${MOERUN:-$BUILD/moerun}
 export MR_SHARED=${MR_SHARED:-../shared}
 pass=0; fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+if [ -n "$MR_RUNNER" ]; then
+    printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$MR_RUNNER" "$(cd "$BUILD" && pwd)/moerun" >"$tmp/moerun"
+    chmod +x "$tmp/moerun"
+    export MOERUN=${MOERUN:-$tmp/moerun}
+else
+    export MOERUN=${MOERUN:-$BUILD/moerun}
+fi
 
 # source of a test: tests/NAME.c for a binary, the script itself otherwise
 needs_shared() {
@@ -26,8 +35,9 @@ run_tier() {
         case "$t" in *.d|*.o) continue;; esac
         if needs_shared "$t"; then [ "$1" = shared ] || continue; else [ "$1" = unit ] || continue; fi
         name=$(basename "$t")
+        if [ -n "$MR_ONLY" ]; then case " $MR_ONLY " in *" ${name%.sh} "*) ;; *) continue;; esac; fi
         start=$(date +%s)
-        if [ "${t%.sh}" != "$t" ]; then sh "$t" >"$tmp/out" 2>&1; else "$t" >"$tmp/out" 2>&1; fi
+        if [ "${t%.sh}" != "$t" ]; then sh "$t" >"$tmp/out" 2>&1; else $MR_RUNNER "$t" >"$tmp/out" 2>&1; fi
         rc=$?
         p=$(grep -c '^ok ' "$tmp/out"); f=$(grep -c '^FAIL ' "$tmp/out")
         if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $name: exited with status $rc" >>"$tmp/out"; fi

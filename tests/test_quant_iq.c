@@ -418,8 +418,17 @@ static void check_gemm(const char *variant) {
     mr_set_isa(mr_cpu_best_isa());
 }
 
-/* every i-quant and MXFP4 has a vec_dot and a 4-column kernel in both SIMD tables */
+/* every i-quant and MXFP4 has a vec_dot and a 4-column kernel in both x86 tables; the MoE types
+ * IQ4_NL, IQ4_XS, MXFP4, IQ3_S, IQ2_XXS in both AArch64 tables (issue 12) */
 static void test_simd_tables(void) {
+#if MR_ARCH_ARM64
+    static const int arm[] = {MR_TYPE_IQ4_NL, MR_TYPE_IQ4_XS, MR_TYPE_MXFP4, MR_TYPE_IQ3_S, MR_TYPE_IQ2_XXS};
+    for (size_t i = 0; i < sizeof arm / sizeof arm[0]; i++) {
+        const mr_kern *kn = mr_kern_isa(arm[i], MR_ISA_NEON), *kd = mr_kern_isa(arm[i], MR_ISA_DOTPROD);
+        CHECK(kn->dot && kd->dot, "%s: missing vec_dot", mr_type_name(arm[i]));
+        CHECK(kn->dot4 && kd->dot4, "%s: missing 4-column kernel", mr_type_name(arm[i]));
+    }
+#elif MR_ARCH_X86
     for (int ti = 0; ti < N_IQ; ti++) {
         const int t = iq_types[ti].type;
         if (t == MR_TYPE_NVFP4) continue;   /* quant_kern_x86.h (quant_avx2.c / quant_avx512.c) */
@@ -427,17 +436,22 @@ static void test_simd_tables(void) {
         CHECK(k2->dot && k5->dot, "%s: missing vec_dot", iq_types[ti].name);
         CHECK(k2->dot4 && k5->dot4, "%s: missing 4-column kernel", iq_types[ti].name);
     }
+#endif
 }
 
 static void test_simd_avx2(void) { check_simd(MR_ISA_AVX2, ""); }
+static void test_simd_neon(void) { check_simd(MR_ISA_NEON, ""); }
+static void test_simd_dotprod(void) { check_simd(MR_ISA_DOTPROD, ""); }
 static void test_simd_avx512(void) {
     check_simd(MR_ISA_AVX512, "");
+#if MR_ARCH_X86
     check_gemm("");
     /* the kernels for AVX-512 CPUs without VBMI (where this CPU has it, the above took the VBMI ones) */
     mr_avx512_no_vbmi = 1;
     check_simd(MR_ISA_AVX512, " (no VBMI)");
     check_gemm(" (no VBMI)");
     mr_avx512_no_vbmi = 0;
+#endif
 }
 
 int main(void) {
@@ -460,5 +474,7 @@ int main(void) {
     RUN(test_simd_tables);
     RUN(test_simd_avx2);
     RUN(test_simd_avx512);
+    RUN(test_simd_neon);
+    RUN(test_simd_dotprod);
     return t_finish();
 }

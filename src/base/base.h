@@ -58,10 +58,21 @@ static inline uint16_t mr_fp32_to_bf16(float f) {
     return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }
 
-/* ---- CPU features and the kernel instruction set in use ---- */
-enum mr_isa { MR_ISA_SCALAR = 0, MR_ISA_AVX2 = 1, MR_ISA_AVX512 = 2, MR_ISA_COUNT };
-int mr_cpu_best_isa(void);             /* best ISA this CPU and OS support */
-int mr_isa(void);                      /* ISA in use: best, or MOERUN_ISA=scalar|avx2|avx512 */
+/* ---- CPU features and the kernel instruction set in use ----
+ * Two families: x86-64 (avx2 < avx512) and AArch64 (neon < dotprod: NEON plus SDOT/UDOT, ARMv8.2
+ * FEAT_DotProd). A build holds the kernel files of its target's family only (Makefile), so code that
+ * calls an ISA's kernels directly sits under MR_ARCH_X86 / MR_ARCH_ARM64. Within a family an ISA's
+ * tables fall back to the next lower one (mr_isa_lower), then to the scalar references. */
+#if defined(__x86_64__)
+#define MR_ARCH_X86 1
+#elif defined(__aarch64__)
+#define MR_ARCH_ARM64 1
+#endif
+enum mr_isa { MR_ISA_SCALAR = 0, MR_ISA_AVX2 = 1, MR_ISA_AVX512 = 2, MR_ISA_NEON = 3, MR_ISA_DOTPROD = 4, MR_ISA_COUNT };
+int mr_cpu_best_isa(void);             /* best ISA this CPU, OS and build support */
+int mr_isa_available(int isa);         /* 1 if this CPU, OS and build can run the ISA's kernels */
+int mr_isa_lower(int isa);             /* next ISA down the same family (scalar at the bottom); -1 for scalar */
+int mr_isa(void);                      /* ISA in use: best, or MOERUN_ISA=scalar|avx2|avx512|neon|dotprod */
 int mr_set_isa(int isa);               /* tests: force an ISA; -1 if unsupported here */
 const char *mr_isa_name(int isa);
 int mr_cpu_physical_cores(void);

@@ -1,14 +1,25 @@
-/* Run-time choice of the kernel instruction set (CPUID via the compiler builtins). */
+/* Run-time choice of the kernel instruction set: CPUID on x86-64, the kernel's HWCAP bits on AArch64. */
 #include "base/base.h"
 
-#include <cpuid.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if MR_ARCH_X86
+#include <cpuid.h>
+#elif MR_ARCH_ARM64
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#endif
 
 static int mr_isa_current = -1;
 
+#if MR_ARCH_X86
 /* F16C via CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c". */
 static int cpu_has_f16c(void) {
     unsigned a, b, c, d;
@@ -27,12 +38,43 @@ int mr_cpu_best_isa(void) {
         return MR_ISA_AVX2;
     return MR_ISA_SCALAR;
 }
+#elif MR_ARCH_ARM64
+/* AdvSIMD is part of every ARMv8-A Linux system, but the bit is checked rather than assumed;
+ * ASIMDDP is FEAT_DotProd (SDOT/UDOT, ARMv8.2 and later: Neoverse N1/V1, Graviton 2+, Apple M1+). */
+int mr_cpu_best_isa(void) {
+    unsigned long hw = getauxval(AT_HWCAP);
+    if ((hw & HWCAP_ASIMD) && (hw & HWCAP_ASIMDDP)) return MR_ISA_DOTPROD;
+    if (hw & HWCAP_ASIMD) return MR_ISA_NEON;
+    return MR_ISA_SCALAR;
+}
+#else
+int mr_cpu_best_isa(void) { return MR_ISA_SCALAR; }
+#endif
+
+int mr_isa_lower(int isa) {
+    switch (isa) {
+    case MR_ISA_AVX512: return MR_ISA_AVX2;
+    case MR_ISA_DOTPROD: return MR_ISA_NEON;
+    case MR_ISA_AVX2: case MR_ISA_NEON: return MR_ISA_SCALAR;
+    default: return -1;
+    }
+}
+
+int mr_isa_available(int isa) {
+    if (isa < 0 || isa >= MR_ISA_COUNT) return 0;
+    /* isa is available iff it is on the way down from the best one */
+    for (int i = mr_cpu_best_isa(); i >= 0; i = mr_isa_lower(i))
+        if (i == isa) return 1;
+    return 0;
+}
 
 const char *mr_isa_name(int isa) {
     switch (isa) {
     case MR_ISA_SCALAR: return "scalar";
     case MR_ISA_AVX2: return "avx2";
     case MR_ISA_AVX512: return "avx512";
+    case MR_ISA_NEON: return "neon";
+    case MR_ISA_DOTPROD: return "dotprod";
     default: return "?";
     }
 }
@@ -46,10 +88,10 @@ int mr_isa(void) {
         for (int i = 0; i < MR_ISA_COUNT; i++)
             if (strcmp(env, mr_isa_name(i)) == 0) want = i;
         if (want < 0) {
-            fprintf(stderr, "warning: MOERUN_ISA=%s is not one of scalar|avx2|avx512; using %s\n", env,
+            fprintf(stderr, "warning: MOERUN_ISA=%s is not one of scalar|avx2|avx512|neon|dotprod; using %s\n", env,
                     mr_isa_name(best));
             want = best;
-        } else if (want > best) {
+        } else if (!mr_isa_available(want)) {
             fprintf(stderr, "warning: MOERUN_ISA=%s is not supported by this CPU; using %s\n", env,
                     mr_isa_name(best));
             want = best;
@@ -60,7 +102,7 @@ int mr_isa(void) {
 }
 
 int mr_set_isa(int isa) {
-    if (isa < 0 || isa >= MR_ISA_COUNT || isa > mr_cpu_best_isa()) return -1;
+    if (!mr_isa_available(isa)) return -1;
     mr_isa_current = isa;
     return 0;
 }

@@ -252,7 +252,9 @@ int mr_attention(mr_pool *pool, const mr_attn_args *a) {
         mr_set_error("attention: %d heads not a multiple of %d KV heads", a->n_head, a->n_head_kv);
         return -1;
     }
+#if MR_ARCH_X86
     if (mr_isa() >= MR_ISA_AVX512 && a->head_dim % 16 == 0) return mr_attention_avx512(pool, a);
+#endif
     pthread_once(&mr_f16_once, mr_f16_table_init);
     const long pairs = (long)a->n_q * a->n_head;
     const int nth = pool ? mr_pool_size(pool) : 1;

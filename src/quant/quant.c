@@ -81,15 +81,17 @@ static pthread_once_t mr_kern_once = PTHREAD_ONCE_INIT;
 
 const mr_kern *mr_kern_isa(int type, int isa) {
     if (!mr_type_get(type)) return NULL;
-    switch (isa) {
+    switch (isa) { /* a build holds its architecture's tables only */
+#if MR_ARCH_X86
     case MR_ISA_AVX2: return &mr_kern_avx2[type];
     case MR_ISA_AVX512: return &mr_kern_avx512[type];
+#elif MR_ARCH_ARM64
+    case MR_ISA_NEON: return &mr_kern_neon[type];
+    case MR_ISA_DOTPROD: return &mr_kern_dotprod[type];
+#endif
     default: return NULL;
     }
 }
-
-/* The next lower ISA a kernel may fall back to (scalar: none). */
-static int mr_isa_lower(int isa) { return isa > MR_ISA_SCALAR ? isa - 1 : -1; }
 
 static void mr_kern_resolve(void) {
     for (int isa = 0; isa < MR_ISA_COUNT; isa++)

@@ -4,6 +4,7 @@
 #ifndef MR_QUANT_BLOCKS_IQ_H
 #define MR_QUANT_BLOCKS_IQ_H
 #include <stdint.h>
+#include <string.h>
 #include "quant/quant_blocks.h"   /* MR_QK_K, MR_QK8_0 and the activation blocks mr_block_q8_0 / _q8_k */
 
 #define MR_QK4_NL 32
@@ -99,6 +100,15 @@ typedef struct {
     uint8_t qs[MR_QK_MXFP4 / 2];
 } mr_block_mxfp4;
 _Static_assert(sizeof(mr_block_mxfp4) == 17, "mxfp4 block");
+
+/* E8M0 exponent e: 2^(e-127), halved = 2^(e-128) (subnormal for e < 2): the MXFP4 scale for
+ * kvalues_mxfp4, which holds the E2M1 values doubled */
+static inline float mr_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 
 /* NVFP4 (the reference fork's layout): 64 E2M1 values in 4 sub-blocks of 16, one UE4M3 scale
  * per sub-block; sub-block s uses qs[8s..8s+7] (low nibbles = its values 0..7, high = 8..15). */

@@ -32,7 +32,8 @@ int mr_kernel_isa_from_name(const char *name) {
     return -1;
 }
 
-int mr_kernel_isa_available(int isa) { return isa >= 0 && isa < MR_ISA_COUNT && isa <= mr_cpu_best_isa(); }
+_Static_assert(MR_KERNEL_ISA_COUNT == MR_ISA_COUNT, "moerun.h's ISA count");
+int mr_kernel_isa_available(int isa) { return mr_isa_available(isa); }
 int mr_kernel_isa_current(void) { return mr_isa(); }
 
 static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }

@@ -505,11 +505,6 @@ void mr_vec_dot_iq4_xs(int n, float *s, const void *w, const void *y) {
  * E2M1 codes index kvalues_mxfp4, which holds the values doubled (0, +-1, +-2, ... +-12 for
  * +-0 .. +-6); the scales below are therefore halved. */
 
-/* E8M0 exponent e: 2^(e-127), halved = 2^(e-128) (subnormal for e < 2) */
-static inline float e8m0_half(uint8_t e) {
-    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    return mr_bits_f32(bits);
-}
 
 /* UE4M3 scale (unsigned, 4 exponent bits with bias 7, 3 mantissa bits), halved. The reference
  * maps 0x7f (NaN) to 0. */
@@ -556,7 +551,7 @@ static int nearest_fp4(float x, float d) {
 void mr_dequant_mxfp4(const void *src, float *dst, int64_t k) {
     const mr_block_mxfp4 *x = src;
     for (int64_t i = 0; i < k / MR_QK_MXFP4; i++) {
-        const float d = e8m0_half(x[i].e);
+        const float d = mr_e8m0_half(x[i].e);
         for (int j = 0; j < 16; j++) {
             dst[j] = (float)mr_kvalues_mxfp4[x[i].qs[j] & 0xf] * d;
             dst[j + 16] = (float)mr_kvalues_mxfp4[x[i].qs[j] >> 4] * d;
@@ -575,7 +570,7 @@ void mr_quantize_mxfp4(const float *src, void *dst, int64_t k) {
         for (int j = 0; j < MR_QK_MXFP4; j++)
             if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
         const uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
-        const float d = e8m0_half(e);
+        const float d = mr_e8m0_half(e);
         y[i].e = e;
         for (int j = 0; j < 16; j++)
             y[i].qs[j] = (uint8_t)(nearest_fp4(xb[j], d) | (nearest_fp4(xb[j + 16], d) << 4));
@@ -587,7 +582,7 @@ void mr_vec_dot_mxfp4(int n, float *s, const void *w, const void *y) {
     const mr_block_q8_0 *a = y;
     float sumf = 0.f;
     for (int i = 0; i < n / MR_QK_MXFP4; i++) {
-        const float d = mr_fp16_to_fp32(a[i].d) * e8m0_half(x[i].e);
+        const float d = mr_fp16_to_fp32(a[i].d) * mr_e8m0_half(x[i].e);
         int s1 = 0, s2 = 0;
         for (int j = 0; j < 16; j++) {
             s1 += a[i].qs[j] * mr_kvalues_mxfp4[x[i].qs[j] & 0xf];

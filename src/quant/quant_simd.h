@@ -61,6 +61,8 @@ typedef struct {
 /* The tables, indexed by type (entries left zero: nothing of that ISA). */
 extern const mr_kern mr_kern_avx2[MR_TYPE_COUNT];
 extern const mr_kern mr_kern_avx512[MR_TYPE_COUNT];
+extern const mr_kern mr_kern_neon[MR_TYPE_COUNT];      /* AArch64 builds only (quant_neon.c) */
+extern const mr_kern mr_kern_dotprod[MR_TYPE_COUNT];   /* AArch64 builds only (quant_dotprod.c) */
 
 /* The entry a product under `isa` uses for `type` (never NULL for a known type; NULL otherwise):
  * the weight kernels (dot, dot4, dot4p, gemm, rp) all come from the highest ISA <= isa whose table

@@ -220,15 +220,26 @@ static float ds4_dot_f32_ref(const float *x, const float *y, int n) {
 static void ds4_axpy_f32_ref(float *y, float a, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += a * x[i]; }
 static void ds4_f16_to_f32_ref(float *y, const uint16_t *x, int n) { for (int i = 0; i < n; i++) y[i] = mr_fp16_to_fp32(x[i]); }
 
-float ds4_dot_f32(const float *x, const float *y, int n) {
-    return mr_isa() >= MR_ISA_AVX2 ? ds4_dot_f32_avx2(x, y, n) : ds4_dot_f32_ref(x, y, n);
+/* The vector primitives of the ISA in use: AVX2 ones under AVX2 and AVX-512, NEON ones under neon
+ * and dotprod, else the references. */
+typedef struct {
+    float (*dot)(const float *, const float *, int);
+    void (*axpy)(float *, float, const float *, int);
+    void (*cvt)(float *, const uint16_t *, int);
+} ds4_vec_ops;
+
+static ds4_vec_ops ds4_ops_for_isa(void) {
+#if MR_ARCH_X86
+    if (mr_isa() >= MR_ISA_AVX2) return (ds4_vec_ops){ds4_dot_f32_avx2, ds4_axpy_f32_avx2, ds4_f16_to_f32_avx2};
+#elif MR_ARCH_ARM64
+    if (mr_isa() != MR_ISA_SCALAR) return (ds4_vec_ops){ds4_dot_f32_neon, ds4_axpy_f32_neon, ds4_f16_to_f32_neon};
+#endif
+    return (ds4_vec_ops){ds4_dot_f32_ref, ds4_axpy_f32_ref, ds4_f16_to_f32_ref};
 }
-void ds4_axpy_f32(float *y, float a, const float *x, int n) {
-    if (mr_isa() >= MR_ISA_AVX2) ds4_axpy_f32_avx2(y, a, x, n); else ds4_axpy_f32_ref(y, a, x, n);
-}
-void ds4_f16_to_f32(float *y, const uint16_t *x, int n) {
-    if (mr_isa() >= MR_ISA_AVX2) ds4_f16_to_f32_avx2(y, x, n); else ds4_f16_to_f32_ref(y, x, n);
-}
+
+float ds4_dot_f32(const float *x, const float *y, int n) { return ds4_ops_for_isa().dot(x, y, n); }
+void ds4_axpy_f32(float *y, float a, const float *x, int n) { ds4_ops_for_isa().axpy(y, a, x, n); }
+void ds4_f16_to_f32(float *y, const uint16_t *x, int n) { ds4_ops_for_isa().cvt(y, x, n); }
 
 void ds4_softmax_sink(float *s, int n, float sink) {
     float mx = sink;
@@ -242,14 +253,16 @@ void ds4_softmax_sink(float *s, int n, float sink) {
 
 void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
                   float kq_scale, const float *sinks, int f16, float *scratch) {
+#if MR_ARCH_X86
     if (mr_isa() >= MR_ISA_AVX512) {
         ds4_attn_mqa_avx512(out, q, H, kf, kh, nk, D, kq_scale, sinks, f16, scratch);
         return;
     }
-    const int avx2 = mr_isa() >= MR_ISA_AVX2;
-    float (*dot)(const float *, const float *, int) = avx2 ? ds4_dot_f32_avx2 : ds4_dot_f32_ref;
-    void (*axpy)(float *, float, const float *, int) = avx2 ? ds4_axpy_f32_avx2 : ds4_axpy_f32_ref;
-    void (*cvt)(float *, const uint16_t *, int) = avx2 ? ds4_f16_to_f32_avx2 : ds4_f16_to_f32_ref;
+#endif
+    const ds4_vec_ops ops = ds4_ops_for_isa();
+    float (*dot)(const float *, const float *, int) = ops.dot;
+    void (*axpy)(float *, float, const float *, int) = ops.axpy;
+    void (*cvt)(float *, const uint16_t *, int) = ops.cvt;
     float *s = scratch, *row = scratch + (int64_t)H * nk, *qr = row + D;
     const float *qq = q;
     if (f16) { for (int64_t i = 0; i < (int64_t)H * D; i++) qr[i] = ds4_round_f16(q[i]); qq = qr; }

@@ -78,7 +78,7 @@ void ds4_softmax_sink(float *s, int n, float sink);
 void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk,
                          int D, float kq_scale, const float *sinks, int f16, float *scratch);
 
-/* vector kernels (AVX2 when available, else scalar): dot products accumulate in float */
+/* vector kernels (AVX2 or NEON when available, else scalar): dot products accumulate in float */
 float ds4_dot_f32(const float *x, const float *y, int n);
 void ds4_axpy_f32(float *y, float a, const float *x, int n);       /* y += a x */
 void ds4_f16_to_f32(float *y, const uint16_t *x, int n);
@@ -86,6 +86,10 @@ void ds4_f16_to_f32(float *y, const uint16_t *x, int n);
 float ds4_dot_f32_avx2(const float *x, const float *y, int n);
 void ds4_axpy_f32_avx2(float *y, float a, const float *x, int n);
 void ds4_f16_to_f32_avx2(float *y, const uint16_t *x, int n);
+/* the AArch64 versions (ops_neon.c) */
+float ds4_dot_f32_neon(const float *x, const float *y, int n);
+void ds4_axpy_f32_neon(float *y, float a, const float *x, int n);
+void ds4_f16_to_f32_neon(float *y, const uint16_t *x, int n);
 
 /* ---- MoE (§3.9): the router is model/moe.h's mr_moe_route (sqrt-softplus gating, hash ids as
  * given experts), the experts its engine; top-k is model/ops.h's mr_topk ---- */

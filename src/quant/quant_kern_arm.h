@@ -1,0 +1,463 @@
+/* AArch64 dot-product kernels, written once and compiled twice: by quant_neon.c (ARMv8.0 Advanced
+ * SIMD: int8 products widened with smull/smull2 and pair-added into int32 with sadalp) and by
+ * quant_dotprod.c (KA_DOTPROD=1: ARMv8.2 FEAT_DotProd, one sdot per 16 bytes). Both give the
+ * same int32 per 32 (or 16) values, only spread differently over the four lanes, so the two ISAs
+ * differ from each other and from the scalar reference only in float summation order.
+ *
+ * This header contains intrinsics: include it ONLY from *_neon.c / *_dotprod.c, which are compiled
+ * with their -march (Makefile). Define KA_DOTPROD (0 or 1) and KA_SUFFIX before including it.
+ *
+ * Every kernel is written for nc activation columns (nc = 1 or 4, a constant after inlining), y,
+ * y + by, ...: the weights are decoded once for all columns and column c runs the same float
+ * operations in the same order whatever nc, so the 4-column kernel equals four vec_dot calls bit
+ * for bit (quant_simd.h). Signs and offsets go onto the weights (at most 6 bits of magnitude), never
+ * onto the activations, so no product leaves int16 and no sum leaves int32.
+ *
+ * Block layouts: quant_blocks.h, quant_blocks_iq.h (ggml's). Scalar references: quant_ref*.c. */
+#ifndef MR_QUANT_KERN_ARM_H
+#define MR_QUANT_KERN_ARM_H
+#include <arm_neon.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant/iq_grids.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+#include "quant/quant_blocks_iq.h"
+#include "quant/quant_simd.h"
+
+#ifndef KA_DOTPROD
+#error "define KA_DOTPROD before including quant_kern_arm.h"
+#endif
+
+#define KA static inline __attribute__((always_inline))
+/* activation column c of nc, by bytes apart, as type T */
+#define KA_ACT(T, y, by, c) ((const T *)((const uint8_t *)(y) + (size_t)(c) * (by)))
+
+/* ---- helpers ---- */
+
+/* fp16 bits -> float (fcvt: exact, NaN stays NaN as in mr_fp16_to_fp32) */
+KA float ka_h2f(uint16_t h) {
+    __fp16 f;
+    memcpy(&f, &h, 2);
+    return (float)f;
+}
+
+/* acc + sum of a[i] * b[i] over each group of 4 bytes (dotprod) or of 4 bytes spread over the
+ * lanes differently (neon); the total over the 4 lanes is the same exact integer either way */
+KA int32x4_t ka_dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if KA_DOTPROD
+    return vdotq_s32(acc, a, b);
+#else
+    const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+    const int16x8_t hi = vmull_high_s8(a, b);
+    return vpadalq_s16(vpadalq_s16(acc, lo), hi);
+#endif
+}
+
+/* 32 weights (w0 = values 0..15, w1 = 16..31) . 32 activations at q */
+KA int32x4_t ka_dot32(int8x16_t w0, int8x16_t w1, const int8_t *q) {
+    return ka_dot(ka_dot(vdupq_n_s32(0), w0, vld1q_s8(q)), w1, vld1q_s8(q + 16));
+}
+
+/* sum over 8 groups of 32 values of bsum(group) * m[group], bsums the 16 Q8_K sums of 16 values */
+KA int32_t ka_bsum_dot8(const int16_t *bsums, int16x8_t m) {
+    const int16x8_t b = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(b), vget_low_s16(m)), b, m));
+}
+
+/* 8 sign bits (bit j set: value j negative) of two bytes -> 16 byte masks (0xff where negative) */
+static const uint8_t ka_bit_sel[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+KA uint8x16_t ka_sign_mask16(uint8_t s0, uint8_t s1) {
+    const uint8x16_t v = vcombine_u8(vdup_n_u8(s0), vdup_n_u8(s1));
+    return vtstq_u8(v, vld1q_u8(ka_bit_sel));
+}
+
+/* v with the lanes where mask is 0xff negated: (v ^ m) - m */
+KA int8x16_t ka_apply_sign(uint8x16_t v, uint8x16_t m) {
+    return vreinterpretq_s8_u8(vsubq_u8(veorq_u8(v, m), m));
+}
+
+/* ---- F32, F16 (partners of themselves) ----
+ * 16 products per step in four accumulators, (a0 + a1) + (a2 + a3) then across lanes; the tail of
+ * n % 16 values in order after that. */
+KA void ka_f32(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const float *x = w;
+    for (int c = 0; c < nc; c++) {
+        const float *a = KA_ACT(float, y, by, c);
+        float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        int i = 0;
+        for (; i + 16 <= n; i += 16) {
+            acc0 = vfmaq_f32(acc0, vld1q_f32(x + i), vld1q_f32(a + i));
+            acc1 = vfmaq_f32(acc1, vld1q_f32(x + i + 4), vld1q_f32(a + i + 4));
+            acc2 = vfmaq_f32(acc2, vld1q_f32(x + i + 8), vld1q_f32(a + i + 8));
+            acc3 = vfmaq_f32(acc3, vld1q_f32(x + i + 12), vld1q_f32(a + i + 12));
+        }
+        float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc0, acc1), vaddq_f32(acc2, acc3)));
+        for (; i < n; i++) sum += x[i] * a[i];
+        s[c] = sum;
+    }
+}
+
+KA float32x4_t ka_h2f4(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+
+KA void ka_f16(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const uint16_t *x = w;
+    for (int c = 0; c < nc; c++) {
+        const uint16_t *a = KA_ACT(uint16_t, y, by, c);
+        float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        int i = 0;
+        for (; i + 16 <= n; i += 16) {
+            acc0 = vfmaq_f32(acc0, ka_h2f4(x + i), ka_h2f4(a + i));
+            acc1 = vfmaq_f32(acc1, ka_h2f4(x + i + 4), ka_h2f4(a + i + 4));
+            acc2 = vfmaq_f32(acc2, ka_h2f4(x + i + 8), ka_h2f4(a + i + 8));
+            acc3 = vfmaq_f32(acc3, ka_h2f4(x + i + 12), ka_h2f4(a + i + 12));
+        }
+        float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc0, acc1), vaddq_f32(acc2, acc3)));
+        for (; i < n; i++) sum += ka_h2f(x[i]) * ka_h2f(a[i]);
+        s[c] = sum;
+    }
+}
+
+/* ---- 32-value blocks with Q8_0 activations: Q8_0, Q4_0, IQ4_NL, MXFP4 ----
+ * Per block: exact int32 dot in 4 lanes, converted and fused-multiply-added with dw * dy into a
+ * float accumulator per column; blocks alternate between two accumulators (their adds are
+ * independent), which are added at the end. */
+enum { KA_Q8_0, KA_Q4_0, KA_IQ4_NL, KA_MXFP4 };
+
+/* one weight block -> values 0..15 in *lo, 16..31 in *hi, its float scale in *d */
+KA void ka_dec32(int kind, const uint8_t *b, int8x16_t *lo, int8x16_t *hi, float *d) {
+    if (kind == KA_Q8_0) {
+        const mr_block_q8_0 *q = (const mr_block_q8_0 *)b;
+        *lo = vld1q_s8(q->qs);
+        *hi = vld1q_s8(q->qs + 16);
+        *d = ka_h2f(q->d);
+        return;
+    }
+    const uint8_t *qs = kind == KA_MXFP4 ? ((const mr_block_mxfp4 *)b)->qs : ((const mr_block_q4_0 *)b)->qs;
+    const uint8x16_t v = vld1q_u8(qs);
+    const uint8x16_t l = vandq_u8(v, vdupq_n_u8(15)), h = vshrq_n_u8(v, 4);
+    if (kind == KA_Q4_0) {
+        *lo = vsubq_s8(vreinterpretq_s8_u8(l), vdupq_n_s8(8));
+        *hi = vsubq_s8(vreinterpretq_s8_u8(h), vdupq_n_s8(8));
+        *d = ka_h2f(((const mr_block_q4_0 *)b)->d);
+        return;
+    }
+    const int8x16_t levels = vld1q_s8(kind == KA_MXFP4 ? mr_kvalues_mxfp4 : mr_kvalues_iq4nl);
+    *lo = vqtbl1q_s8(levels, l);
+    *hi = vqtbl1q_s8(levels, h);
+    *d = kind == KA_MXFP4 ? mr_e8m0_half(((const mr_block_mxfp4 *)b)->e) : ka_h2f(((const mr_block_iq4_nl *)b)->d);
+}
+
+KA void ka_blk32(int kind, size_t bsz, int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const uint8_t *x = w;
+    const int nb = n / 32;
+    float32x4_t acc[4][2];
+    for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = vdupq_n_f32(0);
+    for (int i = 0; i < nb; i++) {
+        int8x16_t lo, hi;
+        float dw;
+        ka_dec32(kind, x + (size_t)i * bsz, &lo, &hi, &dw);
+        for (int c = 0; c < nc; c++) {
+            const mr_block_q8_0 *a = KA_ACT(mr_block_q8_0, y, by, c) + i;
+            const int32x4_t p = ka_dot32(lo, hi, a->qs);
+            acc[c][i & 1] = vfmaq_n_f32(acc[c][i & 1], vcvtq_f32_s32(p), dw * ka_h2f(a->d));
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(vaddq_f32(acc[c][0], acc[c][1]));
+}
+
+/* ---- K-quants with Q8_K activations ----
+ * Per super-block an exact int32x4 of scale * dot over its sub-blocks, converted and fused-multiply-
+ * added with d * dy; min terms (Q2_K, Q4_K, Q5_K) are exact integers from the activation block sums,
+ * accumulated in a float per column and subtracted at the end. */
+
+/* Q4_K / Q5_K 6-bit scales and mins of the 8 sub-blocks (ggml's get_scale_min_k4, 4 at a time) */
+KA void ka_k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t m[8]) {
+    uint32_t a, b, c;
+    memcpy(&a, q, 4);
+    memcpy(&b, q + 4, 4);
+    memcpy(&c, q + 8, 4);
+    const uint32_t s_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
+    const uint32_t s_hi = (c & 0x0f0f0f0fu) | ((a >> 6) & 0x03030303u) << 4;
+    const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &s_lo, 4);
+    memcpy(sc + 4, &s_hi, 4);
+    memcpy(m, &m_lo, 4);
+    memcpy(m + 4, &m_hi, 4);
+}
+
+/* 256 unsigned weights in 16 vectors (activation order) times sub-block scales sc[8]; the
+ * dot of column c accumulated into accv/accm (shared by Q4_K and Q5_K) */
+KA void ka_k4_cols(const int8x16_t v[16], const uint8_t sc[8], const uint8_t m[8], float dw, float dmw, int i,
+                   const void *y, size_t by, int nc, float32x4_t *accv, float *accm) {
+    const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
+    for (int c = 0; c < nc; c++) {
+        const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
+        int32x4_t isum = vdupq_n_s32(0);
+        for (int j = 0; j < 8; j++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * j], v[2 * j + 1], a->qs + 32 * j), sc[j]);
+        accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
+        accm[c] += dmw * a->d * (float)ka_bsum_dot8(a->bsums, mins);
+    }
+}
+
+KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const mr_block_q4_k *x = w;
+    float32x4_t accv[4];
+    float accm[4];
+    for (int c = 0; c < nc; c++) { accv[c] = vdupq_n_f32(0); accm[c] = 0; }
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        uint8_t sc[8], m[8];
+        ka_k4_scales(x[i].scales, sc, m);
+        int8x16_t v[16];
+        for (int g = 0; g < 4; g++) { /* 32 bytes: sub-block 2g in the low nibbles, 2g + 1 in the high */
+            const uint8x16_t b0 = vld1q_u8(x[i].qs + 32 * g), b1 = vld1q_u8(x[i].qs + 32 * g + 16);
+            v[4 * g + 0] = vreinterpretq_s8_u8(vandq_u8(b0, vdupq_n_u8(15)));
+            v[4 * g + 1] = vreinterpretq_s8_u8(vandq_u8(b1, vdupq_n_u8(15)));
+            v[4 * g + 2] = vreinterpretq_s8_u8(vshrq_n_u8(b0, 4));
+            v[4 * g + 3] = vreinterpretq_s8_u8(vshrq_n_u8(b1, 4));
+        }
+        ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, accv, accm);
+    }
+    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]) - accm[c];
+}
+
+KA void ka_q5_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const mr_block_q5_k *x = w;
+    float32x4_t accv[4];
+    float accm[4];
+    for (int c = 0; c < nc; c++) { accv[c] = vdupq_n_f32(0); accm[c] = 0; }
+    const uint8x16_t one = vdupq_n_u8(1);
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        uint8_t sc[8], m[8];
+        ka_k4_scales(x[i].scales, sc, m);
+        /* fifth bit of value 64g + l (l < 32) is bit 2g of qh[l], of 64g + 32 + l bit 2g + 1 */
+        uint8x16_t h0 = vld1q_u8(x[i].qh), h1 = vld1q_u8(x[i].qh + 16);
+        int8x16_t v[16];
+        for (int g = 0; g < 4; g++) {
+            const uint8x16_t b0 = vld1q_u8(x[i].qs + 32 * g), b1 = vld1q_u8(x[i].qs + 32 * g + 16);
+            v[4 * g + 0] = vreinterpretq_s8_u8(vsliq_n_u8(b0, vandq_u8(h0, one), 4));
+            v[4 * g + 1] = vreinterpretq_s8_u8(vsliq_n_u8(b1, vandq_u8(h1, one), 4));
+            v[4 * g + 2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 1), one), 4)));
+            v[4 * g + 3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 1), one), 4)));
+            h0 = vshrq_n_u8(h0, 2);
+            h1 = vshrq_n_u8(h1, 2);
+        }
+        ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, accv, accm);
+    }
+    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]) - accm[c];
+}
+
+/* 16 signed weight vectors of 16 values (activation order) times 16 int scales, column c's dot
+ * fused into accv[c] with d * dy (Q6_K; Q2_K adds its min term) */
+KA int32x4_t ka_dot16x16(const int8x16_t v[16], const int8_t *scales, const int8_t *q) {
+    int32x4_t isum = vdupq_n_s32(0);
+    for (int k = 0; k < 16; k++) isum = vmlaq_n_s32(isum, ka_dot(vdupq_n_s32(0), v[k], vld1q_s8(q + 16 * k)), scales[k]);
+    return isum;
+}
+
+KA void ka_q6_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const mr_block_q6_k *x = w;
+    float32x4_t accv[4];
+    for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+    const uint8x16_t m4 = vdupq_n_u8(15), m2 = vdupq_n_u8(3 << 4);
+    const int8x16_t off = vdupq_n_s8(32);
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        int8x16_t v[16];
+        for (int h = 0; h < 2; h++) { /* 128 values from ql[64h..], qh[32h..] (quant_ref.c mr_q6k_values) */
+            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
+            const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
+            const uint8x16_t q0 = vld1q_u8(qh), q1 = vld1q_u8(qh + 16);
+            uint8x16_t u[8];
+            u[0] = vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(q0, 4), m2));
+            u[1] = vorrq_u8(vandq_u8(l1, m4), vandq_u8(vshlq_n_u8(q1, 4), m2));
+            u[2] = vorrq_u8(vandq_u8(l2, m4), vandq_u8(vshlq_n_u8(q0, 2), m2));
+            u[3] = vorrq_u8(vandq_u8(l3, m4), vandq_u8(vshlq_n_u8(q1, 2), m2));
+            u[4] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(q0, m2));
+            u[5] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(q1, m2));
+            u[6] = vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(vshrq_n_u8(q0, 2), m2));
+            u[7] = vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(vshrq_n_u8(q1, 2), m2));
+            for (int k = 0; k < 8; k++) v[8 * h + k] = vsubq_s8(vreinterpretq_s8_u8(u[k]), off);
+        }
+        const float dw = ka_h2f(x[i].d);
+        for (int c = 0; c < nc; c++) {
+            const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
+            const int32x4_t isum = ka_dot16x16(v, x[i].scales, a->qs);
+            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
+}
+
+KA void ka_q2_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const mr_block_q2_k *x = w;
+    float32x4_t accv[4];
+    float accm[4];
+    for (int c = 0; c < nc; c++) { accv[c] = vdupq_n_f32(0); accm[c] = 0; }
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        /* vector k = 8h + 2(shift/2) + half holds values 16k..16k+15: bits shift of q[32h + 16 half + l] */
+        int8x16_t v[16];
+        for (int h = 0; h < 2; h++) {
+            uint8x16_t b0 = vld1q_u8(x[i].qs + 32 * h), b1 = vld1q_u8(x[i].qs + 32 * h + 16);
+            for (int sh = 0; sh < 4; sh++) {
+                v[8 * h + 2 * sh] = vreinterpretq_s8_u8(vandq_u8(b0, m3));
+                v[8 * h + 2 * sh + 1] = vreinterpretq_s8_u8(vandq_u8(b1, m3));
+                b0 = vshrq_n_u8(b0, 2);
+                b1 = vshrq_n_u8(b1, 2);
+            }
+        }
+        const uint8x16_t scb = vld1q_u8(x[i].scales);
+        int8_t sc[16];
+        vst1q_s8(sc, vreinterpretq_s8_u8(vandq_u8(scb, vdupq_n_u8(15))));
+        const uint8x16_t mn = vshrq_n_u8(scb, 4);
+        const int16x8_t mlo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mn))), mhi = vreinterpretq_s16_u16(vmovl_high_u8(mn));
+        const float dw = ka_h2f(x[i].d), dmw = ka_h2f(x[i].dmin);
+        for (int c = 0; c < nc; c++) {
+            const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
+            const int32x4_t isum = ka_dot16x16(v, sc, a->qs);
+            const int16x8_t b0 = vld1q_s16(a->bsums), b1 = vld1q_s16(a->bsums + 8);
+            int32x4_t mm = vmull_s16(vget_low_s16(b0), vget_low_s16(mlo));
+            mm = vmlal_high_s16(mm, b0, mlo);
+            mm = vmlal_s16(mm, vget_low_s16(b1), vget_low_s16(mhi));
+            mm = vmlal_high_s16(mm, b1, mhi);
+            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), a->d * dw);
+            accm[c] += a->d * dmw * (float)vaddvq_s32(mm);
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]) - accm[c];
+}
+
+/* ---- i-quants with Q8_K activations ----
+ * Per 32 values: weights decoded to signed bytes, exact dot times the integer sub-block scale into
+ * an int32x4 per super-block, then one fused multiply-add with d * dy per super-block. */
+
+KA void ka_iq4_xs(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const mr_block_iq4_xs *x = w;
+    float32x4_t accv[4];
+    for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+    const int8x16_t levels = vld1q_s8(mr_kvalues_iq4nl);
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        int8x16_t v[16];
+        int ls[8];
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8x16_t b = vld1q_u8(x[i].qs + 16 * ib);
+            v[2 * ib] = vqtbl1q_s8(levels, vandq_u8(b, vdupq_n_u8(15)));
+            v[2 * ib + 1] = vqtbl1q_s8(levels, vshrq_n_u8(b, 4));
+            ls[ib] = (((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((x[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
+        }
+        const float dw = ka_h2f(x[i].d);
+        for (int c = 0; c < nc; c++) {
+            const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
+            int32x4_t isum = vdupq_n_s32(0);
+            for (int ib = 0; ib < 8; ib++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * ib], v[2 * ib + 1], a->qs + 32 * ib), ls[ib]);
+            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
+}
+
+/* IQ3_S: per 8 values two 9-bit indices into iq3s_grid (4 magnitudes each), explicit sign bytes,
+ * a 4-bit scale per 32 values used as 2 * ls + 1 */
+KA void ka_iq3_s(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const mr_block_iq3_s *x = w;
+    float32x4_t accv[4];
+    for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        int8x16_t v[16];
+        int ls[8];
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8_t *qs = x[i].qs + 8 * ib;
+            const unsigned qh = x[i].qh[ib];
+            uint32_t g[8];
+            for (int l = 0; l < 8; l++) g[l] = mr_iq3s_grid[qs[l] | ((qh << (8 - l)) & 256)];
+            const uint8_t *sg = x[i].signs + 4 * ib;
+            v[2 * ib] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g)), ka_sign_mask16(sg[0], sg[1]));
+            v[2 * ib + 1] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g + 4)), ka_sign_mask16(sg[2], sg[3]));
+            ls[ib] = 2 * ((x[i].scales[ib / 2] >> (4 * (ib & 1))) & 15) + 1;
+        }
+        const float dw = ka_h2f(x[i].d);
+        for (int c = 0; c < nc; c++) {
+            const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
+            int32x4_t isum = vdupq_n_s32(0);
+            for (int ib = 0; ib < 8; ib++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * ib], v[2 * ib + 1], a->qs + 32 * ib), ls[ib]);
+            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
+}
+
+/* IQ2_XXS: per 32 values 4 byte indices into iq2xxs_grid (8 magnitudes each), then 4 x 7 sign bits
+ * (even parity gives the 8th: ksigns64 holds the byte masks) and the scale in the top 4 bits */
+KA void ka_iq2_xxs(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const mr_block_iq2_xxs *x = w;
+    float32x4_t accv[4];
+    for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+    for (int i = 0; i < n / MR_QK_K; i++) {
+        int8x16_t v[16];
+        int ls[8];
+        for (int ib = 0; ib < 8; ib++) {
+            uint32_t a0, a1;
+            memcpy(&a0, x[i].qs + 4 * ib, 4);
+            memcpy(&a1, x[i].qs + 4 * ib + 2, 4);
+            for (int h = 0; h < 2; h++) {
+                const uint64x2_t g = {mr_iq2xxs_grid[(a0 >> (16 * h)) & 255], mr_iq2xxs_grid[(a0 >> (16 * h + 8)) & 255]};
+                const uint64x2_t m = {mr_ksigns64[(a1 >> (14 * h)) & 127], mr_ksigns64[(a1 >> (14 * h + 7)) & 127]};
+                v[2 * ib + h] = ka_apply_sign(vreinterpretq_u8_u64(g), vreinterpretq_u8_u64(m));
+            }
+            ls[ib] = 2 * (int)(a1 >> 28) + 1;
+        }
+        const float dw = ka_h2f(x[i].d);
+        for (int c = 0; c < nc; c++) {
+            const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
+            int32x4_t isum = vdupq_n_s32(0);
+            for (int ib = 0; ib < 8; ib++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * ib], v[2 * ib + 1], a->qs + 32 * ib), ls[ib]);
+            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
+        }
+    }
+    for (int c = 0; c < nc; c++) s[c] = 0.125f * vaddvq_f32(accv[c]);
+}
+
+/* ---- entry points and the tables of the including file's ISA ---- */
+#define KA_CAT2(a, b) a##b
+#define KA_CAT(a, b) KA_CAT2(a, b)
+#define KA_ENTRIES(T, body)                                                                             \
+    static void KA_CAT(ka_vd_##T##_, KA_SUFFIX)(int n, float *s, const void *w, const void *y) {       \
+        body(n, s, w, y, 0, 1);                                                                         \
+    }                                                                                                   \
+    static void KA_CAT(ka_vd4_##T##_, KA_SUFFIX)(int n, float *s, const void *w, const void *y, size_t by) { \
+        body(n, s, w, y, by, 4);                                                                        \
+    }
+#define KA_BLK32(name, kind, T)                                                                         \
+    KA void ka_##name(int n, float *s, const void *w, const void *y, size_t by, int nc) {              \
+        ka_blk32(kind, sizeof(T), n, s, w, y, by, nc);                                                  \
+    }
+KA_BLK32(q8_0, KA_Q8_0, mr_block_q8_0)
+KA_BLK32(q4_0, KA_Q4_0, mr_block_q4_0)
+KA_BLK32(iq4_nl, KA_IQ4_NL, mr_block_iq4_nl)
+KA_BLK32(mxfp4, KA_MXFP4, mr_block_mxfp4)
+
+KA_ENTRIES(f32, ka_f32)
+KA_ENTRIES(f16, ka_f16)
+KA_ENTRIES(q8_0, ka_q8_0)
+KA_ENTRIES(q4_0, ka_q4_0)
+KA_ENTRIES(iq4_nl, ka_iq4_nl)
+KA_ENTRIES(mxfp4, ka_mxfp4)
+KA_ENTRIES(q2_k, ka_q2_k)
+KA_ENTRIES(q4_k, ka_q4_k)
+KA_ENTRIES(q5_k, ka_q5_k)
+KA_ENTRIES(q6_k, ka_q6_k)
+KA_ENTRIES(iq4_xs, ka_iq4_xs)
+KA_ENTRIES(iq3_s, ka_iq3_s)
+KA_ENTRIES(iq2_xxs, ka_iq2_xxs)
+
+/* the designated initializers of this ISA's kernel table (quant_simd.h mr_kern): dot and dot4 */
+#define KA_K(T) {.dot = KA_CAT(ka_vd_##T##_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_##T##_, KA_SUFFIX)}
+#define KA_TABLE                                                                                        \
+    [MR_TYPE_F32] = KA_K(f32), [MR_TYPE_F16] = KA_K(f16), [MR_TYPE_Q8_0] = KA_K(q8_0),                  \
+    [MR_TYPE_Q4_0] = KA_K(q4_0), [MR_TYPE_IQ4_NL] = KA_K(iq4_nl), [MR_TYPE_MXFP4] = KA_K(mxfp4),          \
+    [MR_TYPE_Q2_K] = KA_K(q2_k), [MR_TYPE_Q4_K] = KA_K(q4_k), [MR_TYPE_Q5_K] = KA_K(q5_k),               \
+    [MR_TYPE_Q6_K] = KA_K(q6_k), [MR_TYPE_IQ4_XS] = KA_K(iq4_xs), [MR_TYPE_IQ3_S] = KA_K(iq3_s),         \
+    [MR_TYPE_IQ2_XXS] = KA_K(iq2_xxs)
+
+#endif

@@ -1,0 +1,7 @@
+/* AArch64 Advanced SIMD (ARMv8.0, MOERUN_ISA=neon) kernels: quant_kern_arm.h compiled without the
+ * dot-product extension. This ISA's kernel table; types left out use the scalar references. */
+#define KA_DOTPROD 0
+#define KA_SUFFIX neon
+#include "quant/quant_kern_arm.h"
+
+const mr_kern mr_kern_neon[MR_TYPE_COUNT] = {KA_TABLE};
