@@ -44,6 +44,8 @@ struct mr_worker_arg { mr_pool *p; int ith; };
 static inline void mr_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield"); /* the spin-wait hint (an SMT sibling may run) */
 #endif
 }
 
