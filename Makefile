@@ -136,6 +136,7 @@ bench-approx: $(BUILD)/bench/bench_approx
 AARCH64_BUILD ?= build/aarch64
 QEMU_AARCH64  ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 AARCH64_TESTS ?= test_base test_simd test_quant_iq test_quant
+.PHONY: test-bins aarch64 test-aarch64
 aarch64:
 	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) $(AARCH64_BUILD)/moerun
 
