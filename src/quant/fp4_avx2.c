@@ -95,36 +95,11 @@ void mr_vd4_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y, size_t 
 
 /* ---- repacked: 8 rows at a time ---- */
 
-void mr_iq4_nl_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
-    const int64_t nb = cols / 32;
-    const mr_block_iq4_nl *w = src;
-    f4a_nl *out = dst;
-    for (int64_t g = g0; g < g1; g++)
-        for (int64_t b = 0; b < nb; b++)
-            for (int r = 0; r < 8; r++) {
-                const mr_block_iq4_nl *x = &w[(8 * g + r) * nb + b];
-                out[g * nb + b].d[r] = x->d;
-                for (int m = 0; m < 4; m++) memcpy(&out[g * nb + b].q[m][4 * r], x->qs + 4 * m, 4);
-            }
-}
-
-void mr_mxfp4_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
-    const int64_t nb = cols / 32;
-    const mr_block_mxfp4 *w = src;
-    f4a_mx *out = dst;
-    for (int64_t g = g0; g < g1; g++)
-        for (int64_t b = 0; b < nb; b++)
-            for (int r = 0; r < 8; r++) {
-                const mr_block_mxfp4 *x = &w[(8 * g + r) * nb + b];
-                out[g * nb + b].e[r] = x->e;
-                for (int m = 0; m < 4; m++) memcpy(&out[g * nb + b].q[m][4 * r], x->qs + 4 * m, 4);
-            }
-}
-
-/* 8 rows x nc columns of one group: q points at the group's first block's code vectors, stride
- * bytes from block to block; scale(b) gives the rows' scales of block b */
-static inline void f4a_rows(const uint8_t *w, size_t stride, size_t qoff, int nb, const f4a_act *const *a, float *const *y,
+/* 8 rows x nc columns of one group at w: blocks stride bytes apart, each the rows' scales then the
+ * code vectors at qoff */
+static inline void f4a_rows(const void *wv, size_t stride, size_t qoff, int nb, const f4a_act *const *a, float *const *y,
                             const int nc, const int mx) {
+    const uint8_t *w = wv;
     const __m256i lut = f4a_lut(mx ? mr_kvalues_mxfp4 : mr_kvalues_iq4nl, mx ? 12 : 0);
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi16(1);
     __m256 acc[4];
@@ -170,34 +145,18 @@ static inline void f4a_rows(const uint8_t *w, size_t stride, size_t qoff, int nb
     F4A_UNROLL for (int c = 0; c < nc; c++) _mm256_storeu_ps(y[c], acc[c]);
 }
 
-static void f4a_rows_all(const void *rp, size_t blk_bytes, size_t qoff, int64_t cols, int64_t g0, int64_t g1,
-                         const void *act, size_t act_row, int64_t ncols, float *Y, int64_t ldy, const int mx) {
+static void f4a_group(const void *w, size_t blk_bytes, size_t qoff, int64_t cols, const void *const *act, float *const *y,
+                      int nc, const int mx) {
     const int nb = (int)(cols / 32);
-    for (int64_t g = g0; g < g1; g++) {
-        const uint8_t *w = (const uint8_t *)rp + (size_t)g * nb * blk_bytes;
-        int64_t c = 0;
-        for (; c + 4 <= ncols; c += 4) {
-            const f4a_act *a[4];
-            float *y[4];
-            for (int k = 0; k < 4; k++) {
-                a[k] = (const f4a_act *)((const uint8_t *)act + (size_t)(c + k) * act_row);
-                y[k] = Y + (c + k) * ldy + 8 * g;
-            }
-            f4a_rows(w, blk_bytes, qoff, nb, a, y, 4, mx);
-        }
-        for (; c < ncols; c++) {
-            const f4a_act *a[1] = {(const f4a_act *)((const uint8_t *)act + (size_t)c * act_row)};
-            float *y[1] = {Y + c * ldy + 8 * g};
-            f4a_rows(w, blk_bytes, qoff, nb, a, y, 1, mx);
-        }
-    }
+    const f4a_act *const *a = (const f4a_act *const *)act;
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) f4a_rows(w, blk_bytes, qoff, nb, a + c, y + c, 4, mx);
+    for (; c < nc; c++) f4a_rows(w, blk_bytes, qoff, nb, a + c, y + c, 1, mx);
 }
 
-void mr_iq4_nl_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                        int64_t ncols, float *Y, int64_t ldy) {
-    f4a_rows_all(rp, sizeof(f4a_nl), offsetof(f4a_nl, q), cols, g0, g1, act, act_row, ncols, Y, ldy, 0);
+void mr_iq4_nl_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
+    f4a_group(w, sizeof(f4a_nl), offsetof(f4a_nl, q), cols, act, y, nc, 0);
 }
-void mr_mxfp4_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                       int64_t ncols, float *Y, int64_t ldy) {
-    f4a_rows_all(rp, sizeof(f4a_mx), offsetof(f4a_mx, q), cols, g0, g1, act, act_row, ncols, Y, ldy, 1);
+void mr_mxfp4_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
+    f4a_group(w, sizeof(f4a_mx), offsetof(f4a_mx, q), cols, act, y, nc, 1);
 }

@@ -210,6 +210,27 @@ static void mr_rows_plain(const mr_mm_act *a, const mr_kern *k, const uint8_t *W
     }
 }
 
+/* Rows of groups [g0, g1) of a repacked matrix whose group 0 is at rp, for every column: the
+ * layout's group kernel on up to max_nc columns at a time. */
+static void mr_rp_mul(const mr_repack_kern *k, const void *rp, int64_t cols, int64_t g0, int64_t g1, const uint8_t *act,
+                      size_t act_row, int64_t ncols, float *Y, int64_t ldy) {
+    const size_t gb = (size_t)(cols / 32) * k->block_bytes;
+    for (int64_t g = g0; g < g1; g++) {
+        const void *w = (const uint8_t *)rp + (size_t)g * gb;
+        for (int64_t c = 0; c < ncols;) {
+            const int nc = (int)(ncols - c < k->max_nc ? ncols - c : k->max_nc);
+            const void *a[MR_RP_MAX_NC];
+            float *y[MR_RP_MAX_NC];
+            for (int i = 0; i < nc; i++) {
+                a[i] = act + (size_t)(c + i) * act_row;
+                y[i] = Y + (c + i) * ldy + k->rows * g;
+            }
+            k->group(w, cols, a, y, nc);
+            c += nc;
+        }
+    }
+}
+
 /* The activations the repacked kernels read: the partner's rprep layout, or the converted rows
  * themselves when the partner has none under this ISA; NULL if not prepared. */
 static const uint8_t *mr_rp_act(const mr_mm_act *a, size_t *row) {
@@ -234,7 +255,7 @@ int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, const mr_repacked *
         if (g && gr * g1 > left) g1 = left / gr;
         if (g && g1 > g0) {
             if (gr * g0 > r0) mr_rows_plain(a, k, W, w_row, r0, gr * g0, Y, ldy);
-            k->rp->mul(g, a->cols, g0, g1, ra, ra_row, a->ncols, Y, ldy);
+            mr_rp_mul(k->rp, g, a->cols, g0, g1, ra, ra_row, a->ncols, Y, ldy);
             if (r1 > gr * g1) mr_rows_plain(a, k, W, w_row, gr * g1, r1, Y, ldy);
             return 0;
         }

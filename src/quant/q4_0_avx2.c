@@ -8,7 +8,7 @@
  *       acc = fmaf(fp16(dw_b) * fp16(dy_b), (float)isum_b, acc)
  * so a row gives the same bits whichever kernel computes it.
  *
- * Repacked layout (mr_q4_0_repack8): per group of 8 rows and per block, uint16 d[8] then four
+ * Repacked layout (mr_repack_interleave4 with 8 rows): per group of 8 rows and per block, uint16 d[8] then four
  * 32-byte vectors P_m (m = 0..3) whose 32-bit lane j holds bytes 4m..4m+3 of row j's nibbles (low
  * nibbles: values 4m..4m+3, high nibbles: 16+4m..16+4m+3); 144 bytes, the size of the 8 plain
  * blocks. Without VNNI, vpmaddubsw multiplies the unsigned nibbles by the broadcast signed
@@ -88,21 +88,6 @@ void mr_vd4_q4_0_bs_avx2(int n, float *s, const void *w, const void *vy, size_t 
 
 /* ---- repacked: 8 rows at a time ---- */
 
-void mr_q4_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
-    const int64_t nb = cols / 32;
-    const mr_block_q4_0 *w = src;
-    q4a_blk *out = dst;
-    for (int64_t g = g0; g < g1; g++)
-        for (int64_t b = 0; b < nb; b++) {
-            q4a_blk *o = &out[g * nb + b];
-            for (int j = 0; j < 8; j++) {
-                const mr_block_q4_0 *x = &w[(8 * g + j) * nb + b];
-                o->d[j] = x->d;
-                for (int m = 0; m < 4; m++) memcpy(&o->q[m][4 * j], x->qs + 4 * m, 4);
-            }
-        }
-}
-
 void mr_q4_0_rp_prep_avx2(const void *src, void *dst, int n) {
     const mr_block_q8_0 *x = src;
     q4a_act *a = dst;
@@ -147,26 +132,10 @@ void mr_q4_0_rp_prep_avx2(const void *src, void *dst, int n) {
 Q4A_KERNEL(1)
 Q4A_KERNEL(4)
 
-void mr_q4_0_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                      int64_t ncols, float *Y, int64_t ldy) {
+void mr_q4_0_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
     const int nb = (int)(cols / 32);
-    const q4a_blk *R = rp;
-    for (int64_t g = g0; g < g1; g++) {
-        const q4a_blk *w = R + g * nb;
-        int64_t c = 0;
-        for (; c + 4 <= ncols; c += 4) {
-            const q4a_act *a[4];
-            float *y[4];
-            for (int k = 0; k < 4; k++) {
-                a[k] = (const q4a_act *)((const uint8_t *)act + (size_t)(c + k) * act_row);
-                y[k] = Y + (c + k) * ldy + 8 * g;
-            }
-            q4a_rows_4(w, nb, a, y);
-        }
-        for (; c < ncols; c++) {
-            const q4a_act *a[1] = {(const q4a_act *)((const uint8_t *)act + (size_t)c * act_row)};
-            float *y[1] = {Y + c * ldy + 8 * g};
-            q4a_rows_1(w, nb, a, y);
-        }
-    }
+    const q4a_act *const *a = (const q4a_act *const *)act;
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) q4a_rows_4(w, nb, a + c, y + c);
+    for (; c < nc; c++) q4a_rows_1(w, nb, a + c, y + c);
 }

@@ -8,7 +8,7 @@
  * paged experts equal resident ones). Each block's integer sum is exact (more accurate than 8-lane
  * float partials, and the way the reference's own repacked Q4_0 kernels sum).
  *
- * Repacked layout (mr_q4_0_repack16): per group of 16 rows and per block, uint16 d[16] (the rows'
+ * Repacked layout (mr_repack_interleave4 with 16 rows): per group of 16 rows and per block, uint16 d[16] (the rows'
  * scales) then four 64-byte vectors P_m (m = 0..3) whose 32-bit lane j holds bytes 4m..4m+3 of row j's
  * nibbles: the low nibbles are values 4m..4m+3, the high nibbles 16+4m..16+4m+3. One AND and one shift
  * give vpdpbusd operands for 16 rows at once; the activation's 4-byte groups are broadcast; the -8 is
@@ -85,21 +85,6 @@ void mr_vd4_q4_0_bs_avx512(int n, float *s, const void *w, const void *vy, size_
 
 /* ---- repacked: 16 rows at a time ---- */
 
-void mr_q4_0_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
-    const int64_t nb = cols / 32;
-    const mr_block_q4_0 *w = src;
-    q4r_blk *out = dst;
-    for (int64_t g = g0; g < g1; g++)
-        for (int64_t b = 0; b < nb; b++) {
-            q4r_blk *o = &out[g * nb + b];
-            for (int j = 0; j < 16; j++) {
-                const mr_block_q4_0 *x = &w[(16 * g + j) * nb + b];
-                o->d[j] = x->d;
-                for (int m = 0; m < 4; m++) memcpy(&o->q[m][4 * j], x->qs + 4 * m, 4);
-            }
-        }
-}
-
 void mr_q4_0_rp_prep(const void *src, void *dst, int n) {
     const mr_block_q8_0 *x = src;
     q4r_act *a = dst;
@@ -145,35 +130,11 @@ Q4R_KERNEL(1)
 Q4R_KERNEL(4)
 Q4R_KERNEL(8)
 
-void mr_q4_0_rp_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                     int64_t ncols, float *Y, int64_t ldy) {
+void mr_q4_0_rp16_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
     const int nb = (int)(cols / 32);
-    const q4r_blk *R = rp;
-    for (int64_t g = g0; g < g1; g++) {
-        const q4r_blk *w = R + g * nb;
-        int64_t c = 0;
-        for (; c + 8 <= ncols; c += 8) {
-            const q4r_act *a[8];
-            float *y[8];
-            for (int k = 0; k < 8; k++) {
-                a[k] = (const q4r_act *)((const uint8_t *)act + (size_t)(c + k) * act_row);
-                y[k] = Y + (c + k) * ldy + 16 * g;
-            }
-            q4r_rows_8(w, nb, a, y);
-        }
-        for (; c + 4 <= ncols; c += 4) {
-            const q4r_act *a[4];
-            float *y[4];
-            for (int k = 0; k < 4; k++) {
-                a[k] = (const q4r_act *)((const uint8_t *)act + (size_t)(c + k) * act_row);
-                y[k] = Y + (c + k) * ldy + 16 * g;
-            }
-            q4r_rows_4(w, nb, a, y);
-        }
-        for (; c < ncols; c++) {
-            const q4r_act *a[1] = {(const q4r_act *)((const uint8_t *)act + (size_t)c * act_row)};
-            float *y[1] = {Y + c * ldy + 16 * g};
-            q4r_rows_1(w, nb, a, y);
-        }
-    }
+    const q4r_act *const *a = (const q4r_act *const *)act;
+    int c = 0;
+    for (; c + 8 <= nc; c += 8) q4r_rows_8(w, nb, a + c, y + c);
+    for (; c + 4 <= nc; c += 4) q4r_rows_4(w, nb, a + c, y + c);
+    for (; c < nc; c++) q4r_rows_1(w, nb, a + c, y + c);
 }

@@ -6,7 +6,7 @@
  * Products of signed bytes: vpmaddubsw(|w|, sign(y, w)) (pairs <= 2 x 128 x 127, no saturation),
  * widened by vpmaddwd at once (two pairs would overflow int16).
  *
- * Repacked layout (mr_q8_0_repack8): per group of 8 rows and block, uint16 d[8] then eight 32-byte
+ * Repacked layout (mr_repack_interleave4 with 8 rows): per group of 8 rows and block, uint16 d[8] then eight 32-byte
  * vectors Q_m whose 32-bit lane r holds bytes 4m..4m+3 of row r (272 bytes, the plain size). The
  * activations are the AVX2 Q8_0 rprep layout (q4_0_avx2.c: y[32], float d, a correction this kernel
  * does not use). */
@@ -65,21 +65,6 @@ void mr_vd4_q8_0_bs_avx2(int n, float *s, const void *w, const void *vy, size_t 
     _mm_storeu_ps(s, acc);
 }
 
-void mr_q8_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
-    const int64_t nb = cols / 32;
-    const mr_block_q8_0 *w = src;
-    q8a_blk *out = dst;
-    for (int64_t g = g0; g < g1; g++)
-        for (int64_t b = 0; b < nb; b++) {
-            q8a_blk *o = &out[g * nb + b];
-            for (int r = 0; r < 8; r++) {
-                const mr_block_q8_0 *x = &w[(8 * g + r) * nb + b];
-                o->d[r] = x->d;
-                for (int m = 0; m < 8; m++) memcpy(&o->q[m][4 * r], x->qs + 4 * m, 4);
-            }
-        }
-}
-
 #define Q8A_KERNEL(NC)                                                                                   \
     static void q8a_rows_##NC(const q8a_blk *w, int nb, const q8a_act *const *a, float *const *y) {      \
         const __m256i one = _mm256_set1_epi16(1);                                                        \
@@ -106,26 +91,10 @@ void mr_q8_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void
 Q8A_KERNEL(1)
 Q8A_KERNEL(4)
 
-void mr_q8_0_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                      int64_t ncols, float *Y, int64_t ldy) {
+void mr_q8_0_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
     const int nb = (int)(cols / 32);
-    const q8a_blk *R = rp;
-    for (int64_t g = g0; g < g1; g++) {
-        const q8a_blk *w = R + g * nb;
-        int64_t c = 0;
-        for (; c + 4 <= ncols; c += 4) {
-            const q8a_act *a[4];
-            float *y[4];
-            for (int k = 0; k < 4; k++) {
-                a[k] = (const q8a_act *)((const uint8_t *)act + (size_t)(c + k) * act_row);
-                y[k] = Y + (c + k) * ldy + 8 * g;
-            }
-            q8a_rows_4(w, nb, a, y);
-        }
-        for (; c < ncols; c++) {
-            const q8a_act *a[1] = {(const q8a_act *)((const uint8_t *)act + (size_t)c * act_row)};
-            float *y[1] = {Y + c * ldy + 8 * g};
-            q8a_rows_1(w, nb, a, y);
-        }
-    }
+    const q8a_act *const *a = (const q8a_act *const *)act;
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) q8a_rows_4(w, nb, a + c, y + c);
+    for (; c < nc; c++) q8a_rows_1(w, nb, a + c, y + c);
 }

@@ -33,12 +33,21 @@ static void mr_vd4_q4_k_bs_avx2(int n, float *s, const void *w, const void *y, s
 static void mr_vd_q6_k_bs_avx2(int n, float *s, const void *w, const void *y) { kr_q6_k(n, s, w, y, 0, 1); }
 static void mr_vd4_q6_k_bs_avx2(int n, float *s, const void *w, const void *y, size_t by) { kr_q6_k(n, s, w, y, by, 4); }
 
-static const mr_repack_kern mr_rp_q4_0_avx2 = {8, MR_Q4_0_RP8_BLOCK_BYTES, mr_q4_0_repack8, mr_q4_0_rp8_rows};
-static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8_0_repack8, mr_q8_0_rp8_rows};
-static const mr_repack_kern mr_rp_iq4_nl_avx2 = {8, 8 * 18, mr_iq4_nl_repack8, mr_iq4_nl_rp8_rows};
-static const mr_repack_kern mr_rp_mxfp4_avx2 = {8, 8 * 17, mr_mxfp4_repack8, mr_mxfp4_rp8_rows};
-static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_rows};
-static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_rows};
+/* 8-row layouts of head + 4-byte groups (mr_repack_interleave4): block bytes and head bytes */
+#define RP8_PACK(t, blk, head)                                                                     \
+    static void mr_##t##_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) { \
+        mr_repack_interleave4(src, cols, g0, g1, dst, 8, blk, head);                              \
+    }
+RP8_PACK(q4_0, 18, 2)
+RP8_PACK(q8_0, 34, 2)
+RP8_PACK(iq4_nl, 18, 2)
+RP8_PACK(mxfp4, 17, 1)
+static const mr_repack_kern mr_rp_q4_0_avx2 = {8, MR_Q4_0_RP8_BLOCK_BYTES, mr_q4_0_repack8, mr_q4_0_rp8_group, 4};
+static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8_0_repack8, mr_q8_0_rp8_group, 4};
+static const mr_repack_kern mr_rp_iq4_nl_avx2 = {8, 8 * 18, mr_iq4_nl_repack8, mr_iq4_nl_rp8_group, 4};
+static const mr_repack_kern mr_rp_mxfp4_avx2 = {8, 8 * 17, mr_mxfp4_repack8, mr_mxfp4_rp8_group, 4};
+static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_group, 4};
+static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_group, 4};
 
 #define K(T, D, D4) [MR_TYPE_##T] = {.dot = D, .dot4 = D4}
 #define KX(T, t) K(T, mr_vd_##t##_avx2, mr_vd4_##t##_avx2)

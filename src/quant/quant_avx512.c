@@ -97,7 +97,10 @@ KX_ENTRY_P(nvfp4, _avx512)
 KX_ENTRY_P(q4_1, _avx512)
 KX_ENTRY_P(q5_1, _avx512)
 
-static const mr_repack_kern mr_rp_q4_0_avx512 = {16, MR_Q4_0_RP_BLOCK_BYTES, mr_q4_0_repack16, mr_q4_0_rp_rows};
+static void mr_q4_0_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
+    mr_repack_interleave4(src, cols, g0, g1, dst, 16, 18, 2);
+}
+static const mr_repack_kern mr_rp_q4_0_avx512 = {16, MR_Q4_0_RP_BLOCK_BYTES, mr_q4_0_repack16, mr_q4_0_rp16_group, 8};
 
 /* The AVX-512 kernel table (quant_simd.h). Q4_0 has block-sum numerics (q4_0_avx512.c) and a
  * repacked layout; the Q8_0 / Q8_1 partners have prepared rows for the dot4p kernels. */

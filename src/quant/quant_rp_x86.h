@@ -172,28 +172,12 @@ KX_INLINE void kr_q4k8_rows(const kr_q4k8 *w, int nb, const kb_q8_k *const *y, f
     KX_UNROLL for (int c = 0; c < nc; c++) _mm256_storeu_ps(out[c], acc[c]);
 }
 
-static void kr_q4_k_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                             int64_t ncols, float *Y, int64_t ldy) {
+static void kr_q4_k_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
     const int nb = (int)(cols / 256);
-    const kr_q4k8 *R = rp;
-    for (int64_t g = g0; g < g1; g++) {
-        const kr_q4k8 *w = R + g * nb;
-        int64_t c = 0;
-        for (; c + 4 <= ncols; c += 4) {
-            const kb_q8_k *a[4];
-            float *o[4];
-            for (int k = 0; k < 4; k++) {
-                a[k] = (const kb_q8_k *)((const uint8_t *)act + (size_t)(c + k) * act_row);
-                o[k] = Y + (c + k) * ldy + 8 * g;
-            }
-            kr_q4k8_rows(w, nb, a, o, 4);
-        }
-        for (; c < ncols; c++) {
-            const kb_q8_k *a[1] = {(const kb_q8_k *)((const uint8_t *)act + (size_t)c * act_row)};
-            float *o[1] = {Y + c * ldy + 8 * g};
-            kr_q4k8_rows(w, nb, a, o, 1);
-        }
-    }
+    const kb_q8_k *const *a = (const kb_q8_k *const *)act;
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) kr_q4k8_rows(w, nb, a + c, y + c, 4);
+    for (; c < nc; c++) kr_q4k8_rows(w, nb, a + c, y + c, 1);
 }
 
 /* ---------------------------------------------------------------------------------- Q6_K */
@@ -327,28 +311,12 @@ KX_INLINE void kr_q6k8_rows(const kr_q6k8 *w, int nb, const kb_q8_k *const *y, f
     KX_UNROLL for (int c = 0; c < nc; c++) _mm256_storeu_ps(out[c], acc[c]);
 }
 
-static void kr_q6_k_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                             int64_t ncols, float *Y, int64_t ldy) {
+static void kr_q6_k_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
     const int nb = (int)(cols / 256);
-    const kr_q6k8 *R = rp;
-    for (int64_t g = g0; g < g1; g++) {
-        const kr_q6k8 *w = R + g * nb;
-        int64_t c = 0;
-        for (; c + 4 <= ncols; c += 4) {
-            const kb_q8_k *a[4];
-            float *o[4];
-            for (int k = 0; k < 4; k++) {
-                a[k] = (const kb_q8_k *)((const uint8_t *)act + (size_t)(c + k) * act_row);
-                o[k] = Y + (c + k) * ldy + 8 * g;
-            }
-            kr_q6k8_rows(w, nb, a, o, 4);
-        }
-        for (; c < ncols; c++) {
-            const kb_q8_k *a[1] = {(const kb_q8_k *)((const uint8_t *)act + (size_t)c * act_row)};
-            float *o[1] = {Y + c * ldy + 8 * g};
-            kr_q6k8_rows(w, nb, a, o, 1);
-        }
-    }
+    const kb_q8_k *const *a = (const kb_q8_k *const *)act;
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) kr_q6k8_rows(w, nb, a + c, y + c, 4);
+    for (; c < nc; c++) kr_q6k8_rows(w, nb, a + c, y + c, 1);
 }
 
 #endif

@@ -33,19 +33,26 @@ typedef void (*mr_gemm_fn)(int n, const void *w, size_t w_row, int nr, const voi
 typedef void (*mr_prep_fn)(const void *y, void *yp, int n);
 
 /* A repacked layout: groups of `rows` weight rows stored interleaved, block_bytes per group and
- * weight block of 32 values (the type's block size must divide 32 * k for the row length).
- *   pack: groups [g0, g1) of the plain matrix at src (rows of cols values) into dst (group g0 at
- *         dst + g0 * group bytes)
- *   mul:  Y[c * ldy + r] for the rows of groups [g0, g1) of the repacked matrix whose group 0 is at
- *         rp, and ncols activation rows in the partner's rprep layout (act_row bytes apart); bit for
- *         bit the same ISA's dot. */
+ * 32 values of a row.
+ *   pack:  groups [g0, g1) of the plain matrix at src (rows of cols values) into dst (group g0 at
+ *          dst + g0 * group bytes)
+ *   group: the `rows` rows of one group (w: its first byte) for nc <= max_nc columns: act[c] the
+ *          column's activation row (the partner's rprep layout, or its plain rows), y[c][0..rows)
+ *          the outputs; bit for bit the same ISA's dot. matmul.c drives it over groups and columns. */
 typedef struct {
     int rows;
     size_t block_bytes;
     void (*pack)(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
-    void (*mul)(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                int64_t ncols, float *Y, int64_t ldy);
+    void (*group)(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+    int max_nc;            /* <= MR_RP_MAX_NC */
 } mr_repack_kern;
+#define MR_RP_MAX_NC 8
+
+/* The layouts whose blocks are a head (the scale, head bytes) and a body of 4-byte groups (Q4_0,
+ * Q8_0, IQ4_NL, MXFP4): per group and block, the R rows' heads, then per 4-byte group m the R rows'
+ * bytes (so 32-bit lane r of a vector holds row r's group m). blk_bytes per 32-value block. */
+void mr_repack_interleave4(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst, int R, size_t blk_bytes,
+                           size_t head);
 
 typedef struct {
     mr_vec_dot_fn dot;
@@ -79,10 +86,8 @@ const mr_kern *mr_kern_isa(int type, int isa);
  * the Q8_0 rprep under AVX-512). */
 void mr_vd_q4_0_bs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vd4_q4_0_bs_avx512(int n, float *s, const void *w, const void *y, size_t by);
-void mr_q4_0_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
 void mr_q4_0_rp_prep(const void *q8_0_row, void *dst, int n);
-void mr_q4_0_rp_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                     int64_t ncols, float *Y, int64_t ldy);
+void mr_q4_0_rp16_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 #define MR_Q4_0_RP_BLOCK_BYTES 288
 #define MR_Q4_0_RP_ACT_BYTES 40
 
@@ -91,19 +96,15 @@ void mr_q4_0_rp_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const
  * and block). */
 void mr_vd_q4_0_bs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vd4_q4_0_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
-void mr_q4_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
 void mr_q4_0_rp_prep_avx2(const void *q8_0_row, void *dst, int n);
-void mr_q4_0_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                      int64_t ncols, float *Y, int64_t ldy);
+void mr_q4_0_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 #define MR_Q4_0_RP8_BLOCK_BYTES 144
 
 /* Q8_0 under AVX2 (q8_0_avx2.c): block-sum numerics, 8-row repacked layout (272 bytes per group and
  * block) on the same prepared activations as Q4_0. */
 void mr_vd_q8_0_bs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vd4_q8_0_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
-void mr_q8_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
-void mr_q8_0_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                      int64_t ncols, float *Y, int64_t ldy);
+void mr_q8_0_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 #define MR_Q8_0_RP8_BLOCK_BYTES 272
 
 /* IQ4_NL and MXFP4 under AVX2 (fp4_avx2.c): block-sum numerics, 8-row repacked layouts (the size of
@@ -112,11 +113,7 @@ void mr_vd_iq4_nl_bs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vd4_iq4_nl_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vd_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vd4_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
-void mr_iq4_nl_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
-void mr_mxfp4_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
-void mr_iq4_nl_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                        int64_t ncols, float *Y, int64_t ldy);
-void mr_mxfp4_rp8_rows(const void *rp, int64_t cols, int64_t g0, int64_t g1, const void *act, size_t act_row,
-                       int64_t ncols, float *Y, int64_t ldy);
+void mr_iq4_nl_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+void mr_mxfp4_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 
 #endif

@@ -5,6 +5,7 @@
 #include "base/base.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 struct mr_repacked {
@@ -91,4 +92,21 @@ const void *mr_repack_at(const mr_repacked *rp, const void *W, int type, int64_t
     if (off >= rp->bytes || off % gb) return NULL;
     if (rows_left) *rows_left = rp->rows - (int64_t)(off / rp->w_row);
     return (const uint8_t *)rp->copy + off / gb * rp->group_bytes;
+}
+
+void mr_repack_interleave4(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst, int R, size_t blk_bytes,
+                           size_t head) {
+    const int64_t nb = cols / 32;
+    const size_t body = blk_bytes - head, gb = (size_t)R * blk_bytes;
+    const uint8_t *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *o = out + (size_t)(g * nb + b) * gb;
+            for (int r = 0; r < R; r++) {
+                const uint8_t *x = w + ((size_t)(R * g + r) * (size_t)nb + (size_t)b) * blk_bytes;
+                memcpy(o + (size_t)r * head, x, head);
+                for (size_t m = 0; m < body / 4; m++) memcpy(o + (size_t)R * head + (m * (size_t)R + (size_t)r) * 4, x + head + 4 * m, 4);
+            }
+        }
 }
