@@ -39,10 +39,10 @@
 #include "gguf/gguf.h"
 
 enum { MR_PAGER_GATE = 0, MR_PAGER_UP = 1, MR_PAGER_DOWN = 2, MR_PAGER_MATS = 3 };
-#define MR_PAGER_IO_THREADS 4          /* default reads in flight (MOERUN_PAGER_IO_THREADS) */
+#define MR_PAGER_IO_THREADS 8          /* default reads in flight (MOERUN_PAGER_IO_THREADS) */
 #define MR_PAGER_MAX_IO_THREADS 64
-#define MR_PAGER_GUESS 0                /* guess the next layer's experts by default (MOERUN_PAGER_GUESS) */
-#define MR_PAGER_CHUNK 0                /* default bytes per read job, 0 = a slice (MOERUN_PAGER_CHUNK) */
+#define MR_PAGER_GUESS 1                /* guess the next layer's experts by default (MOERUN_PAGER_GUESS) */
+#define MR_PAGER_CHUNK (1u << 20)       /* default bytes per read job, 0 = a slice (MOERUN_PAGER_CHUNK) */
 
 typedef struct {
     const mr_gguf_tensor *mat[MR_PAGER_MATS]; /* NULL where the layer has no such tensor */
