@@ -11,7 +11,7 @@
  *
  * Per MoE layer and batch, rank 0 sends each other rank one request before its own experts run (they
  * overlap): int32 {op = 2, layer, n_jobs, d, total rows, 0, 0, 0, then (expert, cnt) per job}, the
- * mr_moe_cfg (bias NULL), then floats x[total][d] and w[total]; the reply (tag EP_TAG_REP) is
+ * mr_moe_cfg (bias and guess_next NULL), then floats x[total][d] and w[total]; the reply (tag EP_TAG_REP) is
  * y[total][d], read after rank 0's local experts. op 0 = stop. */
 #include "moerun.h"
 #include "moerun_tools.h"
@@ -68,6 +68,8 @@ static int ep_submit(void *ctx, int layer, const mr_moe_cfg *c, const float *x, 
     ep_d = (int)d;
     ep_cfg = *c;
     ep_cfg.bias = NULL;
+    ep_cfg.guess_next = NULL; /* pointers of this process: meaningless on the owner */
+    ep_cfg.guess_ctx = NULL;
     for (int r = 1; r < ep_size; r++) {
         ep_peer *p = &ep_peers[r];
         p->n_jobs = p->total = 0;
@@ -202,6 +204,8 @@ int mr_ep_serve(mr_model *m) {
             }
         cfg.n_used = 1;
         cfg.bias = NULL;
+        cfg.guess_next = NULL;
+        cfg.guess_ctx = NULL;
         if (row != total || mr_moe_experts(m, layer, &cfg, in.data, total, sel, w1, NULL, 0, in.reply)) {
             fprintf(stderr, "ep rank %d: %s\n", ep_rank, row != total ? "malformed request" : mr_last_error());
             MPI_Abort(MPI_COMM_WORLD, 1);

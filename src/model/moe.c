@@ -449,8 +449,11 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     prefetched = 1;
     if (c->guess_next && n == 1 && mr_pager_guessing(m->pager)) {
         int next = -1, gids[64];
-        int ng = c->guess_next(c->guess_ctx, x, &next, gids, 64);
-        if (ng < 0 || (ng > 0 && mr_pager_hint(m->pager, next, gids, ng))) goto done;
+        int ng = c->guess_next(c->guess_ctx, x, &next, gids, 64), nk = 0;
+        if (ng < 0) goto done;
+        for (int i = 0; i < ng; i++) /* experts another process owns are not read here */
+            if (!m->moe_remote || !m->moe_remote->owns(m->moe_remote->ctx, next, gids[i])) gids[nk++] = gids[i];
+        if (nk > 0 && mr_pager_hint(m->pager, next, gids, nk)) goto done;
     }
     for (int k = 0; k < nl; k++) local[k] = P.xidx[local[k]]; /* now indices into P.xp */
     /* the batch input converted once per partner type (gate and up usually share one) */
