@@ -131,26 +131,37 @@ void mr_chat_tool_calls_free(mr_chat_tool_call *calls, int n);
  * Optional, off by default (then results are exact). Set on a loaded model at any time; they take
  * effect at the next eval (mr_session_eval) of any of its sessions.
  * Top-k tail pruning: per token, of the top-k routed experts sorted by weight w, keep the smallest
- * prefix whose weights add up to >= prune_p of their sum, and only experts with w >= prune_tau * w_max
- * (at least prune_min, at least 1); the kept weights are rescaled (prune_rescale) so the L2 norm (or
- * the sum) of all k weights is preserved. Dropped experts are not read (pager) nor computed.
+ * prefix whose weights add up to >= prune_p of their sum, only experts with w >= prune_tau * w_max and
+ * w >= prune_min_w, and at most prune_k of them (at least prune_min, at least 1); the kept weights are
+ * rescaled (prune_rescale) so the L2 norm (or the sum, or the rho mix of both) of all k weights is
+ * preserved. Dropped experts are not read (pager) nor computed. Pruning applies to the layers
+ * [layer_first, layer_last] only, and never to hash-routed layers (deepseek4's layers routed by token
+ * id) unless prune_hash is set.
  * Gate-first SwiGLU row skipping: per token and expert, g = W_gate x first; rows with
  * |silu(g_i)| < max(skip_rel * max_i |silu(g_i)|, skip_abs) skip up_i = W_up[i] x (h_i = 0), and the
  * down projection skips the weight blocks whose h-values are all skipped. */
-enum { MR_APPROX_RESCALE_L2 = 0, MR_APPROX_RESCALE_L1 = 1, MR_APPROX_RESCALE_NONE = 2 };
+/* RHO: alpha = sqrt(((1-rho) sum_all w^2 + rho (sum_all w)^2) / ((1-rho) sum_kept w^2 + rho (sum_kept w)^2)),
+ * L2 at rho = 0, L1 at rho = 1 (rho: how correlated the experts' outputs are assumed to be) */
+enum { MR_APPROX_RESCALE_L2 = 0, MR_APPROX_RESCALE_L1 = 1, MR_APPROX_RESCALE_NONE = 2, MR_APPROX_RESCALE_RHO = 3 };
 typedef struct {
     float prune_p;       /* cumulative-weight threshold in (0, 1); 0 or >= 1: off */
     float prune_tau;     /* relative weight threshold in (0, 1]; 0: off */
     int prune_min;       /* keep at least this many experts (values < 1 mean 1) */
     int prune_rescale;   /* MR_APPROX_RESCALE_* (default L2) */
+    int prune_k;         /* keep at most this many experts (a fixed top-k); 0: off */
+    float prune_min_w;   /* drop experts whose weight (as the router outputs it) is below this; 0: off */
+    float prune_rho;     /* MR_APPROX_RESCALE_RHO's rho in [0, 1] */
+    int layer_first, layer_last; /* pruning only in these layers (layer_last < 0: to the last one) */
+    int prune_hash;      /* also prune hash-routed layers */
     float skip_rel;      /* row skipping relative to the largest |silu(g_i)| of the row; 0: off */
     float skip_abs;      /* row skipping below this absolute |silu(g_i)|; 0: off */
 } mr_approx_params;
 void mr_approx_params_default(mr_approx_params *p);      /* everything off: exact */
 int mr_approx_params_enabled(const mr_approx_params *p); /* 1 if the setting changes anything */
-/* Update p from a spec like "prune=0.9 tau=0.1 min=1 rescale=l2|l1|none skip=0.05 skip_abs=0.01"
- * (keys separated by spaces or commas; "off" resets everything; "exact" is the same). Only the keys
- * given change. -1 (error set, p unchanged) on an unknown key or a value out of range. */
+/* Update p from a spec like "prune=0.9 tau=0.1 min=1 rescale=l2|l1|none|rho skip=0.05 skip_abs=0.01",
+ * also k=5 (fixed top-k), min_w=0.11, rho=0.3 (implies rescale=rho), layers=3-42 (or 3-: to the end),
+ * prune_hash=0|1 (keys separated by spaces or commas; "off" resets everything; "exact" is the same).
+ * Only the keys given change. -1 (error set, p unchanged) on an unknown key or a value out of range. */
 int mr_approx_parse(const char *spec, mr_approx_params *p);
 /* "prune=0.9 tau=0 min=1 rescale=l2 skip=0.05 skip_abs=0" or "off"; returns snprintf's length. */
 int mr_approx_format(const mr_approx_params *p, char *buf, size_t len);

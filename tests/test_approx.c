@@ -42,6 +42,25 @@ static void test_params(void) {
     q = p;
     CHECK(mr_approx_parse("skip=0.1", &q) == 0 && q.skip_rel == 0.1f && q.prune_p == 0.9f, "only given keys change");
     CHECK(mr_approx_parse("off", &q) == 0 && !mr_approx_params_enabled(&q), "off");
+    /* issue 17's keys: fixed k, weight floor, rho rescale, layer range, hash layers */
+    mr_approx_params_default(&q);
+    CHECK(mr_approx_parse("k=5 min_w=0.11 rho=0.3 layers=3-42 prune_hash=1", &q) == 0, "%s", mr_last_error());
+    CHECK(q.prune_k == 5 && q.prune_min_w == 0.11f && q.prune_rho == 0.3f && q.prune_rescale == MR_APPROX_RESCALE_RHO &&
+          q.layer_first == 3 && q.layer_last == 42 && q.prune_hash == 1 && mr_approx_params_enabled(&q), "new keys parsed wrong");
+    mr_approx_format(&q, buf, sizeof buf);
+    mr_approx_params r;
+    mr_approx_params_default(&r);
+    CHECK(mr_approx_parse(buf, &r) == 0 && !memcmp(&q, &r, sizeof q), "round trip of the new keys: '%s'", buf);
+    CHECK(mr_approx_parse("layers=16-", &r) == 0 && r.layer_first == 16 && r.layer_last == -1, "open layer range");
+    mr_approx_format(&r, buf, sizeof buf);
+    CHECK(strstr(buf, "layers=16-") != NULL, "open range formats as '%s'", buf);
+    const char *bad2[] = {"k=-1", "k=2.5", "min_w=-0.1", "rho=1.5", "layers=5", "layers=5-3", "layers=-3", "layers=a-b",
+                          "prune_hash=2", "rescale=rho2"};
+    for (size_t i = 0; i < sizeof bad2 / sizeof bad2[0]; i++) {
+        mr_approx_params_default(&q);
+        r = q;
+        CHECK(mr_approx_parse(bad2[i], &q) == -1 && !memcmp(&q, &r, sizeof q), "'%s' accepted or changed p", bad2[i]);
+    }
     const char *bad[] = {"prune=1.5", "prune=-0.1", "tau=2", "skip=1.1", "skip_abs=-1", "min=0", "min=1.5",
                          "rescale=l3", "foo=1", "prune", "prune=x", "prune=0.9x", "prune=nan"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -88,6 +107,30 @@ static void test_prune_rules(void) {
     mr_approx_params_default(&p);
     p.prune_p = 0.7f;
     CHECK(mr_approx_prune(&p, 3, t, keep, wo) == 2 && keep[0] && keep[1] && !keep[2], "ties");
+    /* fixed k, and the absolute weight floor (weights as the router outputs them) */
+    mr_approx_params_default(&p);
+    p.prune_k = 2;
+    CHECK(mr_approx_prune(&p, 4, w, keep, wo) == 2 && keep[1] && keep[3], "k=2");
+    p.prune_k = 4;
+    CHECK(mr_approx_prune(&p, 4, w, keep, wo) == 4 && !memcmp(w, wo, sizeof w), "k=4 of 4 changed the weights");
+    mr_approx_params_default(&p);
+    p.prune_min_w = 0.1f; /* 0.5, 0.35, 0.1 */
+    CHECK(mr_approx_prune(&p, 4, w, keep, wo) == 3 && !keep[2], "min_w=0.1");
+    p.prune_k = 1;
+    CHECK(mr_approx_prune(&p, 4, w, keep, wo) == 1 && keep[1], "min_w and k: the smaller count");
+    /* rho: L2 at 0, L1 at 1, the formula in between (k=2 keeps 0.5 and 0.35) */
+    const double sq = 0.01 + 0.25 + 0.0025 + 0.1225, sum = 1.0, ksq = 0.25 + 0.1225, ksum = 0.85;
+    const double want[3] = {sqrt(sq / ksq), sum / ksum, sqrt((0.7 * sq + 0.3 * sum * sum) / (0.7 * ksq + 0.3 * ksum * ksum))};
+    const float rho[3] = {0.0f, 1.0f, 0.3f};
+    for (int i = 0; i < 3; i++) {
+        mr_approx_params_default(&p);
+        p.prune_k = 2;
+        p.prune_rescale = MR_APPROX_RESCALE_RHO;
+        p.prune_rho = rho[i];
+        CHECK(mr_approx_prune(&p, 4, w, keep, wo) == 2, "rho=%g", rho[i]);
+        CHECK(fabs(wo[1] / w[1] - want[i]) < 1e-6 && fabs(wo[3] / w[3] - want[i]) < 1e-6, "rho=%g: factor %g, expected %g",
+              rho[i], wo[1] / w[1], want[i]);
+    }
 }
 
 static void test_prune_rescale(void) {
@@ -467,10 +510,49 @@ static void test_other_models(void) {
     }
 }
 
+/* Pruning only in a layer range, and never in hash-routed layers unless asked: outside the range (or
+ * in deepseek4's hash layer 0) the logits are the exact ones bit for bit; inside they change. */
+static void test_layer_range_hash(void) {
+    const char *models[] = {"kjv-moe-q8_0", "tiny-deepseek4"};
+    for (int k = 0; k < 2; k++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "models/%s.gguf", models[k]);
+        mr_model_params p;
+        mr_model_params_default(&p);
+        p.n_threads = 2;
+        mr_model *m = mr_model_load(t_shared(rel), &p);
+        CHECK(m != NULL, "%s: %s", models[k], mr_last_error());
+        if (!m) continue;
+        const int V = mr_model_n_vocab(m), n = 16;
+        int32_t ids[16];
+        for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919 + 11) % (V - 2) + 2);
+        /* kjv-moe: 4 MoE layers (0-3); tiny-deepseek4: layer 0 hash-routed, 1-3 by score */
+        const char *specs[2][4] = {{"off", "k=1 layers=100-", "k=1 layers=2-", "k=1 layers=1-1"},
+                                   {"off", "k=1 layers=0-0", "k=1 layers=0-0 prune_hash=1", "k=1"}};
+        const int want_same[2][4] = {{1, 1, 0, 0}, {1, 1, 0, 0}};
+        float *l[4];
+        for (int j = 0; j < 4; j++) {
+            l[j] = malloc(sizeof(float) * (size_t)n * V);
+            mr_approx_params ap;
+            mr_approx_params_default(&ap);
+            CHECK(mr_approx_parse(specs[k][j], &ap) == 0 && mr_model_set_approx(m, &ap) == 0, "%s", mr_last_error());
+            mr_session *s = mr_session_new(m, n);
+            CHECK(s && mr_session_eval(s, ids, n, l[j], 1) == 0, "%s %s: %s", models[k], specs[k][j], mr_last_error());
+            mr_session_free(s);
+            if (j)
+                CHECK((memcmp(l[0], l[j], sizeof(float) * (size_t)n * V) == 0) == want_same[k][j], "%s '%s': logits %s the exact ones",
+                      models[k], specs[k][j], want_same[k][j] ? "differ from" : "equal");
+        }
+        for (int j = 0; j < 4; j++) free(l[j]);
+        mr_model_free(m);
+    }
+}
+
 int main(void) {
     RUN(test_params);
     RUN(test_prune_rules);
     RUN(test_prune_rescale);
+    RUN(test_layer_range_hash);
     RUN(test_sparse_matmul);
     if (load_tokens()) { printf("FAIL kjv: cannot read %s\n", t_shared("golden/tokens-kjv64.txt")); return 1; }
     mr_model *m = load_kjv(0);

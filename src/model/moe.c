@@ -167,7 +167,7 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
     if (!count || !P->xidx || !P->list || !P->row_of || !P->tok_of || !P->keep || !P->wk || !P->wrow) goto oom;
     for (int s = 0; s < nk; s++)
         if (sel[s] < 0 || sel[s] >= E) { mr_set_error("moe: expert id %d out of range", sel[s]); free(count); return -1; }
-    if (P->ap) {
+    if (P->ap && mr_approx_prunes_layer(P->ap, layer, c->hash_routed)) {
         int kint[K > 0 ? K : 1];
         for (int t = 0; t < n; t++) {
             P->st.experts_kept += (uint64_t)mr_approx_prune(P->ap, K, w + (int64_t)t * K, kint, P->wk + (int64_t)t * K);
@@ -178,6 +178,11 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
     } else {
         memset(P->keep, 1, (size_t)nk);
         memcpy(P->wk, w, sizeof(float) * (size_t)nk);
+        if (P->ap) { /* approximations on, none here: counted as kept */
+            P->st.experts_kept = (uint64_t)nk;
+            P->st.token_layers = (uint64_t)n;
+            P->st.experts_routed = (uint64_t)nk;
+        }
     }
     for (int s = 0; s < nk; s++) if (P->keep[s]) count[sel[s]]++;
     for (int e = 0; e < E; e++) if (count[e]) P->n_xp++;

@@ -34,6 +34,7 @@ typedef struct {
     float w_scale;           /* 0 or 1 = none */
     int weight_before_down;  /* deepseek4 */
     float clamp;             /* SwiGLU clamp limit (0 = none) */
+    int hash_routed;         /* experts chosen by token id (deepseek4's tid2eid layers): not pruned by default */
     int n_group, n_group_used; /* expert groups (<= 1: none) and how many groups may be chosen */
     int act;                 /* MR_MOE_ACT_* */
     const mr_moe_bias *bias; /* [n_layer] expert biases, or NULL */

@@ -17,6 +17,7 @@ void mr_approx_params_default(mr_approx_params *p) {
     memset(p, 0, sizeof *p);
     p->prune_min = 1;
     p->prune_rescale = MR_APPROX_RESCALE_L2;
+    p->layer_last = -1;
 }
 
 int mr_approx_params_enabled(const mr_approx_params *p) { return p && (mr_approx_prune_on(p) || mr_approx_skip_on(p)); }
@@ -24,7 +25,14 @@ int mr_approx_params_enabled(const mr_approx_params *p) { return p && (mr_approx
 static int check_params(const mr_approx_params *p) {
     if (!(p->prune_p >= 0.0f && p->prune_p <= 1.0f)) { mr_set_error("approx: prune=%g must be in [0, 1]", p->prune_p); return -1; }
     if (!(p->prune_tau >= 0.0f && p->prune_tau <= 1.0f)) { mr_set_error("approx: tau=%g must be in [0, 1]", p->prune_tau); return -1; }
-    if (p->prune_rescale < MR_APPROX_RESCALE_L2 || p->prune_rescale > MR_APPROX_RESCALE_NONE) {
+    if (p->prune_k < 0 || p->prune_k > 1024) { mr_set_error("approx: k=%d must be in [0, 1024]", p->prune_k); return -1; }
+    if (!(p->prune_min_w >= 0.0f && isfinite(p->prune_min_w))) { mr_set_error("approx: min_w=%g must be >= 0", p->prune_min_w); return -1; }
+    if (!(p->prune_rho >= 0.0f && p->prune_rho <= 1.0f)) { mr_set_error("approx: rho=%g must be in [0, 1]", p->prune_rho); return -1; }
+    if (p->layer_first < 0 || p->layer_last < -1 || (p->layer_last >= 0 && p->layer_last < p->layer_first)) {
+        mr_set_error("approx: layers=%d-%d is not a range of layers", p->layer_first, p->layer_last);
+        return -1;
+    }
+    if (p->prune_rescale < MR_APPROX_RESCALE_L2 || p->prune_rescale > MR_APPROX_RESCALE_RHO) {
         mr_set_error("approx: unknown rescale mode %d", p->prune_rescale);
         return -1;
     }
@@ -33,7 +41,7 @@ static int check_params(const mr_approx_params *p) {
     return 0;
 }
 
-static const char *rescale_names[] = {"l2", "l1", "none"};
+static const char *rescale_names[] = {"l2", "l1", "none", "rho"};
 
 int mr_approx_parse(const char *spec, mr_approx_params *out) {
     mr_approx_params p = *out;
@@ -56,9 +64,22 @@ int mr_approx_parse(const char *spec, mr_approx_params *out) {
         const char *key = tok, *val = eq + 1;
         if (!strcmp(key, "rescale")) {
             int found = -1;
-            for (int i = 0; i < 3; i++) if (!strcmp(val, rescale_names[i])) found = i;
-            if (found < 0) { mr_set_error("approx: rescale=%s (expected l2, l1 or none)", val); return -1; }
+            for (int i = 0; i < 4; i++) if (!strcmp(val, rescale_names[i])) found = i;
+            if (found < 0) { mr_set_error("approx: rescale=%s (expected l2, l1, none or rho)", val); return -1; }
             p.prune_rescale = found;
+            continue;
+        }
+        if (!strcmp(key, "layers")) { /* A-B or A- */
+            char *e1, *e2;
+            errno = 0;
+            long a = strtol(val, &e1, 10), b = -1;
+            if (e1 == val || *e1 != '-' || a < 0 || a > 100000 || errno) { mr_set_error("approx: layers=%s (expected A-B or A-)", val); return -1; }
+            if (e1[1]) {
+                b = strtol(e1 + 1, &e2, 10);
+                if (e2 == e1 + 1 || *e2 || b < 0 || b > 100000 || errno) { mr_set_error("approx: layers=%s (expected A-B or A-)", val); return -1; }
+            }
+            p.layer_first = (int)a;
+            p.layer_last = (int)b;
             continue;
         }
         char *end;
@@ -70,9 +91,20 @@ int mr_approx_parse(const char *spec, mr_approx_params *out) {
         else if (!strcmp(key, "min")) {
             if (v != floor(v) || v < 1 || v > 1024) { mr_set_error("approx: min=%s must be an integer >= 1", val); return -1; }
             p.prune_min = (int)v;
+        } else if (!strcmp(key, "k")) {
+            if (v != floor(v) || v < 0 || v > 1024) { mr_set_error("approx: k=%s must be an integer >= 0", val); return -1; }
+            p.prune_k = (int)v;
+        } else if (!strcmp(key, "min_w")) p.prune_min_w = (float)v;
+        else if (!strcmp(key, "rho")) { p.prune_rho = (float)v; p.prune_rescale = MR_APPROX_RESCALE_RHO; }
+        else if (!strcmp(key, "prune_hash")) {
+            if (v != 0 && v != 1) { mr_set_error("approx: prune_hash=%s must be 0 or 1", val); return -1; }
+            p.prune_hash = (int)v;
         } else if (!strcmp(key, "skip")) p.skip_rel = (float)v;
         else if (!strcmp(key, "skip_abs")) p.skip_abs = (float)v;
-        else { mr_set_error("approx: unknown key '%s' (prune, tau, min, rescale, skip, skip_abs)", key); return -1; }
+        else {
+            mr_set_error("approx: unknown key '%s' (prune, tau, min, k, min_w, rescale, rho, layers, prune_hash, skip, skip_abs)", key);
+            return -1;
+        }
     }
     if (check_params(&p)) return -1;
     *out = p;
@@ -81,9 +113,20 @@ int mr_approx_parse(const char *spec, mr_approx_params *out) {
 
 int mr_approx_format(const mr_approx_params *p, char *buf, size_t len) {
     if (!mr_approx_params_enabled(p)) return snprintf(buf, len, "off");
-    int r = p->prune_rescale >= 0 && p->prune_rescale <= 2 ? p->prune_rescale : 0;
-    return snprintf(buf, len, "prune=%g tau=%g min=%d rescale=%s skip=%g skip_abs=%g", p->prune_p, p->prune_tau,
-                    p->prune_min < 1 ? 1 : p->prune_min, rescale_names[r], p->skip_rel, p->skip_abs);
+    int r = p->prune_rescale >= 0 && p->prune_rescale <= 3 ? p->prune_rescale : 0;
+    /* the keys added later only when they are not at their defaults */
+    char extra[160] = "", *e = extra;
+    const char *end = extra + sizeof extra;
+    if (p->prune_k) e += snprintf(e, (size_t)(end - e), " k=%d", p->prune_k);
+    if (p->prune_min_w > 0.0f) e += snprintf(e, (size_t)(end - e), " min_w=%g", p->prune_min_w);
+    if (r == MR_APPROX_RESCALE_RHO) e += snprintf(e, (size_t)(end - e), " rho=%g", p->prune_rho);
+    if (p->layer_first || p->layer_last >= 0) {
+        if (p->layer_last >= 0) e += snprintf(e, (size_t)(end - e), " layers=%d-%d", p->layer_first, p->layer_last);
+        else e += snprintf(e, (size_t)(end - e), " layers=%d-", p->layer_first);
+    }
+    if (p->prune_hash) snprintf(e, (size_t)(end - e), " prune_hash=1");
+    return snprintf(buf, len, "prune=%g tau=%g min=%d rescale=%s%s skip=%g skip_abs=%g", p->prune_p, p->prune_tau,
+                    p->prune_min < 1 ? 1 : p->prune_min, rescale_names[r], extra, p->skip_rel, p->skip_abs);
 }
 
 static struct mr_moe_approx *approx_get(mr_model *m) {
@@ -184,6 +227,12 @@ int mr_approx_prune(const mr_approx_params *p, int k, const float *w, int *keep,
         while (mt < k && fabsf(w[order[mt]]) >= lim) mt++;
         if (mt < m) m = mt;
     }
+    if (p->prune_min_w > 0.0f) {
+        int mw = 0;
+        while (mw < k && fabsf(w[order[mw]]) >= p->prune_min_w) mw++;
+        if (mw < m) m = mw;
+    }
+    if (p->prune_k > 0 && p->prune_k < m) m = p->prune_k;
     const int mn = p->prune_min < 1 ? 1 : p->prune_min;
     if (m < mn) m = mn;
     if (m >= k) return k;
@@ -196,6 +245,10 @@ int mr_approx_prune(const mr_approx_params *p, int k, const float *w, int *keep,
     double scale = 1.0;
     if (p->prune_rescale == MR_APPROX_RESCALE_L2 && ksq > 0) scale = sqrt(sq / ksq);
     else if (p->prune_rescale == MR_APPROX_RESCALE_L1 && ksum > 0) scale = sum / ksum;
+    else if (p->prune_rescale == MR_APPROX_RESCALE_RHO) {
+        const double r = p->prune_rho, den = (1 - r) * ksq + r * ksum * ksum;
+        if (den > 0) scale = sqrt(((1 - r) * sq + r * sum * sum) / den);
+    }
     for (int i = 0; i < m; i++) w_out[order[i]] = (float)(w[order[i]] * scale);
     return m;
 }

@@ -8,10 +8,14 @@
  * 1. Top-k tail pruning. Per token, of the k routed experts (weights w, sorted by weight):
  *      m_p   = smallest m with sum_{j<m} w_j >= prune_p * sum_j w_j   (prune_p in (0, 1), else k)
  *      m_tau = number of experts with w_j >= prune_tau * w_max          (prune_tau > 0, else k)
- *      keep the top max(prune_min, min(m_p, m_tau)) experts (at least 1);
+ *      m_w   = number of experts with w_j >= prune_min_w                (prune_min_w > 0, else k)
+ *      m_k   = prune_k                                                  (prune_k > 0, else k)
+ *      keep the top max(prune_min, min(m_p, m_tau, m_w, m_k)) experts (at least 1);
  *    if some were dropped, the kept weights are rescaled so that their L2 norm equals the L2 norm of
  *    all k weights (MR_APPROX_RESCALE_L2: the expected output magnitude is preserved), or their
- *    sum equals the sum of all k (L1), or left unchanged (NONE). Dropped experts are neither paged
+ *    sum equals the sum of all k (L1), or by alpha(rho) (RHO, between the two), or left unchanged
+ *    (NONE). Only in the layers [layer_first, layer_last], and not in hash-routed layers (their
+ *    weights are flat: dropping one drops part of the token's lookup) unless prune_hash. Dropped experts are neither paged
  *    in nor computed. The output is the sum of the kept experts' outputs in slot order.
  *
  * 2. Gate-first SwiGLU row skipping. Per (token, expert): g = W_gate x first (clamped like the exact
@@ -41,7 +45,12 @@ void mr_moe_approx_begin_eval(mr_model *m);
 void mr_moe_approx_free(struct mr_moe_approx *a);
 static inline int mr_moe_approx_on(const mr_model *m) { return m->approx && m->approx->on; }
 static inline int mr_approx_prune_on(const mr_approx_params *p) {
-    return (p->prune_p > 0.0f && p->prune_p < 1.0f) || p->prune_tau > 0.0f;
+    return (p->prune_p > 0.0f && p->prune_p < 1.0f) || p->prune_tau > 0.0f || p->prune_k > 0 || p->prune_min_w > 0.0f;
+}
+/* pruning applies to this layer (its range; hash-routed layers only with prune_hash) */
+static inline int mr_approx_prunes_layer(const mr_approx_params *p, int layer, int hash_routed) {
+    return mr_approx_prune_on(p) && layer >= p->layer_first && (p->layer_last < 0 || layer <= p->layer_last) &&
+           (!hash_routed || p->prune_hash);
 }
 static inline int mr_approx_skip_on(const mr_approx_params *p) { return p->skip_rel > 0.0f || p->skip_abs > 0.0f; }
 /* adds one layer's counters to the model's (under its lock) */

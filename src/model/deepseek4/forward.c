@@ -794,7 +794,7 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     ds4_guess gc = {m, il, n == 1 ? tok[0] : -1};
     const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
                             .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim, .guess_next = ds4_guess_next,
-                            .guess_ctx = &gc};
+                            .guess_ctx = &gc, .hash_routed = ly->tid2eid != NULL};
     MR_PROF_BEGIN(tr);
     /* hash layers: the token's experts from tid2eid [V][K] (weights still from the scores); others:
      * top-k of the scores plus exp_probs_b */
