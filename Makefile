@@ -134,7 +134,9 @@ bench-approx: $(BUILD)/bench/bench_approx
 # (every float operation is a helper call): AARCH64_TESTS picks the binaries and CLI scripts
 # (AARCH64_TESTS=all: the whole suite, hours on a loaded 2-core machine).
 AARCH64_BUILD ?= build/aarch64
-QEMU_AARCH64  ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+# without -L when the arm64 libc is installed (multiarch, as libpcre2-dev:arm64 brings it): the cross
+# toolchain's loader with the multiarch libc.so (another build) hangs in pthread_create
+QEMU_AARCH64  ?= qemu-aarch64 $(if $(wildcard /lib/ld-linux-aarch64.so.1),,-L /usr/aarch64-linux-gnu)
 AARCH64_TESTS ?= test_base test_simd test_quant_iq test_quant
 .PHONY: test-bins aarch64 test-aarch64
 aarch64:
