@@ -130,14 +130,15 @@ bench-approx: $(BUILD)/bench/bench_approx
 	nice -n 10 $(BUILD)/bench/bench_approx $(BENCH_ARGS)
 
 # ARM64 on an x86-64 Debian machine: gcc-aarch64-linux-gnu, qemu-user, libpcre2-dev:arm64
-# (dpkg --add-architecture arm64). The tests run under the emulator, which is slow on float code
-# (every float operation is a helper call): AARCH64_TESTS picks the binaries and CLI scripts
-# (AARCH64_TESTS=all: the whole suite, hours on a loaded 2-core machine).
+# (dpkg --add-architecture arm64). AARCH64_TESTS picks the test binaries and CLI scripts run under
+# the emulator: by default the kernel and base tests (README: what passes); AARCH64_TESTS=all runs
+# the whole suite (an hour or more on a loaded 2-core machine: emulation is roughly 10-50x slower).
 AARCH64_BUILD ?= build/aarch64
 # without -L when the arm64 libc is installed (multiarch, as libpcre2-dev:arm64 brings it): the cross
 # toolchain's loader with the multiarch libc.so (another build) hangs in pthread_create
 QEMU_AARCH64  ?= qemu-aarch64 $(if $(wildcard /lib/ld-linux-aarch64.so.1),,-L /usr/aarch64-linux-gnu)
-AARCH64_TESTS ?= test_base test_simd test_quant_iq test_quant
+AARCH64_TESTS ?= test_base test_simd test_quant_iq test_quant test_ds4_ops test_eval_attention \
+                 test_eval_matmul_many test_eval_repack test_cgroup test_chat_tools
 .PHONY: test-bins aarch64 test-aarch64
 aarch64:
 	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) $(AARCH64_BUILD)/moerun
