@@ -53,10 +53,10 @@ static int run(const scenario *sc, float *out, int *n_vocab, const char **stage_
     if (!m) { *stage_err = mr_get_error(); return 1; }
     *n_vocab = mr_model_n_vocab(m);
     int stage = 0;
+    const int32_t next = 5; /* the decode step's token (set before any jump to eval_failed) */
     mr_session *s = mr_session_new(m, 0);
     if (!s) { *stage_err = mr_get_error(); stage = 2; goto done; }
     if (mr_session_eval(s, prompt, 5, out, 0) != 0) { stage = 3; goto eval_failed; }
-    int32_t next = 5;
     if (mr_session_eval(s, &next, 1, out + *n_vocab, 0) != 0) { stage = 4; goto eval_failed; }
     goto done;
 eval_failed:
