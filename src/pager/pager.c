@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096ull
@@ -75,6 +76,7 @@ struct mr_pager {
     int q_cap, q_head, q_len;
     int fault_kind;
     uint64_t fault_at, read_seq;
+    int slow_ms;              /* MOERUN_PAGER_FAULT=slow:MS */
     /* statistics */
     mr_pager_counters cnt;
     uint64_t *l_hits, *l_miss;
@@ -231,6 +233,10 @@ static void *io_main(void *arg) {
 
         int ok;
         uint64_t bytes;
+        if (p->slow_ms) { /* MOERUN_PAGER_FAULT=slow:MS: a slow device, the bytes stay right */
+            struct timespec ts = {p->slow_ms / 1000, (long)(p->slow_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         int err = run_job(&j, fault, &ok, &bytes);
 
         pthread_mutex_lock(&p->mu);
@@ -266,8 +272,10 @@ static int parse_fault(mr_pager *p) {
     if (colon && n >= 1 && end && !*end) {
         if (!strncmp(f, "eio:", 4)) { p->fault_kind = FAULT_EIO; p->fault_at = n; return 0; }
         if (!strncmp(f, "short:", 6)) { p->fault_kind = FAULT_SHORT; p->fault_at = n; return 0; }
+        if (!strncmp(f, "slow:", 5) && n <= 10000) { p->slow_ms = (int)n; return 0; }
     }
-    mr_set_error("MOERUN_PAGER_FAULT='%s': expected eio:N or short:N (N >= 1: the N-th read fails)", f);
+    mr_set_error("MOERUN_PAGER_FAULT='%s': expected eio:N or short:N (N >= 1: the N-th read fails) "
+                 "or slow:MS (every read waits MS milliseconds first, MS <= 10000)", f);
     return -1;
 }
 

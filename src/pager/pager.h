@@ -31,7 +31,7 @@
  * least max n_used slots (one token's experts of one layer); mr_pager_create fails naming the minimum.
  * Reads: a pool of I/O threads (MR_PAGER_IO_THREADS) doing pread, O_DIRECT when the file system allows.
  * Faults for tests: MOERUN_PAGER_FAULT=eio:N or short:N makes the N-th read (1-based) fail with EIO or
- * return short. */
+ * return short; slow:MS makes every read wait MS milliseconds first (a slow device). */
 #ifndef MR_PAGER_H
 #define MR_PAGER_H
 #include <stdint.h>
