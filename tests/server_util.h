@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-typedef struct { mr_model *m; int port; volatile int stop; int rc; } srv_thread;
+typedef struct { mr_model *m; int port; volatile int stop; int rc; char err[256]; } srv_thread;
 
 static void *srv_thread_main(void *arg) {
     srv_thread *t = arg;
@@ -25,7 +25,21 @@ static void *srv_thread_main(void *arg) {
     p.alias = "tiny";
     p.stop = &t->stop;
     t->rc = mr_server_run(t->m, &p);
+    if (t->rc) snprintf(t->err, sizeof t->err, "%s", mr_last_error()); /* errors are per thread */
     return NULL;
+}
+
+/* A loopback port nobody listens on now (the kernel's pick; other tests run at the same time). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    struct sockaddr_in a = {0};
+    socklen_t len = sizeof a;
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
 }
 
 static int http_connect(int port) {

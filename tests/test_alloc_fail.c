@@ -208,10 +208,10 @@ static void walk_server(const char *name, const char *file, int stream) {
     mr_model_params mp;
     mr_model_params_default(&mp);
     mp.n_threads = 1;
-    srv_thread t = {mr_model_load(t_shared(file), &mp), 0, 0, 0};
+    srv_thread t = {mr_model_load(t_shared(file), &mp), 0, 0, 0, ""};
     CHECK(t.m, "%s: %s", file, mr_get_error());
     if (!t.m) return;
-    t.port = 21000 + (int)(getpid() % 20000) + stream;
+    t.port = free_port();
     pthread_t th;
     pthread_create(&th, NULL, srv_thread_main, &t);
     char body[512];

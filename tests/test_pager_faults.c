@@ -41,6 +41,8 @@ static int start(server *s, const char *fault, uint64_t budget, int port) {
     if (!s->t.m) return -1;
     s->t.port = port;
     s->t.stop = 0;
+    s->t.rc = 0;
+    s->t.err[0] = 0;
     pthread_create(&s->th, NULL, srv_thread_main, &s->t);
     for (int i = 0; i < 100; i++) { /* up? */
         char *r = http_raw(port, "GET /health HTTP/1.1\r\n\r\n", 24);
@@ -49,6 +51,9 @@ static int start(server *s, const char *fault, uint64_t budget, int port) {
         if (ok) return 0;
         usleep(50000);
     }
+    s->t.stop = 1;
+    pthread_join(s->th, NULL);
+    mr_model_free(s->t.m);
     return -1;
 }
 
@@ -67,10 +72,10 @@ static void test_faults_during_stream(void) {
     mr_pager_model_info info;
     CHECK(mr_pager_model_sizes(t_shared("models/tiny-qwen3moe.gguf"), &info) == 0, "%s", mr_last_error());
     const uint64_t budget = info.min_budget;
-    const int port0 = 25000 + (int)(getpid() % 15000);
     /* the reference: no fault; how many reads the first request makes */
     server s;
-    CHECK(start(&s, NULL, budget, port0) == 0, "server: %s", mr_last_error());
+    int port0 = free_port();
+    CHECK(start(&s, NULL, budget, port0) == 0, "server: %s", s.t.err);
     char *r = http_post(port0, "/v1/chat/completions", body);
     uint64_t reads = reads_of(&s);
     char ref[4096];
@@ -88,8 +93,8 @@ static void test_faults_during_stream(void) {
         uint64_t at = 1 + mr_rng_next(&rng) % reads;
         char spec[64];
         snprintf(spec, sizeof spec, "%s:%llu", k % 2 ? "short" : "eio", (unsigned long long)at);
-        int port = port0 + 1 + k;
-        if (start(&s, spec, budget, port) != 0) { CHECK(0, "%s: server: %s", spec, mr_last_error()); continue; }
+        int port = free_port();
+        if (start(&s, spec, budget, port) != 0) { CHECK(0, "%s: server: %s", spec, s.t.err); continue; }
         cases++;
         r = http_post(port, "/v1/chat/completions", body);
         char got[4096];
@@ -118,9 +123,10 @@ static void test_faults_during_stream(void) {
            cases, prompt_errors, errors, prefix_ok, recovered);
     CHECK(errors > 0 && prompt_errors > 0, "the random points missed a phase: %d prompt, %d generation", prompt_errors, errors);
     /* slow reads: slower, same reply */
-    CHECK(start(&s, "slow:3", budget, port0 + 20) == 0, "slow: %s", mr_last_error());
+    port0 = free_port();
+    CHECK(start(&s, "slow:3", budget, port0) == 0, "slow: %s", s.t.err);
     double t0 = mr_now();
-    r = http_post(port0 + 20, "/v1/chat/completions", body);
+    r = http_post(port0, "/v1/chat/completions", body);
     double dt = mr_now() - t0;
     char got[4096];
     stream_text(r, got, sizeof got, &err_ev, &done);

@@ -49,7 +49,7 @@ static void test_start(void) {
     srv.m = mr_model_load(t_shared("models/tiny-qwen3moe.gguf"), &mp);
     CHECK(srv.m, "load: %s", mr_last_error());
     if (!srv.m) exit(t_finish());
-    srv.port = 23000 + (int)(getpid() % 20000);
+    srv.port = free_port();
     pthread_create(&srv_th, NULL, srv_thread_main, &srv);
     char *r = NULL;
     for (int i = 0; i < 100 && !r; i++) { r = http_post(srv.port, "/v1/completions", normal); if (!r) usleep(50000); }
