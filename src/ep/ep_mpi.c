@@ -51,7 +51,7 @@ static int ep_owns(void *ctx, int layer, int e) { (void)ctx; return ep_owner(lay
 
 static int ep_reserve(void **p, size_t *cap, size_t bytes) {
     if (bytes <= *cap) return 0;
-    void *n = realloc(*p, bytes);
+    void *n = mr_realloc(*p, bytes);
     if (!n) { mr_set_error("ep: out of memory for %zu bytes", bytes); return -1; }
     *p = n;
     *cap = bytes;
@@ -147,7 +147,7 @@ int mr_ep_start(int *argc, char ***argv) {
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS) { mr_set_error("ep: MPI_Init failed"); return -1; }
     MPI_Comm_rank(MPI_COMM_WORLD, &ep_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ep_size);
-    ep_peers = calloc((size_t)ep_size, sizeof *ep_peers);
+    ep_peers = mr_calloc((size_t)ep_size, sizeof *ep_peers);
     if (!ep_peers) { mr_set_error("ep: out of memory"); return -1; }
     ep_on = 1;
     return ep_rank;
