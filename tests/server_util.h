@@ -85,5 +85,9 @@ static char *http_post(int port, const char *path, const char *body) {
     return r;
 }
 
+/* one request per connection: the server closes after its reply (it keeps HTTP/1.1 connections
+ * open otherwise) */
+#define HEALTH_REQ "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"
+
 static int status_of(const char *r) { int s = 0; return r && sscanf(r, "HTTP/1.1 %d", &s) == 1 ? s : 0; }
 #endif
