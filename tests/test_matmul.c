@@ -120,7 +120,7 @@ static void test_gemv_many_rows(void) {
 }
 
 static void test_errors(void) {
-    float x[64] = {0}, y[4];
+    float x[256] = {0}, y[4]; /* 256: the q8_K case converts a whole row of activations before it fails */
     uint8_t w[64] = {0};
     CHECK(mr_matmul(NULL, w, MR_TYPE_Q4_0, 1, 48, x, 1, y) == -1, "48 values accepted as q4_0 rows");
     CHECK(mr_matmul(NULL, w, 12345, 1, 32, x, 1, y) == -1, "unknown type accepted");

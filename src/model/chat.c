@@ -256,7 +256,7 @@ static int starts(const char *p, const char *end, const char *lit) {
 static int parse_chatml(const char *p, const char *end, mr_chat_tool_call *calls, int max) {
     int n = 0;
     while ((p = skip_ws(p, end)) < end) {
-        if (!starts(p, end, "<tool_call>") || n == max) return -1;
+        if (!starts(p, end, "<tool_call>") || n == max) goto bad;
         p += 11;
         const char *close = memmem(p, (size_t)(end - p), "</tool_call>", 12);
         const char *jend = close ? close : end; /* the model may stop right after the JSON */
@@ -264,7 +264,7 @@ static int parse_chatml(const char *p, const char *end, mr_chat_tool_call *calls
         const char *name = mr_json_get_str(j, "name", NULL);
         const mr_json *args = mr_json_get(j, "arguments");
         if (!args) args = mr_json_get(j, "parameters");
-        if (!name || (args && args->type != MR_JSON_OBJ && args->type != MR_JSON_STR)) { mr_json_free(j); return -1; }
+        if (!name || (args && args->type != MR_JSON_OBJ && args->type != MR_JSON_STR)) { mr_json_free(j); goto bad; }
         calls[n].id = NULL;
         calls[n].name = mr_strdup(name);
         calls[n].arguments = !args ? mr_strdup("{}") : args->type == MR_JSON_STR ? mr_strdup(args->str) : mr_json_dump(args);
@@ -274,6 +274,9 @@ static int parse_chatml(const char *p, const char *end, mr_chat_tool_call *calls
         p = close ? close + 12 : end;
     }
     return n;
+bad: /* calls parsed before the malformed part are freed too */
+    mr_chat_tool_calls_free(calls, n);
+    return -1;
 oom:
     mr_chat_tool_calls_free(calls, n);
     mr_set_error("chat: out of memory");
