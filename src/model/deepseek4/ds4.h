@@ -90,6 +90,7 @@ typedef struct {
     int n_layers;
     float *kconv;       /* scratch kept between steps: a short batch's F16 keys as floats */
     size_t kconv_cap;   /* floats */
+    mr_scratch scratch; /* a batch's buffers (forward.c ds4_buf_carve), grown to the largest batch */
 } ds4_state;
 
 /* forward.c: the mr_arch eval (model.h's contract), any n (cut into batches internally) */

@@ -834,34 +834,57 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
 /* ---------------------------------------------------------------------------------------------- */
 /* one batch */
 
-static void ds4_buf_free(ds4_buf *B) {
-    float **f[] = {&B->zn, &B->mixes, &B->pre, &B->post, &B->comb, &B->y, &B->a, &B->qa, &B->q, &B->kv, &B->kvb, &B->o,
-                   &B->z, &B->att, &B->Xt, &B->ckv, &B->csc, &B->ikv, &B->isc, &B->comp32, &B->icomp32, &B->qI,
-                   &B->wI, &B->logits, &B->w, &B->moe, &B->sg, &B->su, &B->sh};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) { free(*f[i]); *f[i] = NULL; }
-    free(B->sel); free(B->topk);
-}
-
-static int ds4_buf_alloc(const ds4_model *M, int n, ds4_buf *B) {
+/* The batch's buffers (and the embedding rows X, one token's embedding e) carved from the session's
+ * scratch (mr_scratch in base/base.h): it grows to the largest batch, then an eval allocates none of
+ * them. Every buffer keeps 16 bytes of slack past its end as before (kernels may read a vector past
+ * a row's end). */
+static int ds4_buf_carve(const ds4_model *M, ds4_state *st, int n, ds4_buf *B, float **X, float **e) {
     memset(B, 0, sizeof *B);
     const int64_t hd = (int64_t)M->Nh * M->d, mix = (2 + M->Nh) * M->Nh, N = n;
     const int64_t ncomp = n / 4 + 1;
     int64_t att = M->d > M->ro ? M->d : M->ro;
-#define A(p, cnt) do { if (!((p) = mr_malloc(sizeof(*(p)) * (size_t)(cnt) + 16))) goto oom; } while (0)
-    A(B->zn, N * hd); A(B->mixes, N * mix); A(B->pre, N * M->Nh); A(B->post, N * M->Nh); A(B->comb, N * M->Nh * M->Nh);
-    A(B->y, N * M->d); A(B->a, N * M->d); A(B->qa, N * M->rq); A(B->q, N * M->H * M->D); A(B->kv, N * M->D);
-    A(B->kvb, N * M->D); A(B->o, N * M->H * M->D); A(B->z, N * M->G * M->ro); A(B->att, N * att);
-    A(B->Xt, N * hd); A(B->ckv, N * 2 * M->D); A(B->csc, N * 2 * M->D); A(B->ikv, N * 2 * M->Di + 1);
-    A(B->isc, N * 2 * M->Di + 1); A(B->comp32, ncomp * M->D); A(B->icomp32, ncomp * M->Di + 1);
-    A(B->qI, N * M->Hi * M->Di + 1); A(B->wI, N * M->Hi + 1); A(B->logits, N * M->E); A(B->w, N * M->K);
-    A(B->moe, N * M->d); A(B->sg, N * M->Fs); A(B->su, N * M->Fs); A(B->sh, N * M->d); A(B->sel, N * M->K);
-    A(B->topk, N * M->topk + 1);
-#undef A
+    mr_scratch *sc = &st->scratch;
+    int r;
+#define T(p, cnt) ((p) = mr_scratch_take(sc, sizeof(*(p)) * (size_t)(cnt) + 16))
+    do {
+        mr_scratch_begin(sc);
+        T(B->zn, N * hd);
+        T(B->mixes, N * mix);
+        T(B->pre, N * M->Nh);
+        T(B->post, N * M->Nh);
+        T(B->comb, N * M->Nh * M->Nh);
+        T(B->y, N * M->d);
+        T(B->a, N * M->d);
+        T(B->qa, N * M->rq);
+        T(B->q, N * M->H * M->D);
+        T(B->kv, N * M->D);
+        T(B->kvb, N * M->D);
+        T(B->o, N * M->H * M->D);
+        T(B->z, N * M->G * M->ro);
+        T(B->att, N * att);
+        T(B->Xt, N * hd);
+        T(B->ckv, N * 2 * M->D);
+        T(B->csc, N * 2 * M->D);
+        T(B->ikv, N * 2 * M->Di + 1);
+        T(B->isc, N * 2 * M->Di + 1);
+        T(B->comp32, ncomp * M->D);
+        T(B->icomp32, ncomp * M->Di + 1);
+        T(B->qI, N * M->Hi * M->Di + 1);
+        T(B->wI, N * M->Hi + 1);
+        T(B->logits, N * M->E);
+        T(B->w, N * M->K);
+        T(B->moe, N * M->d);
+        T(B->sg, N * M->Fs);
+        T(B->su, N * M->Fs);
+        T(B->sh, N * M->d);
+        T(B->sel, N * M->K);
+        T(B->topk, N * M->topk + 1);
+        T(*X, N * hd);
+        T(*e, M->d);
+    } while ((r = mr_scratch_end(sc)) == 1);
+#undef T
+    if (r < 0) { mr_set_error("deepseek4: out of memory for a batch of %d tokens", n); return -1; }
     return 0;
-oom:
-    ds4_buf_free(B);
-    mr_set_error("deepseek4: out of memory for a batch of %d tokens", n);
-    return -1;
 }
 
 typedef struct { const ds4_model *M; const float *X; float *zn; const float *mixes; float *y; } ds4_head_job;
@@ -884,10 +907,7 @@ static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int
     float *X = NULL, *e = NULL;
     int rc = -1;
     if (pos0 + n > st->n_ctx) { mr_set_error("deepseek4: %d + %d tokens exceed the session context %d", pos0, n, st->n_ctx); return -1; }
-    if (ds4_buf_alloc(M, n, &B)) return -1;
-    X = mr_malloc(sizeof(float) * (size_t)(n * hd));
-    e = mr_malloc(sizeof(float) * (size_t)d);
-    if (!X || !e) { mr_set_error("deepseek4: out of memory"); goto done; }
+    if (ds4_buf_carve(M, st, n, &B, &X, &e)) return -1;
     MR_PROF_BEGIN(tem);
     /* embedding copied into every stream (§3.0) */
     for (int t = 0; t < n; t++) {
@@ -920,8 +940,6 @@ static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int
     }
     rc = 0;
 done:
-    free(X); free(e);
-    ds4_buf_free(&B);
     return rc;
 }
 
