@@ -75,12 +75,15 @@ if ! grep -q 'prefill:' "$TMPD/e"; then ok progress_not_on_files; else fail prog
 # Ctrl-C during the prompt stops it within a chunk: exit 130. The signal is sent once the load
 # line is out; one token per chunk on one thread makes the prompt take far longer than that wait.
 python3 -c "print('the quick brown fox ' * 550)" >"$TMPD/huge.txt"
-"$MOERUN" run -m "$M" -f "$TMPD/huge.txt" -n 4 -b 1 -t 1 -c 8192 --temp 0 >/dev/null 2>"$TMPD/e" &
+# (a file of its own, emptied first: the child truncates it only after the fork, and an older
+# "load:" line must not release the signal early)
+: >"$TMPD/ctrlc"
+"$MOERUN" run -m "$M" -f "$TMPD/huge.txt" -n 4 -b 1 -t 1 -c 8192 --temp 0 >/dev/null 2>"$TMPD/ctrlc" &
 pid=$!
-i=0; while [ $i -lt 500 ] && ! grep -q '^load:' "$TMPD/e"; do sleep 0.02; i=$((i + 1)); done
+i=0; while [ $i -lt 500 ] && ! grep -q '^load:' "$TMPD/ctrlc"; do sleep 0.02; i=$((i + 1)); done
 kill -INT $pid; wait $pid; rc=$?
-if [ $rc -eq 130 ] && grep -q 'interrupted during the prompt: [0-9]* of [0-9]* tokens evaluated' "$TMPD/e"; then ok ctrl_c_prefill
-else fail ctrl_c_prefill "rc=$rc $(tail -c 300 "$TMPD/e")"; fi
+if [ $rc -eq 130 ] && grep -q 'interrupted during the prompt: [0-9]* of [0-9]* tokens evaluated' "$TMPD/ctrlc"; then ok ctrl_c_prefill
+else fail ctrl_c_prefill "rc=$rc $(tail -c 300 "$TMPD/ctrlc")"; fi
 
 # help CMD, inspect -m
 "$MOERUN" help run >"$TMPD/h1"; "$MOERUN" run --help >"$TMPD/h2"
