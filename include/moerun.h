@@ -87,9 +87,10 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
 int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *logits);
 int mr_model_can_batch(const mr_model *m);   /* 1 if mr_sessions_eval works for this architecture */
 
-/* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4.
- * mr_chat_template_detect: the family of the model's embedded tokenizer.chat_template, else a built-in
- * per architecture (deepseek4 for deepseek4, chatml otherwise). mr_chat_render writes the conversation
+/* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4, chatglm4,
+ * gpt-oss (harmony), kimi-k2. mr_chat_template_detect: the family of the model's embedded
+ * tokenizer.chat_template, else a built-in per architecture (deepseek4, gpt-oss, and chatglm4 for
+ * glm4moe; chatml otherwise). mr_chat_render writes the conversation
  * (roles "system", "user", "assistant", and "tool" for a tool's result), plus the assistant prefix if
  * add_assistant, as text to be tokenized with parse_special = 1. tmpl NULL = detected. Returns the
  * length (like snprintf: may exceed size, then the text is truncated), -1 on an unknown template or

@@ -133,8 +133,28 @@ static void run_entry(const fam_entry *e, const char *tmpdir) {
     unlink(model);
 }
 
+/* The conversation system / user / assistant / user rendered with the assistant prefix, as the
+ * reference's llama_chat_apply_template renders it for these template names (its output, copied). */
+static void test_chat_templates(void) {
+    static const struct { const char *name, *want; } cases[] = {
+        {"chatglm4", "[gMASK]<sop><|system|>\nYou are terse.<|user|>\nHi there<|assistant|>\nHello.<|user|>\n2+2?<|assistant|>\n"},
+        {"gpt-oss", "<|start|>system<|message|>You are terse.<|end|><|start|>user<|message|>Hi there<|end|><|start|>assistant"
+                    "<|message|>Hello.<|return|><|start|>user<|message|>2+2?<|end|><|start|>assistant"},
+        {"kimi-k2", "<|im_system|>system<|im_middle|>You are terse.<|im_end|><|im_user|>user<|im_middle|>Hi there<|im_end|>"
+                    "<|im_assistant|>assistant<|im_middle|>Hello.<|im_end|><|im_user|>user<|im_middle|>2+2?<|im_end|>"
+                    "<|im_assistant|>assistant<|im_middle|>"},
+    };
+    const mr_chat_msg msgs[] = {{.role = "system", .content = "You are terse."}, {.role = "user", .content = "Hi there"},
+                                {.role = "assistant", .content = "Hello."}, {.role = "user", .content = "2+2?"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[1024];
+        int n = mr_chat_render(NULL, cases[i].name, msgs, 4, 1, out, sizeof out);
+        CHECK(n == (int)strlen(cases[i].want) && !strcmp(out, cases[i].want), "%s: got '%s'", cases[i].name, n >= 0 ? out : mr_last_error());
+    }
+}
+
 int main(void) {
-    (void)t_case_name; (void)t_case_failed;
+    RUN(test_chat_templates);
     fam_entry e[32];
     int n = read_manifest(e, 32);
     if (n <= 0) { printf("FAIL manifest: cannot read " DIR "manifest.tsv\n"); return 1; }

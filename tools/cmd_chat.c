@@ -23,7 +23,8 @@ typedef struct {
 #define CHAT_OPTS(a) \
     MR_CLI_OPT_MODEL(&(a)->c), \
     {.names = "-sys, --system-prompt, --system", .arg = "TEXT", .help = "system prompt", .kind = MR_OPT_STR, .dst = &(a)->sys}, \
-    {.names = "--chat-template", .arg = "NAME", .help = "chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4 (default:\n" \
+    {.names = "--chat-template", .arg = "NAME", .help = "chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4, chatglm4,\n" \
+     "gpt-oss, kimi-k2 (default: " \
      "recognised from the model, else a built-in per architecture)", .kind = MR_OPT_STR, .dst = &(a)->tmpl}, \
     {.names = "-n, --n-predict, --predict", .arg = "N", .help = "max tokens per reply (default 1024; -1 = until the context is full)", \
      .kind = MR_OPT_FN, .dst = &(a)->n_max, .fn = chat_opt_n}, \

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *tmpl_names[] = {"chatml", "llama2", "llama3", "phi3", "gemma", "deepseek3", "deepseek4", NULL};
+static const char *tmpl_names[] = {"chatml", "llama2", "llama3", "phi3", "gemma", "deepseek3", "deepseek4",
+                                   "chatglm4", "gpt-oss", "kimi-k2", NULL};
 
 const char *mr_chat_template_detect(const mr_model *m) {
     const char *t = mr_model_meta_str(m, "tokenizer.chat_template");
@@ -20,10 +21,16 @@ const char *mr_chat_template_detect(const mr_model *m) {
         if (strstr(t, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>") && strstr(t, "<\xef\xbd\x9c" "User\xef\xbd\x9c>"))
             return strcmp(arch, "deepseek4") ? "deepseek3" : "deepseek4";
         if (strstr(t, "<|assistant|>") && strstr(t, "<|end|>")) return "phi3";
+        if (strstr(t, "[gMASK]<sop>")) return "chatglm4";           /* GLM-4.5 / 4.6 */
+        if (strstr(t, "<|start|>") && strstr(t, "<|channel|>")) return "gpt-oss"; /* harmony */
+        if (strstr(t, "<|im_assistant|>assistant<|im_middle|>")) return "kimi-k2";
         if (strstr(t, "<start_of_turn>")) return "gemma";
         if (strstr(t, "[INST]")) return "llama2";
     }
     if (!strcmp(arch, "deepseek4")) return "deepseek4";
+    /* without an embedded template: the family's own format (llama.cpp would use chatml) */
+    if (!strcmp(arch, "gpt-oss")) return "gpt-oss";
+    if (!strcmp(arch, "glm4moe")) return "chatglm4";
     return "chatml"; /* llama.cpp's default when a model has no template */
 }
 
@@ -192,6 +199,13 @@ int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg 
                 put(&b, DS_EOS);
                 ds4_pending = ds4_open = 0;
             }
+        } else if (!strcmp(tmpl, "chatglm4")) {
+            if (i == 0) put(&b, "[gMASK]<sop>");
+            put(&b, "<|%s|>\n%s", role, c);
+        } else if (!strcmp(tmpl, "gpt-oss")) {
+            put(&b, "<|start|>%s<|message|>%s%s", role, c, ass ? "<|return|>" : "<|end|>");
+        } else if (!strcmp(tmpl, "kimi-k2")) {
+            put(&b, "<|im_%s|>%s<|im_middle|>%s<|im_end|>", sys ? "system" : user ? "user" : "assistant", role, c);
         } else { /* deepseek3 */
             if (sys) put(&b, "%s\n\n", c);
             else if (user) put(&b, DS_USER "%s", c);
@@ -204,6 +218,9 @@ int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg 
         else if (!strcmp(tmpl, "phi3")) put(&b, "<|assistant|>\n");
         else if (!strcmp(tmpl, "gemma")) put(&b, "<start_of_turn>model\n");
         else if (!strcmp(tmpl, "deepseek3")) put(&b, DS_ASSISTANT);
+        else if (!strcmp(tmpl, "chatglm4")) put(&b, "%s<|assistant|>\n", n == 0 ? "[gMASK]<sop>" : "");
+        else if (!strcmp(tmpl, "gpt-oss")) put(&b, "<|start|>assistant");
+        else if (!strcmp(tmpl, "kimi-k2")) put(&b, "<|im_assistant|>assistant<|im_middle|>");
         else if (ds4 && ds4_pending) put(&b, DS_ASSISTANT "</think>"); /* non-thinking generation prompt */
         /* llama2: the model answers right after [/INST] */
     }
