@@ -19,10 +19,11 @@ extern const struct mr_arch mr_arch_deepseek4;
 extern const struct mr_arch mr_arch_deepseek2;
 extern const struct mr_arch mr_arch_gpt_oss;
 extern const struct mr_arch mr_arch_glm4moe;
+extern const struct mr_arch mr_arch_qwen35moe;
 
 static const struct mr_arch *mr_find_arch(const char *name) {
     const struct mr_arch *table[] = {&mr_arch_llama, &mr_arch_qwen3moe, &mr_arch_deepseek4, &mr_arch_deepseek2,
-                                         &mr_arch_gpt_oss, &mr_arch_glm4moe};
+                                         &mr_arch_gpt_oss, &mr_arch_glm4moe, &mr_arch_qwen35moe};
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (table[i] && table[i]->name && !strcmp(table[i]->name, name)) return table[i];
     return NULL;

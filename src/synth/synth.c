@@ -255,6 +255,7 @@ static const synth_family synth_families[] = {
     {synth_ds2_has_shape, synth_ds2_list, synth_ds2_build},
     {synth_oss_has_shape, synth_oss_list, synth_oss_build},
     {synth_glm_has_shape, synth_glm_list, synth_glm_build},
+    {synth_q35_has_shape, synth_q35_list, synth_q35_build},
 };
 
 void mr_synth_list(FILE *out) {

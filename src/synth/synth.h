@@ -104,6 +104,12 @@ void synth_glm_list(FILE *out);
 int synth_glm_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx,
                     const mr_synth_params *p, int *n_layer);
 
+/* qwen35moe shapes (synth_qwen35moe.c). */
+int synth_q35_has_shape(const char *name);
+void synth_q35_list(FILE *out);
+int synth_q35_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx,
+                    const mr_synth_params *p, int *n_layer);
+
 /* Shared by the shape files: the mix's type if ne0 fits its blocks, else Q8_0 (else F16); an F32 norm
  * weight vector 1 + N(0, 0.2^2). */
 int synth_fit_type(int type, int64_t ne0);
