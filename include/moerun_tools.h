@@ -56,6 +56,22 @@ typedef struct {
 } mr_logits_cmp;
 int mr_logits_compare(const float *ref, const float *eng, int n_rows, int n_vocab, mr_logits_cmp *out);
 double mr_logits_kl(const float *ref, const float *eng, int n_vocab);   /* one row */
+/* All measures of one row (ref = the baseline, eng = the run compared with it; p = softmax(ref),
+ * q = softmax(eng), computed in double):
+ *   kl       KL(p || q) = sum_i p_i ln(p_i / q_i)  (= mr_logits_kl)
+ *   cosine   sum_i p_i q_i / sqrt(sum_i p_i^2 * sum_i q_i^2)  (cosine of the probability vectors)
+ *   kl_top10 KL over 11 bins: the baseline's 10 most likely tokens T (ties: lower id first), each its own
+ *            bin, and one bin for all other tokens: sum_{i in T} p_i ln(p_i/q_i) + p_R ln(p_R/q_R),
+ *            p_R = sum_{i not in T} p_i (likewise q_R). 0 <= kl_top10 <= kl; it ignores how q spreads
+ *            the mass outside T.
+ *   rank     rank of the baseline's top-1 token among eng's logits (0 = also eng's top-1; ties count the
+ *            lower id first, like the argmax): same top-1 = rank 0, top-3 agreement = rank < 3 */
+typedef struct {
+    double kl, cosine, kl_top10;
+    int rank;
+} mr_logits_row_cmp;
+#define MR_LOGITS_TOPN 10
+void mr_logits_compare_row(const float *ref, const float *eng, int n_vocab, mr_logits_row_cmp *out);
 /* Tolerance classes of shared/README.md: "strict", "quant", "chaotic" (and the prefill half of
  * "indexer"). Returns 1 if the comparison passes, 0 if not (why[] gets the reason), -1 for an unknown class. */
 int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, size_t why_len);
@@ -118,8 +134,9 @@ void mr_profile_report(FILE *out);                /* per phase: calls/token, ms/
 /* Perplexity with llama-perplexity semantics: the tokens are cut into chunks of n_ctx; the first token
  * of each chunk is replaced by BOS (if bos >= 0); the second half of each chunk is scored (logits of
  * positions n_ctx/2 .. n_ctx-2 predict the next token). Optionally saves the scored rows' logits
- * (save_path) or compares them with a saved baseline (kl_base_path): mean/max KL, top-1 agreement,
- * baseline PPL. progress (may be NULL) is called after each chunk. */
+ * (save_path) or compares them with a saved baseline (kl_base_path): KL mean/median/p99/max, top-1 and
+ * top-3 agreement, mean probability cosine, mean top-10 KL (mr_logits_compare_row), baseline PPL.
+ * progress (may be NULL) is called after each chunk. */
 typedef struct {
     int n_chunks;               /* chunks scored */
     int n_scored;               /* tokens scored */
@@ -127,6 +144,7 @@ typedef struct {
     double nll;                 /* mean negative log-likelihood */
     int has_kl;                 /* the fields below are set when a baseline was given */
     double kl_mean, kl_max, kl_median, kl_p99, top1_frac, base_ppl;
+    double cos_mean, kl_top10_mean, top3_frac; /* mr_logits_compare_row's measures, means over the scored rows */
 } mr_ppl_result;
 typedef void (*mr_ppl_progress_fn)(void *user, int chunk, int n_chunks, double ppl_so_far);
 int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, int max_chunks, int32_t bos,

@@ -25,6 +25,11 @@ if grep -q "^KL-divergence *: mean 0, median 0, p99 0, max 0" "$TMPD/o" && grep 
 "$MOERUN" perplexity -m "$K" -f "$T" -c 128 --chunks 2 --kl-base "$TMPD/base.bin" --moe-prune 0.8 --moe-skip 0.05 >"$TMPD/o" 2>"$TMPD/e"
 if grep -q "^KL-divergence *: mean 0\.0*[1-9]" "$TMPD/o" && grep -q "^moe approx: prune=0.8 .*skip=0.05.*rows skipped [1-9]" "$TMPD/o"; then
   ok approx_ppl_kl; else fail approx_ppl_kl "$(cat "$TMPD/o") $(head -c 300 "$TMPD/e")"; fi
+# the other measures of the same run: cosine below 1, top-3 agreement at least top-1, 0 < top-10 KL <= KL
+if awk '/^KL-divergence/ {kl = $4 + 0} /^Same top-1/ {t1 = $5 + 0} /^Top-1 in top-3/ {t3 = $5 + 0}
+        /^Cosine similarity/ {cs = $5 + 0} /^Top-10 KL/ {k10 = $5 + 0}
+        END { exit !(cs > 0.9 && cs < 1 && t3 >= t1 && t3 < 100 && k10 > 0 && k10 <= kl) }' "$TMPD/o"; then
+  ok approx_ppl_measures; else fail approx_ppl_measures "$(cat "$TMPD/o")"; fi
 
 # chat: /approx before the first message == the same setting from the command line; /approx off == exact
 printf 'Let there be light\n/exit\n' | "$MOERUN" chat -m "$K" --temp 0 -n 16 --moe-prune 0.6 >"$TMPD/c1" 2>/dev/null

@@ -47,6 +47,8 @@ sz=$(wc -c <"$TMPD/base.mrpl")
 [ "$sz" -eq $((24 + 6 * 63 * 4 + 6 * 63 * 512 * 4)) ] && ok ppl_save_logits_size || fail ppl_save_logits_size "$sz bytes"
 expect_ok ppl_kl_self $MOERUN perplexity -m "$A" -f "$P/gpl3-head.txt" -c 128 --chunks 6 --kl-base "$TMPD/base.mrpl"
 if grep -q '^KL-divergence     : mean 0, median 0, p99 0, max 0$' "$TMPD/o" && grep -q '^Same top-1 token  : 100.000%$' "$TMPD/o" &&
+   grep -q '^Top-1 in top-3    : 100.000% ' "$TMPD/o" && grep -q '^Cosine similarity : mean 1.000000 ' "$TMPD/o" &&
+   grep -q '^Top-10 KL         : mean 0 ' "$TMPD/o" &&
    [ "$(grep '^Final estimate' "$TMPD/o")" = "$base_line" ]; then ok ppl_kl_self_zero; else fail ppl_kl_self_zero "$(cat "$TMPD/o")"; fi
 # the same model with an F32 KV cache against that baseline (F16 cache): small but non-zero KL
 expect_ok ppl_kl_kv_f32 $MOERUN perplexity -m "$A" -f "$P/gpl3-head.txt" -c 128 --chunks 6 --kl-base "$TMPD/base.mrpl" --kv-f32

@@ -16,14 +16,26 @@ else fail bench_md_rows "$(cat "$TMPD/o")"; fi
 
 # csv with depth: both rows carry the depth and a positive rate
 expect_ok bench_csv $MOERUN bench -m "$K" -p 16 -n 4 -r 1 --depth 20 -o csv
-if [ "$(awk -F, 'NR > 1 && $7 == 20 && $8 > 0' "$TMPD/o" | wc -l)" -eq 2 ] && head -n 1 "$TMPD/o" | grep -q '^model,arch,size_gib,threads,test,n,depth,tps_mean,tps_sd$'; then
+if [ "$(awk -F, 'NR > 1 && $7 == 20 && $8 > 0' "$TMPD/o" | wc -l)" -eq 2 ] && head -n 1 "$TMPD/o" | grep -q '^model,arch,size_gib,threads,test,n,depth,tps_mean,tps_sd,moe_approx$'; then
     ok bench_csv_depth
 else fail bench_csv_depth "$(cat "$TMPD/o")"; fi
 
 # json: one object per test
 expect_ok bench_json $MOERUN bench -m "$K" -p 0 -n 4 -r 3 -o json
-grep -q '^\[{"model":"kjv-moe-q8_0.gguf","arch":"qwen3moe",.*"test":"tg","n":4,"depth":0,"reps":3,"tps_mean":[0-9.]*,"tps_sd":[0-9.]*}\]$' "$TMPD/o" &&
+grep -q '^\[{"model":"kjv-moe-q8_0.gguf","arch":"qwen3moe",.*"test":"tg","n":4,"depth":0,"reps":3,"tps_mean":[0-9.]*,"tps_sd":[0-9.]*,"moe_approx":"off"}\]$' "$TMPD/o" &&
     ok bench_json_row || fail bench_json_row "$(cat "$TMPD/o")"
+
+# the active MoE approximation: a column in md, the last field in csv and json
+expect_ok bench_approx_md $MOERUN bench -m "$K" -p 16 -n 4 -r 1 --moe-approx "k=3 layers=1-"
+if grep -q '^| model | arch | size | threads | test | t/s | moe approx |$' "$TMPD/o" &&
+   grep -q '^| kjv-moe-q8_0.gguf | qwen3moe | 0.03 GiB | [0-9]* | tg4 | [0-9.]* ± [0-9.]* | .*k=3 .*layers=1- .*|$' "$TMPD/o"; then
+    ok bench_approx_md_column
+else fail bench_approx_md_column "$(cat "$TMPD/o")"; fi
+expect_ok bench_approx_csv $MOERUN bench -m "$K" -p 0 -n 4 -r 1 --moe-prune 0.9 -o csv
+if [ "$(awk -F, 'NR > 1 && $10 ~ /^"prune=0.9 .*"$/' "$TMPD/o" | wc -l)" -eq 1 ]; then ok bench_approx_csv_field
+else fail bench_approx_csv_field "$(cat "$TMPD/o")"; fi
+expect_ok bench_approx_json $MOERUN bench -m "$K" -p 0 -n 4 -r 1 --moe-prune 0.9 -o json
+grep -q '"moe_approx":"prune=0.9 [^"]*"}\]$' "$TMPD/o" && ok bench_approx_json_field || fail bench_approx_json_field "$(cat "$TMPD/o")"
 
 # profile: both phases, the tokens counted (prefill 3 reps x 16, decode 3 reps x 4; warm-up and depth
 # excluded), attention and the expert products among the operators, shares <= 100%

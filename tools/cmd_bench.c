@@ -200,6 +200,24 @@ static int bench_plot(const char *path, const char *model, const bench_row *rows
     return mr_svg_bars(path, title, "tokens / second", cp, ncat, sp, nser, vals, "tok/s");
 }
 
+/* One result row in the chosen format. approx: the model's active MoE approximation ("off" when none):
+ * a column in md only when one is active (the default table keeps llama-bench's columns), always
+ * the last field in csv (quoted) and json. */
+static void bench_print_row(const char *fmt, const char *model, const char *arch, double gib, int nt, const char *test,
+                            const char *name, int n, int depth, int reps, double mean, double sd, const char *approx, int first) {
+    if (!strcmp(fmt, "md")) {
+        printf("| %s | %s | %.2f GiB | %d | %s | %.2f ± %.2f |", model, arch, gib, nt, test, mean, sd);
+        if (strcmp(approx, "off")) printf(" %s |", approx);
+        printf("\n");
+    } else if (!strcmp(fmt, "csv"))
+        printf("%s,%s,%.4f,%d,%s,%d,%d,%.4f,%.4f,\"%s\"\n", model, arch, gib, nt, name, n, depth, mean, sd, approx);
+    else
+        printf("%s{\"model\":\"%s\",\"arch\":\"%s\",\"size_gib\":%.4f,\"threads\":%d,\"test\":\"%s\",\"n\":%d,"
+               "\"depth\":%d,\"reps\":%d,\"tps_mean\":%.4f,\"tps_sd\":%.4f,\"moe_approx\":\"%s\"}",
+               first ? "" : ",", model, arch, gib, nt, name, n, depth, reps, mean, sd, approx);
+    fflush(stdout);
+}
+
 static int cmd_bench(int argc, char **argv) {
     bench_args b;
     memset(&b, 0, sizeof b);
@@ -236,8 +254,13 @@ static int cmd_bench(int argc, char **argv) {
     const char *base = strrchr(b.c.model, '/') ? strrchr(b.c.model, '/') + 1 : b.c.model;
     char arch[64] = "";
     mr_cli_catch_sigint();
-    if (!strcmp(b.fmt, "md")) printf("| model | arch | size | threads | test | t/s |\n|---|---|---:|---:|---:|---:|\n");
-    else if (!strcmp(b.fmt, "csv")) printf("model,arch,size_gib,threads,test,n,depth,tps_mean,tps_sd\n");
+    /* the setting as requested on the command line (mr_cli_load applies it to every load) */
+    char approx[256] = "off";
+    if (mr_approx_params_enabled(&b.c.ap)) mr_approx_format(&b.c.ap, approx, sizeof approx);
+    if (!strcmp(b.fmt, "md"))
+        printf("| model | arch | size | threads | test | t/s |%s\n|---|---|---:|---:|---:|---:|%s\n",
+               strcmp(approx, "off") ? " moe approx |" : "", strcmp(approx, "off") ? "---|" : "");
+    else if (!strcmp(b.fmt, "csv")) printf("model,arch,size_gib,threads,test,n,depth,tps_mean,tps_sd,moe_approx\n");
     else printf("[");
     /* one model load per thread count (the pool is made at load) */
     for (int ti = 0; ti < b.threads.n && rc == 0; ti++) {
@@ -295,15 +318,7 @@ static int cmd_bench(int argc, char **argv) {
                     row_depth[nrows] = depth;
                     char test[48];
                     snprintf(test, sizeof test, "tg%d %s @ d%d", n, kname[kind], plen);
-                    if (!strcmp(b.fmt, "md"))
-                        printf("| %s | %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", base, arch, gib, nt, test, br->mean, br->sd);
-                    else if (!strcmp(b.fmt, "csv"))
-                        printf("%s,%s,%.4f,%d,%s,%d,%d,%.4f,%.4f\n", base, arch, gib, nt, br->name, n, plen, br->mean, br->sd);
-                    else
-                        printf("%s{\"model\":\"%s\",\"arch\":\"%s\",\"size_gib\":%.4f,\"threads\":%d,\"test\":\"%s\",\"n\":%d,"
-                               "\"depth\":%d,\"reps\":%d,\"tps_mean\":%.4f,\"tps_sd\":%.4f}",
-                               nrows ? "," : "", base, arch, gib, nt, br->name, n, plen, b.reps, br->mean, br->sd);
-                    fflush(stdout);
+                    bench_print_row(b.fmt, base, arch, gib, nt, test, br->name, n, plen, b.reps, br->mean, br->sd, approx, !nrows);
                     nrows++;
                     continue;
                 }
@@ -337,15 +352,7 @@ static int cmd_bench(int argc, char **argv) {
                 char test[48];
                 if (depth) snprintf(test, sizeof test, "%s%d @ d%d", br->name, n, depth);
                 else snprintf(test, sizeof test, "%s%d", br->name, n);
-                if (!strcmp(b.fmt, "md"))
-                    printf("| %s | %s | %.2f GiB | %d | %s | %.2f ± %.2f |\n", base, arch, gib, nt, test, br->mean, br->sd);
-                else if (!strcmp(b.fmt, "csv"))
-                    printf("%s,%s,%.4f,%d,%s,%d,%d,%.4f,%.4f\n", base, arch, gib, nt, br->name, n, depth, br->mean, br->sd);
-                else
-                    printf("%s{\"model\":\"%s\",\"arch\":\"%s\",\"size_gib\":%.4f,\"threads\":%d,\"test\":\"%s\",\"n\":%d,"
-                           "\"depth\":%d,\"reps\":%d,\"tps_mean\":%.4f,\"tps_sd\":%.4f}",
-                           nrows ? "," : "", base, arch, gib, nt, br->name, n, depth, b.reps, br->mean, br->sd);
-                fflush(stdout);
+                bench_print_row(b.fmt, base, arch, gib, nt, test, br->name, n, depth, b.reps, br->mean, br->sd, approx, !nrows);
                 nrows++;
             }
         }

@@ -37,7 +37,8 @@ static int ppl_opt_bos(const char *opt, const char *v, void *dst) {
     {.names = "--save-logits", .arg = "F", .help = "save the scored rows' logits (a baseline for --kl-base)", .kind = MR_OPT_STR, \
      .dst = &(a)->save}, \
     {.names = "--kl-base, --kl-divergence-base", .arg = "F", .help = "compare with a baseline saved by --save-logits (same text and\n" \
-     "-c): KL divergence KL(base || this), top-1 agreement, baseline PPL", .kind = MR_OPT_STR, .dst = &(a)->base}, \
+     "-c): KL divergence KL(base || this), top-1 agreement, the base's top-1\n" \
+     "in this run's top-3, mean probability cosine, top-10 KL, baseline PPL", .kind = MR_OPT_STR, .dst = &(a)->base}, \
     {.names = "--kv-f32", .help = "F32 KV cache (default F16 like the reference)", .kind = MR_OPT_FLAG, .dst = &(a)->c.mp.kv_f32, .ival = 1}, \
     MR_CLI_OPT_BUDGET(&(a)->c), \
     {.names = "--profile", .help = "per-operator time table on stderr at the end", .kind = MR_OPT_FLAG, .dst = &(a)->profile, .ival = 1}, \
@@ -139,6 +140,9 @@ static int cmd_perplexity(int argc, char **argv) {
         printf("Baseline PPL      : %.4f (ln(PPL/PPL_base) = %.6f)\n", r.base_ppl, r.nll - log(r.base_ppl));
         printf("KL-divergence     : mean %.6g, median %.6g, p99 %.6g, max %.6g\n", r.kl_mean, r.kl_median, r.kl_p99, r.kl_max);
         printf("Same top-1 token  : %.3f%%\n", 100.0 * r.top1_frac);
+        printf("Top-1 in top-3    : %.3f%% (the baseline's top-1 among this run's 3 most likely)\n", 100.0 * r.top3_frac);
+        printf("Cosine similarity : mean %.6f (of the probability vectors)\n", r.cos_mean);
+        printf("Top-10 KL         : mean %.6g (the baseline's 10 most likely tokens + one bin for the rest)\n", r.kl_top10_mean);
     }
     if (mr_approx_params_enabled(&a.c.ap)) mr_cli_approx_report(m, stdout);
     if (a.c.budget) mr_pager_print_summary(stderr, m, (long)r.n_chunks * n_ctx, dt, 0, 0);

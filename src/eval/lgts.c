@@ -54,19 +54,46 @@ static double log_sum_exp(const float *x, int n) {
 }
 
 double mr_logits_kl(const float *ref, const float *eng, int n_vocab) {
-    double lr = log_sum_exp(ref, n_vocab), le = log_sum_exp(eng, n_vocab), kl = 0;
-    for (int i = 0; i < n_vocab; i++) {
-        double a = (double)ref[i] - lr, b = (double)eng[i] - le;
-        double p = exp(a);
-        if (p > 0) kl += p * (a - b);
-    }
-    return kl < 0 ? 0 : kl;
+    mr_logits_row_cmp c;
+    mr_logits_compare_row(ref, eng, n_vocab, &c);
+    return c.kl;
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
+void mr_logits_compare_row(const float *ref, const float *eng, int n_vocab, mr_logits_row_cmp *out) {
+    double lr = log_sum_exp(ref, n_vocab), le = log_sum_exp(eng, n_vocab);
+    double kl = 0, pq = 0, pp = 0, qq = 0;
+    /* the baseline's MR_LOGITS_TOPN largest logits, in descending order (ties: lower id first) */
+    int top[MR_LOGITS_TOPN], nt = 0;
+    for (int i = 0; i < n_vocab; i++) {
+        double a = (double)ref[i] - lr, b = (double)eng[i] - le;
+        double p = exp(a), q = exp(b);
+        if (p > 0) kl += p * (a - b);
+        pq += p * q; pp += p * p; qq += q * q;
+        if (nt < MR_LOGITS_TOPN || ref[i] > ref[top[nt - 1]]) {
+            int j = nt < MR_LOGITS_TOPN ? nt++ : nt - 1;
+            for (; j > 0 && ref[i] > ref[top[j - 1]]; j--) top[j] = top[j - 1];
+            top[j] = i;
+        }
+    }
+    out->kl = kl < 0 ? 0 : kl;
+    out->cosine = pp > 0 && qq > 0 ? pq / (sqrt(pp) * sqrt(qq)) : 0;
+    /* 11-bin KL: the baseline's top tokens one by one, the rest summed (not 1 - sum: no cancellation) */
+    double kt = 0, pr = 0, qr = 0;
+    for (int j = 0; j < nt; j++) {
+        double a = (double)ref[top[j]] - lr, b = (double)eng[top[j]] - le, p = exp(a);
+        if (p > 0) kt += p * (a - b);
+    }
+    for (int i = 0; i < n_vocab; i++) {
+        int in = 0;
+        for (int j = 0; j < nt && !in; j++) in = top[j] == i;
+        if (!in) { pr += exp((double)ref[i] - lr); qr += exp((double)eng[i] - le); }
+    }
+    if (pr > 0) kt += qr > 0 ? pr * log(pr / qr) : INFINITY;
+    out->kl_top10 = kt < 0 ? 0 : kt;
+    /* rank of the baseline's top-1 among eng's logits, the argmax's tie rule (first maximum wins) */
+    int b1 = nt ? top[0] : 0, rank = 0;
+    for (int i = 0; i < n_vocab; i++) rank += eng[i] > eng[b1] || (eng[i] == eng[b1] && i < b1);
+    out->rank = rank;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -92,11 +119,12 @@ int mr_logits_compare(const float *ref, const float *eng, int n_rows, int n_voca
     double sum = 0;
     for (int r = 0; r < n_rows; r++) {
         const float *a = ref + (size_t)r * n_vocab, *b = eng + (size_t)r * n_vocab;
-        kl[r] = mr_logits_kl(a, b, n_vocab);
-        if (!(kl[r] == kl[r])) kl[r] = INFINITY; /* NaN counts as a failure */
+        mr_logits_row_cmp c;
+        mr_logits_compare_row(a, b, n_vocab, &c);
+        kl[r] = c.kl == c.kl ? c.kl : INFINITY; /* NaN counts as a failure */
         sum += kl[r];
         if (r == 0 || kl[r] > out->kl_max) { out->kl_max = kl[r]; out->kl_max_row = r; }
-        if (argmax(a, n_vocab) == argmax(b, n_vocab)) out->top1_equal++;
+        out->top1_equal += c.rank == 0;
     }
     out->kl_mean = sum / n_rows;
     qsort(kl, (size_t)n_rows, sizeof(double), cmp_double);

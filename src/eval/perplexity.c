@@ -46,8 +46,8 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
     double *lp = NULL, *lq = NULL, *kls = NULL;
     int32_t *chunk = NULL, *base_tgt = NULL;
     FILE *fsave = NULL, *fbase = NULL;
-    double nll = 0, nll2 = 0, base_nll = 0, kl_sum = 0, kl_max = 0;
-    long count = 0, top1 = 0;
+    double nll = 0, nll2 = 0, base_nll = 0, kl_sum = 0, kl_max = 0, cos_sum = 0, kl10_sum = 0;
+    long count = 0, top1 = 0, top3 = 0;
 
     s = mr_session_new(m, n_ctx);
     logits = mr_malloc(sizeof(float) * (size_t)(n_ctx - first) * (size_t)n_vocab); /* positions first .. n_ctx-1 */
@@ -112,18 +112,16 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
                 }
                 const float *brow = base_logits + (size_t)r * n_vocab;
                 mr_log_softmax(brow, n_vocab, lq);
-                double kl = 0;
-                int am = 0, bm = 0;
-                for (int i = 0; i < n_vocab; i++) {
-                    kl += exp(lq[i]) * (lq[i] - lp[i]);
-                    if (row[i] > row[am]) am = i;
-                    if (brow[i] > brow[bm]) bm = i;
-                }
-                if (kl < 0) kl = 0;
+                mr_logits_row_cmp cmp;
+                mr_logits_compare_row(brow, row, n_vocab, &cmp);
+                double kl = cmp.kl;
                 kls[(size_t)c * rows + r] = kl;
                 kl_sum += kl;
                 if (kl > kl_max) kl_max = kl;
-                top1 += am == bm;
+                top1 += cmp.rank == 0;
+                top3 += cmp.rank < 3;
+                cos_sum += cmp.cosine;
+                kl10_sum += cmp.kl_top10;
                 base_nll += -lq[tgt];
             }
         }
@@ -151,6 +149,9 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
             res->kl_median = kls[count / 2];
             res->kl_p99 = kls[(size_t)((double)(count - 1) * 0.99)];
             res->top1_frac = (double)top1 / (double)count;
+            res->top3_frac = (double)top3 / (double)count;
+            res->cos_mean = cos_sum / (double)count;
+            res->kl_top10_mean = kl10_sum / (double)count;
             res->base_ppl = exp(base_nll / (double)count);
         }
     }
