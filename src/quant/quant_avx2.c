@@ -47,6 +47,7 @@ static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8
 static const mr_repack_kern mr_rp_iq4_nl_avx2 = {8, 8 * 18, mr_iq4_nl_repack8, mr_iq4_nl_rp8_group, 4};
 static const mr_repack_kern mr_rp_mxfp4_avx2 = {8, 8 * 17, mr_mxfp4_repack8, mr_mxfp4_rp8_group, 4};
 static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_group, 4};
+static const mr_repack_kern mr_rp_iq4_xs_avx2 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8, mr_iq4_xs_rp8_group, 4};
 static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_group, 4};
 
 #define K(T, D, D4) [MR_TYPE_##T] = {.dot = D, .dot4 = D4}
@@ -62,14 +63,15 @@ const mr_kern mr_kern_avx2[MR_TYPE_COUNT] = {
     /* block-sum numerics and an 8-row repacked layout (q4_0_avx2.c) */
     [MR_TYPE_Q4_0] = {.dot = mr_vd_q4_0_bs_avx2, .dot4 = mr_vd4_q4_0_bs_avx2, .rp = &mr_rp_q4_0_avx2},
     [MR_TYPE_Q4_K] = {.dot = mr_vd_q4_k_bs_avx2, .dot4 = mr_vd4_q4_k_bs_avx2, .rp = &mr_rp_q4_k_avx2},
-    /* IQ4_NL, MXFP4: block-sum numerics and 8-row repacked layouts (fp4_avx2.c) */
+    /* IQ4_NL, MXFP4, IQ4_XS: block-sum numerics and 8-row repacked layouts (fp4_avx2.c) */
     [MR_TYPE_IQ4_NL] = {.dot = mr_vd_iq4_nl_bs_avx2, .dot4 = mr_vd4_iq4_nl_bs_avx2, .rp = &mr_rp_iq4_nl_avx2},
     [MR_TYPE_MXFP4] = {.dot = mr_vd_mxfp4_bs_avx2, .dot4 = mr_vd4_mxfp4_bs_avx2, .rp = &mr_rp_mxfp4_avx2},
+    [MR_TYPE_IQ4_XS] = {.dot = mr_vd_iq4_xs_bs_avx2, .dot4 = mr_vd4_iq4_xs_bs_avx2, .rp = &mr_rp_iq4_xs_avx2},
     [MR_TYPE_Q6_K] = {.dot = mr_vd_q6_k_bs_avx2, .dot4 = mr_vd4_q6_k_bs_avx2, .rp = &mr_rp_q6_k_avx2},
     [MR_TYPE_Q8_1] = {.from_float = mr_quantize_q8_1_avx2},
     [MR_TYPE_Q8_K] = {.from_float = mr_quantize_q8_k_avx2},
     KX(Q5_0, q5_0), KX(Q4_1, q4_1), KX(Q5_1, q5_1),
     KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q5_K, q5_k), KX(NVFP4, nvfp4),
     KI(IQ2_XXS, iq2_xxs), KI(IQ3_S, iq3_s), KI(IQ1_S, iq1_s), KI(IQ1_M, iq1_m),
-    KI(IQ4_XS, iq4_xs), KI(IQ3_XXS, iq3_xxs), KI(IQ2_XS, iq2_xs), KI(IQ2_S, iq2_s),
+    KI(IQ3_XXS, iq3_xxs), KI(IQ2_XS, iq2_xs), KI(IQ2_S, iq2_s),
 };

@@ -1,4 +1,4 @@
-/* AVX2 dot products of the i-quant and FP4 weights with Q8_K / Q8_0 activations.
+/* AVX2 dot products of the i-quant weights with Q8_K activations (IQ4_NL, IQ4_XS, MXFP4: fp4_avx2.c).
  *
  * 32 values (one ymm) at a time: weights decoded to unsigned bytes (grid magnitudes, |level|) with
  * their signs moved onto the activations (vpsignb), vpmaddubsw to int16 pair sums (at most
@@ -315,47 +315,3 @@ KI void k_iq1_m(int n, float *s, const void *w, const void *vy, size_t by, const
     UNROLL4 for (int c = 0; c < nc; c++) s[c] = 0.125f * (hsum8(acc[c]) - 9.0f * acc_corr[c]);
 }
 ENTRIES(iq1_m)
-
-/* ----------------------------------------------------------------------------------- IQ4_XS
- * (IQ4_NL and MXFP4: fp4_avx2.c)
- * 16 code bytes of a 32-value group -> 32 signed levels (low nibbles = values 0..15, high = 16..31)
- * through an in-lane byte shuffle of the level table; vpsignb moves each level's sign onto the
- * activation and vpmaddubsw multiplies by |level|. */
-KI __m256i levels32(const uint8_t *qs, __m256i lut) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i c = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
-    return _mm256_shuffle_epi8(lut, c);
-}
-
-KI __m256i lut16(const int8_t *t) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)t);
-    return _mm256_set_m128i(v, v);
-}
-
-
-KI void k_iq4_xs(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
-    const mr_block_iq4_xs *x = w;
-    const __m256i lut = lut16(mr_kvalues_iq4nl);
-    __m256 acc[4];
-    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        const unsigned sh = x[i].scales_h;
-        __m256i sumi[4];
-        UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            const int l = (int)(((x[i].scales_l[ib / 2] >> (4 * (ib & 1))) & 0xf) | ((sh >> (2 * ib)) & 3) << 4) - 32;
-            const __m256i ls = _mm256_set1_epi16((short)l);
-            const __m256i lv = levels32(x[i].qs + 16 * ib, lut), av = _mm256_sign_epi8(lv, lv);
-            UNROLL4 for (int c = 0; c < nc; c++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(ACT(mr_block_q8_k, vy, by, c)[i].qs + 32 * ib));
-                const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(q, lv));
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, ls));
-            }
-        }
-        const float dx = h2f(x[i].d);
-        UNROLL4 for (int c = 0; c < nc; c++)
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-    }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = hsum8(acc[c]);
-}
-ENTRIES(iq4_xs)

@@ -19,7 +19,6 @@ void mr_vec_dot_iq2_xxs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq3_s_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq1_s_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq1_m_avx2(int n, float *s, const void *w, const void *y);
-void mr_vec_dot_iq4_xs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq3_xxs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq2_xs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq2_s_avx2(int n, float *s, const void *w, const void *y);
@@ -28,7 +27,6 @@ void mr_vec_dot_x4_iq2_xxs_avx2(int n, float *s, const void *w, const void *y, s
 void mr_vec_dot_x4_iq3_s_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq1_s_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq1_m_avx2(int n, float *s, const void *w, const void *y, size_t by);
-void mr_vec_dot_x4_iq4_xs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq3_xxs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq2_xs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq2_s_avx2(int n, float *s, const void *w, const void *y, size_t by);

@@ -115,5 +115,12 @@ void mr_vd_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vd4_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_iq4_nl_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 void mr_mxfp4_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+/* IQ4_XS under AVX2 (fp4_avx2.c): per-super-block integer numerics, 8-row repacked layout (1104
+ * bytes per group and super-block) on Q8_K rows as they are. */
+void mr_vd_iq4_xs_bs_avx2(int n, float *s, const void *w, const void *y);
+void mr_vd4_iq4_xs_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_iq4_xs_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
+void mr_iq4_xs_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+#define MR_IQ4_XS_RP8_BLOCK_BYTES 1104
 
 #endif
