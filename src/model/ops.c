@@ -253,7 +253,13 @@ int mr_attention(mr_pool *pool, const mr_attn_args *a) {
         return -1;
     }
 #if MR_ARCH_X86
-    if (mr_isa() >= MR_ISA_AVX512 && a->head_dim % 16 == 0) return mr_attention_avx512(pool, a);
+    /* under AVX-512 a head_dim of 8 * odd stays on the scalar loop (not the AVX2 kernel): the bits of
+     * an AVX-512 run do not depend on which head sizes the AVX2 kernel covers */
+    if (mr_isa() >= MR_ISA_AVX512) {
+        if (a->head_dim % 16 == 0) return mr_attention_avx512(pool, a);
+    } else if (mr_isa() >= MR_ISA_AVX2 && a->head_dim % 8 == 0) {
+        return mr_attention_avx2(pool, a);
+    }
 #endif
     pthread_once(&mr_f16_once, mr_f16_table_init);
     const long pairs = (long)a->n_q * a->n_head;

@@ -95,6 +95,9 @@ typedef struct {
     float *out; int64_t out_stride;
 } mr_attn_args;
 int mr_attention(mr_pool *pool, const mr_attn_args *a);
-/* The AVX-512 kernel mr_attention uses when that ISA is in use and head_dim % 16 == 0 (attn_avx512.c). */
+/* The kernels mr_attention uses (one body, attn_kern_x86.h): AVX-512 when that ISA is in use and
+ * head_dim % 16 == 0 (attn_avx512.c); AVX2 when AVX2 is the ISA in use and head_dim % 8 == 0
+ * (attn_avx2.c). Each gives the same bits for a batch as for one token at a time. */
 int mr_attention_avx512(mr_pool *pool, const mr_attn_args *a);
+int mr_attention_avx2(mr_pool *pool, const mr_attn_args *a);
 #endif
