@@ -1,5 +1,5 @@
-/* Attention kernel speed (mr_attention, src/model/ops.c / attn_avx512.c) on model shapes, in the
- * calling thread's CPU time (a shared machine makes wall time useless for short kernels).
+/* Attention kernel speed (mr_attention: src/model/ops.c, or attn_kern_x86.h as attn_avx2.c /
+ * attn_avx512.c; MOERUN_ISA picks) on model shapes, in the calling thread's CPU time (a shared machine makes wall time useless for short kernels).
  *   build/bench/bench_attn [--nq 512] [--pos0 0] [--heads 32] [--kv 4] [--hd 128] [--f32] [--reps 5]
  * Prints GFLOP/s counting 2 * (QK + PV) multiply-adds over the causal triangle. */
 #include "model/ops.h"
