@@ -1,8 +1,9 @@
 /* AArch64 dot-product kernels, written once and compiled twice: by quant_neon.c (ARMv8.0 Advanced
  * SIMD: int8 products widened with smull/smull2 and pair-added into int32 with sadalp) and by
  * quant_dotprod.c (KA_DOTPROD=1: ARMv8.2 FEAT_DotProd, one sdot per 16 bytes). Both give the
- * same int32 per 32 (or 16) values, only spread differently over the four lanes, so the two ISAs
- * differ from each other and from the scalar reference only in float summation order.
+ * same int32 lanes (lane l: the sum of products 4l..4l+3 of 16 bytes), so the two ISAs give the
+ * same bits; they differ from the scalar reference only in float summation order, except Q8_0
+ * whose order is the scalar one (ggml's x86 order, quant_ref.c).
  *
  * This header contains intrinsics: include it ONLY from *_neon.c / *_dotprod.c, which are compiled
  * with their -march (Makefile). Define KA_DOTPROD (0 or 1) and KA_SUFFIX before including it.
@@ -43,15 +44,15 @@ KA float ka_h2f(uint16_t h) {
     return (float)f;
 }
 
-/* acc + sum of a[i] * b[i] over each group of 4 bytes (dotprod) or of 4 bytes spread over the
- * lanes differently (neon); the total over the 4 lanes is the same exact integer either way */
+/* acc + (lane l) the sum of a[i] * b[i] over bytes 4l..4l+3: sdot, or without it the 16 int16
+ * products (|p| <= 2^14) pair-added twice */
 KA int32x4_t ka_dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
 #if KA_DOTPROD
     return vdotq_s32(acc, a, b);
 #else
     const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
     const int16x8_t hi = vmull_high_s8(a, b);
-    return vpadalq_s16(vpadalq_s16(acc, lo), hi);
+    return vaddq_s32(acc, vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi)));
 #endif
 }
 
@@ -120,9 +121,10 @@ KA void ka_f16(int n, float *s, const void *w, const void *y, size_t by, int nc)
 }
 
 /* ---- 32-value blocks with Q8_0 activations: Q8_0, Q4_0, IQ4_NL, MXFP4 ----
- * Per block: exact int32 dot in 4 lanes, converted and fused-multiply-added with dw * dy into a
- * float accumulator per column; blocks alternate between two accumulators (their adds are
- * independent), which are added at the end. */
+ * The float order of ggml-cpu's x86 kernels (and of the scalar Q8_0 reference, quant_ref.c): 8
+ * float lanes per column, two vectors here (values 0..15 -> lanes 0..3, 16..31 -> lanes 4..7);
+ * per block, lane l gets the exact int32 sum of products 4l..4l+3, converted and fused-multiply-
+ * added with dw * dy; at the end lanes l and l + 4 are added, then (0 + 2) and (1 + 3), then those. */
 enum { KA_Q8_0, KA_Q4_0, KA_IQ4_NL, KA_MXFP4 };
 
 /* one weight block -> values 0..15 in *lo, 16..31 in *hi, its float scale in *d */
@@ -149,6 +151,13 @@ KA void ka_dec32(int kind, const uint8_t *b, int8x16_t *lo, int8x16_t *hi, float
     *d = kind == KA_MXFP4 ? mr_e8m0_half(((const mr_block_mxfp4 *)b)->e) : ka_h2f(((const mr_block_iq4_nl *)b)->d);
 }
 
+/* lanes 0..3 in lo, 4..7 in hi -> ((r0 + r2) + (r1 + r3)) with r = hi + lo */
+KA float ka_hsum8(float32x4_t lo, float32x4_t hi) {
+    const float32x4_t r = vaddq_f32(hi, lo);
+    const float32x4_t t = vaddq_f32(r, vextq_f32(r, r, 2));
+    return vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 1);
+}
+
 KA void ka_blk32(int kind, size_t bsz, int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const uint8_t *x = w;
     const int nb = n / 32;
@@ -160,17 +169,24 @@ KA void ka_blk32(int kind, size_t bsz, int n, float *s, const void *w, const voi
         ka_dec32(kind, x + (size_t)i * bsz, &lo, &hi, &dw);
         for (int c = 0; c < nc; c++) {
             const mr_block_q8_0 *a = KA_ACT(mr_block_q8_0, y, by, c) + i;
-            const int32x4_t p = ka_dot32(lo, hi, a->qs);
-            acc[c][i & 1] = vfmaq_n_f32(acc[c][i & 1], vcvtq_f32_s32(p), dw * ka_h2f(a->d));
+            const float d = dw * ka_h2f(a->d);
+            const int32x4_t plo = ka_dot(vdupq_n_s32(0), lo, vld1q_s8(a->qs));
+            const int32x4_t phi = ka_dot(vdupq_n_s32(0), hi, vld1q_s8(a->qs + 16));
+            acc[c][0] = vfmaq_n_f32(acc[c][0], vcvtq_f32_s32(plo), d);
+            acc[c][1] = vfmaq_n_f32(acc[c][1], vcvtq_f32_s32(phi), d);
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(vaddq_f32(acc[c][0], acc[c][1]));
+    for (int c = 0; c < nc; c++) s[c] = ka_hsum8(acc[c][0], acc[c][1]);
 }
 
 /* ---- K-quants with Q8_K activations ----
- * Per super-block an exact int32x4 of scale * dot over its sub-blocks, converted and fused-multiply-
- * added with d * dy; min terms (Q2_K, Q4_K, Q5_K) are exact integers from the activation block sums,
- * accumulated in a float per column and subtracted at the end. */
+ * The block-sum numerics of the AVX2 kernels (quant_rp_x86.h), so Q4_K and Q6_K give the AVX2
+ * kernels' bits: per super-block and column the exact int32 isum = sum_j sc_j * (q_j . y_j) and,
+ * with mins (Q2_K, Q4_K, Q5_K), imin = sum_j m_j * bsum_j; then
+ *   acc = fmaf(d * dy, (float)isum, acc); acc = fmaf(-(dmin * dy), (float)imin, acc).
+ * Why not 4 float lanes: the golden tiny-qwen3moe-iq2_xxs has a near tie that float summation
+ * order decides (the scalar Q4_K with its 8 lanes summed in reverse fails it on x86 with the very
+ * KL 0.231 at row 3 that the 4-lane NEON kernel gave); these numerics are the ones checked on x86. */
 
 /* Q4_K / Q5_K 6-bit scales and mins of the 8 sub-blocks (ggml's get_scale_min_k4, 4 at a time) */
 KA void ka_k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t m[8]) {
@@ -187,25 +203,28 @@ KA void ka_k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t m[8]) {
     memcpy(m + 4, &m_hi, 4);
 }
 
+/* acc + d * dy * isum - dmin * dy * imin, two fused multiply-adds (the numerics above) */
+KA float ka_k_acc(float acc, float d, float dmin, float dy, int32_t isum, int32_t imin) {
+    acc = __builtin_fmaf(d * dy, (float)isum, acc);
+    return __builtin_fmaf(-(dmin * dy), (float)imin, acc);
+}
+
 /* 256 unsigned weights in 16 vectors (activation order) times sub-block scales sc[8]; the
- * dot of column c accumulated into accv/accm (shared by Q4_K and Q5_K) */
+ * dot of column c accumulated into acc[c] (shared by Q4_K and Q5_K) */
 KA void ka_k4_cols(const int8x16_t v[16], const uint8_t sc[8], const uint8_t m[8], float dw, float dmw, int i,
-                   const void *y, size_t by, int nc, float32x4_t *accv, float *accm) {
+                   const void *y, size_t by, int nc, float *acc) {
     const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
     for (int c = 0; c < nc; c++) {
         const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
         int32x4_t isum = vdupq_n_s32(0);
         for (int j = 0; j < 8; j++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * j], v[2 * j + 1], a->qs + 32 * j), sc[j]);
-        accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
-        accm[c] += dmw * a->d * (float)ka_bsum_dot8(a->bsums, mins);
+        acc[c] = ka_k_acc(acc[c], dw, dmw, a->d, vaddvq_s32(isum), ka_bsum_dot8(a->bsums, mins));
     }
 }
 
 KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q4_k *x = w;
-    float32x4_t accv[4];
-    float accm[4];
-    for (int c = 0; c < nc; c++) { accv[c] = vdupq_n_f32(0); accm[c] = 0; }
+    float acc[4] = {0, 0, 0, 0};
     for (int i = 0; i < n / MR_QK_K; i++) {
         uint8_t sc[8], m[8];
         ka_k4_scales(x[i].scales, sc, m);
@@ -217,16 +236,14 @@ KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc
             v[4 * g + 2] = vreinterpretq_s8_u8(vshrq_n_u8(b0, 4));
             v[4 * g + 3] = vreinterpretq_s8_u8(vshrq_n_u8(b1, 4));
         }
-        ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, accv, accm);
+        ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, acc);
     }
-    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]) - accm[c];
+    for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 
 KA void ka_q5_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q5_k *x = w;
-    float32x4_t accv[4];
-    float accm[4];
-    for (int c = 0; c < nc; c++) { accv[c] = vdupq_n_f32(0); accm[c] = 0; }
+    float acc[4] = {0, 0, 0, 0};
     const uint8x16_t one = vdupq_n_u8(1);
     for (int i = 0; i < n / MR_QK_K; i++) {
         uint8_t sc[8], m[8];
@@ -243,13 +260,13 @@ KA void ka_q5_k(int n, float *s, const void *w, const void *y, size_t by, int nc
             h0 = vshrq_n_u8(h0, 2);
             h1 = vshrq_n_u8(h1, 2);
         }
-        ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, accv, accm);
+        ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, acc);
     }
-    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]) - accm[c];
+    for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 
-/* 16 signed weight vectors of 16 values (activation order) times 16 int scales, column c's dot
- * fused into accv[c] with d * dy (Q6_K; Q2_K adds its min term) */
+/* 16 signed weight vectors of 16 values (activation order) times 16 int scales (Q6_K, Q2_K):
+ * the exact isum in 4 lanes */
 KA int32x4_t ka_dot16x16(const int8x16_t v[16], const int8_t *scales, const int8_t *q) {
     int32x4_t isum = vdupq_n_s32(0);
     for (int k = 0; k < 16; k++) isum = vmlaq_n_s32(isum, ka_dot(vdupq_n_s32(0), v[k], vld1q_s8(q + 16 * k)), scales[k]);
@@ -258,8 +275,7 @@ KA int32x4_t ka_dot16x16(const int8x16_t v[16], const int8_t *scales, const int8
 
 KA void ka_q6_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q6_k *x = w;
-    float32x4_t accv[4];
-    for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+    float acc[4] = {0, 0, 0, 0};
     const uint8x16_t m4 = vdupq_n_u8(15), m2 = vdupq_n_u8(3 << 4);
     const int8x16_t off = vdupq_n_s8(32);
     for (int i = 0; i < n / MR_QK_K; i++) {
@@ -282,18 +298,17 @@ KA void ka_q6_k(int n, float *s, const void *w, const void *y, size_t by, int nc
         const float dw = ka_h2f(x[i].d);
         for (int c = 0; c < nc; c++) {
             const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
-            const int32x4_t isum = ka_dot16x16(v, x[i].scales, a->qs);
-            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
+            /* (q - 32) . y summed exactly: the AVX2 kernel's q . y - 32 * bsum */
+            const int32_t isum = vaddvq_s32(ka_dot16x16(v, x[i].scales, a->qs));
+            acc[c] = __builtin_fmaf(dw * a->d, (float)isum, acc[c]);
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
+    for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 
 KA void ka_q2_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q2_k *x = w;
-    float32x4_t accv[4];
-    float accm[4];
-    for (int c = 0; c < nc; c++) { accv[c] = vdupq_n_f32(0); accm[c] = 0; }
+    float acc[4] = {0, 0, 0, 0};
     const uint8x16_t m3 = vdupq_n_u8(3);
     for (int i = 0; i < n / MR_QK_K; i++) {
         /* vector k = 8h + 2(shift/2) + half holds values 16k..16k+15: bits shift of q[32h + 16 half + l] */
@@ -321,11 +336,10 @@ KA void ka_q2_k(int n, float *s, const void *w, const void *y, size_t by, int nc
             mm = vmlal_high_s16(mm, b0, mlo);
             mm = vmlal_s16(mm, vget_low_s16(b1), vget_low_s16(mhi));
             mm = vmlal_high_s16(mm, b1, mhi);
-            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), a->d * dw);
-            accm[c] += a->d * dmw * (float)vaddvq_s32(mm);
+            acc[c] = ka_k_acc(acc[c], dw, dmw, a->d, vaddvq_s32(isum), vaddvq_s32(mm));
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]) - accm[c];
+    for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 
 /* ---- i-quants with Q8_K activations ----
