@@ -166,9 +166,28 @@ int mr_approx_params_enabled(const mr_approx_params *p); /* 1 if the setting cha
 int mr_approx_parse(const char *spec, mr_approx_params *p);
 /* "prune=0.9 tau=0 min=1 rescale=l2 skip=0.05 skip_abs=0" or "off"; returns snprintf's length. */
 int mr_approx_format(const mr_approx_params *p, char *buf, size_t len);
-/* p NULL = off. Returns -1 on invalid parameters (nothing changes). */
+/* p NULL = off. Returns -1 on invalid parameters (nothing changes). Not while an eval of m runs in
+ * another thread (the first enabled setting allocates the state the eval reads). */
 int mr_model_set_approx(mr_model *m, const mr_approx_params *p);
 void mr_model_get_approx(const mr_model *m, mr_approx_params *p);  /* the setting last requested */
+/* Control file (docs/APPROX.md "Switching while running"): a text file with one spec, e.g.
+ * "k=5 layers=3-" ('#' starts a comment; empty or "off" = exact). It holds the whole setting: keys
+ * not given are off (the spec is parsed from mr_approx_params_default). Poll it between evals:
+ * one stat() per call; the file is read (at most MR_APPROX_FILE_MAX bytes, a regular file) when it
+ * changed. A missing file changes nothing (it may be written later; removing it keeps the setting).
+ * mr_approx_file_poll: 1 the file changed and its setting was applied to m (from the next eval),
+ * 0 nothing new, -1 the file is bad (mr_last_error says why; the previous setting stays) -- returned
+ * once per version of the file, so a caller reports each problem once. Thread-safe; like
+ * mr_model_set_approx, not while an eval of m runs in another thread. Write the file
+ * atomically (a temporary file renamed over it): a poll may otherwise read it half written. */
+#define MR_APPROX_FILE_MAX 4096
+typedef struct mr_approx_file mr_approx_file;
+mr_approx_file *mr_approx_file_open(const char *path); /* NULL (error set) only when out of memory */
+int mr_approx_file_poll(mr_approx_file *f, mr_model *m);
+const char *mr_approx_file_path(const mr_approx_file *f);
+void mr_approx_file_free(mr_approx_file *f);
+/* The file's text as a whole setting (comments removed, parsed from the defaults): 0, or -1 (error set). */
+int mr_approx_file_parse(const char *text, mr_approx_params *p);
 /* Counters of the evals run with approximations on (cumulative until reset). */
 typedef struct {
     uint64_t token_layers;              /* (token, MoE layer) pairs */
@@ -378,6 +397,8 @@ typedef struct {
                             "x-api-key: KEY" */
     int n_parallel;      /* slots (sessions) served at once; their decode steps are batched (default 1) */
     const char *chat_template; /* NULL: detected */
+    const char *admin_key;  /* key for POST /v1/admin/moe (NULL: api_key; neither: the endpoint answers 403) */
+    const char *approx_file; /* MoE approximation control file polled before every eval (NULL: none) */
 } mr_server_params;
 void mr_server_params_default(mr_server_params *p);
 /* Binds and listens: the socket, or -1 (mr_last_error) when the address is taken or invalid. */

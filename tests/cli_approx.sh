@@ -43,6 +43,37 @@ if [ -s "$TMPD/c3.t" ] && cmp -s "$TMPD/c3.t" "$TMPD/c4.t" && ! cmp -s "$TMPD/c1
 printf '/approx prune=2\n/approx bogus=1\n/exit\n' | "$MOERUN" chat -m "$K" >"$TMPD/o" 2>"$TMPD/e"
 if [ "$(grep -c '^error: approx' "$TMPD/e")" -eq 2 ]; then ok approx_chat_bad; else fail approx_chat_bad "$(head -c 300 "$TMPD/e")"; fi
 
+# --moe-approx-file (run, chat): the file's setting equals the same spec given on the command line;
+# it is the whole setting (over --moe-approx); a bad file is reported once and changes nothing
+F=$TMPD/approx.txt
+ids_of() { sed -n 's/^ids: //p' "$1"; }
+printf 'k=1   # one expert\n' >"$F"
+"$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 16 --show-ids --moe-approx k=1 >"$TMPD/k1" 2>/dev/null
+"$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 16 --show-ids --moe-approx-file "$F" >"$TMPD/f1" 2>"$TMPD/e"
+if [ -n "$(ids_of "$TMPD/k1")" ] && [ "$(ids_of "$TMPD/k1")" = "$(ids_of "$TMPD/f1")" ] && [ "$(ids_of "$TMPD/k1")" != "$(echo "$G" | cut -d, -f1-16)" ] &&
+   grep -q "^moe approx ($F): .*k=1" "$TMPD/e"; then ok approx_file_run; else fail approx_file_run "$(head -c 300 "$TMPD/e")"; fi
+printf 'off\n' >"$F"
+"$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 48 --show-ids --moe-approx k=1 --moe-approx-file "$F" >"$TMPD/f2" 2>"$TMPD/e"
+[ "$(ids_of "$TMPD/f2")" = "$G" ] && ok approx_file_overrides_flag || fail approx_file_overrides_flag "$(head -c 300 "$TMPD/e")"
+printf 'k=banana\n' >"$F"
+"$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 48 --show-ids --moe-approx-file "$F" >"$TMPD/f3" 2>"$TMPD/e"
+if [ "$(ids_of "$TMPD/f3")" = "$G" ] && [ "$(grep -c "^warning: approx file $F: .*banana" "$TMPD/e")" = 1 ]; then ok approx_file_bad_once
+else fail approx_file_bad_once "$(head -c 300 "$TMPD/e")"; fi
+head -c 5000 /dev/zero | tr '\0' k >"$F"
+"$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 4 --moe-approx-file "$F" >/dev/null 2>"$TMPD/e"
+grep -q "^warning: approx file .*5000 bytes, at most 4096" "$TMPD/e" && ok approx_file_too_big || fail approx_file_too_big "$(head -c 300 "$TMPD/e")"
+# chat: the file rewritten between two turns (once the first reply is out) == /approx between them
+rm -f "$F"
+printf 'Let there be light\n/approx k=1\nAnd the earth\n/exit\n' | "$MOERUN" chat -m "$K" --temp 0 -n 12 >"$TMPD/ca" 2>/dev/null
+{ printf 'Let there be light\n'
+  for i in $(seq 1 300); do grep -q 'generated' "$TMPD/cbe" 2>/dev/null && break; sleep 0.05; done
+  printf 'k=1\n' >"$F.tmp" && mv "$F.tmp" "$F"
+  printf 'And the earth\n/exit\n'; } | "$MOERUN" chat -m "$K" --temp 0 -n 12 --moe-approx-file "$F" >"$TMPD/cb" 2>"$TMPD/cbe"
+printf 'Let there be light\nAnd the earth\n/exit\n' | "$MOERUN" chat -m "$K" --temp 0 -n 12 >"$TMPD/cc" 2>/dev/null
+for f in ca cb cc; do sed 's/> //g' "$TMPD/$f" | grep -v '^$' >"$TMPD/$f.t"; done
+if [ -s "$TMPD/ca.t" ] && cmp -s "$TMPD/ca.t" "$TMPD/cb.t" && ! cmp -s "$TMPD/ca.t" "$TMPD/cc.t" && grep -q "^moe approx ($F): .*k=1" "$TMPD/cbe"; then
+  ok approx_file_chat_between_turns; else fail approx_file_chat_between_turns "$(cat "$TMPD/ca.t") / $(cat "$TMPD/cb.t") / $(head -c 300 "$TMPD/cbe")"; fi
+
 # bench reports the setting and its counters
 if "$MOERUN" bench -m "$K" -p 16 -n 4 -r 1 --moe-approx "prune=0.9 skip=0.05" >"$TMPD/o" 2>"$TMPD/e" &&
    grep -q "^moe approx: prune=0.9 .*experts/token" "$TMPD/e"; then ok approx_bench; else fail approx_bench "$(head -c 300 "$TMPD/e")"; fi

@@ -71,8 +71,13 @@ typedef struct {
     mr_sampler_params sp;
     mr_approx_params ap;
     int seed_set, n_batch, ignore_eos, warmup_dummy;
+    const char *approx_path;     /* --moe-approx-file (run, chat) */
+    mr_approx_file *approx_file; /* opened by mr_cli_load; free with mr_approx_file_free */
 } mr_cli_common;
 void mr_cli_common_init(mr_cli_common *c);
+/* The control file of --moe-approx-file, between evaluations: a change is applied and named on stderr
+ * ("moe approx (FILE): SPEC"), a bad file reported once ("warning: ..."). Nothing without the option. */
+void mr_cli_approx_poll(mr_cli_common *c, mr_model *m);
 int mr_cli_opt_seed(const char *opt, const char *v, void *dst);           /* dst: mr_cli_common */
 int mr_cli_opt_repeat_penalty(const char *opt, const char *v, void *dst); /* dst: float */
 int mr_cli_opt_approx(const char *opt, const char *v, void *dst);         /* dst: mr_approx_params */
@@ -121,6 +126,10 @@ void mr_cli_pick_seed(mr_cli_common *c);
     {.names = "--ignore-eos", .help = "never sample end-of-generation tokens", .kind = MR_OPT_FLAG, .dst = &(c)->ignore_eos, .ival = 1}, \
     {.names = "-b, --batch-size, -ub, --ubatch-size", .arg = "N", .help = "prompt tokens per evaluation (default 512; results do not\ndepend on it; smaller reacts sooner to Ctrl-C)", \
      .kind = MR_OPT_INT, .dst = &(c)->n_batch, .lo = 1, .hi = 0x7fffffff}
+#define MR_CLI_OPT_APPROX_FILE(c) \
+    {.names = "--moe-approx-file", .arg = "PATH", .help = "MoE approximations from a control file (a spec, e.g. \"k=5 layers=3-\";\n" \
+     "empty or \"off\": exact), re-read when it changes, checked before every token; it\n" \
+     "holds the whole setting and, when present at start, overrides --moe-approx", .kind = MR_OPT_STR, .dst = &(c)->approx_path}
 #define MR_CLI_OPTS_APPROX(c) \
     {.names = "--moe-prune", .arg = "P", .help = "MoE: drop the tail of the top-k experts beyond cumulative weight P (0-1)", \
      .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}, \

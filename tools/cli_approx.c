@@ -28,3 +28,15 @@ void mr_cli_approx_report(const mr_model *m, FILE *out) {
                 s.blocks_total ? 100.0 * (double)s.blocks_skipped / (double)s.blocks_total : 0.0);
     fprintf(out, "\n");
 }
+
+void mr_cli_approx_poll(mr_cli_common *c, mr_model *m) {
+    if (!c->approx_file) return;
+    int rc = mr_approx_file_poll(c->approx_file, m);
+    if (rc < 0) { fprintf(stderr, "warning: %s\n", mr_last_error()); return; }
+    if (rc == 0) return;
+    mr_approx_params p;
+    mr_model_get_approx(m, &p);
+    char buf[256];
+    mr_approx_format(&p, buf, sizeof buf);
+    fprintf(stderr, "moe approx (%s): %s\n", mr_approx_file_path(c->approx_file), buf);
+}

@@ -31,6 +31,14 @@ mr_model *mr_cli_load(mr_cli_common *c, const char *tmpl, int *interrupted) {
         mr_model_free(m);
         return NULL;
     }
+    if (c->approx_path) {
+        if (!(c->approx_file = mr_approx_file_open(c->approx_path))) {
+            fprintf(stderr, "error: %s\n", mr_last_error());
+            mr_model_free(m);
+            return NULL;
+        }
+        mr_cli_approx_poll(c, m); /* a file already there applies from the start */
+    }
     /* the summary: what was chosen, including what `auto` and the defaults resolved to */
     const int n_ctx = mr_model_n_ctx(m), train = mr_model_n_ctx_train(m);
     fprintf(stderr, "load: %.3f s (%s, %d threads, %d layers", mr_cli_now() - t0, mr_model_arch(m),

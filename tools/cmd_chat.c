@@ -36,6 +36,7 @@ typedef struct {
      .dst = &(a)->show_prompt, .ival = 1}, \
     MR_CLI_OPT_OFFICIAL(&(a)->c), \
     MR_CLI_OPTS_APPROX(&(a)->c), \
+    MR_CLI_OPT_APPROX_FILE(&(a)->c), \
     MR_CLI_OPTS_SPEC(&(a)->spec), \
     MR_CLI_OPTS_IGNORED, \
     {.names = "--jinja", .help = "templates are built in, see --chat-template", .kind = MR_OPT_NOTICE}, \
@@ -287,6 +288,7 @@ static int cmd_chat(int argc, char **argv) {
         if (a.show_prompt) fprintf(stderr, "[prompt] %s\n", delta);
         mr_gen_stats before, after;
         mr_gen_get_stats(g, &before);
+        mr_cli_approx_poll(&a.c, m);
         mr_cli_progress_init(&pr, "prefill");
         int pf = mr_gen_prefill(g, ids, n);
         mr_cli_progress_clear(&pr);
@@ -303,6 +305,7 @@ static int cmd_chat(int argc, char **argv) {
         if (cs_append(&kv_text, delta, strlen(delta))) { fprintf(stderr, "error: out of memory\n"); goto done; }
         mr_gen_step st = {0};
         while (!st.finish) {
+            mr_cli_approx_poll(&a.c, m); /* a token boundary: the control file's changes apply here */
             if (mr_cli_interrupted) mr_gen_stop(g, &st);
             else if (mr_gen_next(g, &st)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); goto done; }
             if (st.len) { fwrite(st.text, 1, st.len, stdout); fflush(stdout); }
@@ -334,6 +337,7 @@ done:
     mr_cli_spec_free(&a.spec);
     mr_session_free(s);
     mr_model_free(m);
+    mr_approx_file_free(a.c.approx_file);
     return rc;
 }
 

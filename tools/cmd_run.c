@@ -37,6 +37,7 @@ typedef struct {
     {.names = "--show-ids", .help = "also print the generated token ids (a line \"ids: a,b,...\" on stdout)", \
      .kind = MR_OPT_FLAG, .dst = &(r)->show_ids, .ival = 1}, \
     MR_CLI_OPTS_APPROX(&(r)->c), \
+    MR_CLI_OPT_APPROX_FILE(&(r)->c), \
     MR_CLI_OPTS_SPEC(&(r)->spec), \
     {.names = "--profile", .help = "per-operator time table (prefill and decode) on stderr at the end", .kind = MR_OPT_FLAG, \
      .dst = &(r)->profile, .ival = 1}, \
@@ -133,6 +134,7 @@ static int cmd_run(int argc, char **argv) {
         fflush(stdout);
     }
     while (!st.finish) {
+        mr_cli_approx_poll(&r.c, m); /* a token boundary: the control file's changes apply here */
         if (mr_cli_interrupted) { mr_gen_stop(g, &st); stop_rc = 130; }
         else if (mr_gen_next(g, &st)) { fprintf(stderr, "\nerror: %s\n", mr_last_error()); goto done; }
         if (st.len) { fwrite(st.text, 1, st.len, stdout); fflush(stdout); }
@@ -177,6 +179,7 @@ done:
     mr_cli_spec_free(&r.spec);
     mr_session_free(s);
     mr_model_free(m);
+    mr_approx_file_free(r.c.approx_file);
     return rc;
 }
 

@@ -14,7 +14,8 @@ static void on_signal(int sig) { (void)sig; server_stop = 1; }
 
 static void server_usage(FILE *f) {
     fprintf(f, "usage: moerun server -m MODEL [--host H] [--port P] [-c CTX] [-t N] [--ram-budget SIZE] [--alias NAME]\n"
-               "                    [--parallel N] [--chat-template NAME] [--api-key KEY]\n\n"
+               "                    [--parallel N] [--chat-template NAME] [--api-key KEY] [--admin-key KEY]\n"
+               "                    [--moe-approx SPEC] [--moe-approx-file PATH]\n\n"
                "Serves the OpenAI API (POST /v1/chat/completions, /v1/completions, GET /v1/models) and the\n"
                "Anthropic Messages API (POST /v1/messages), streamed with \"stream\": true; tools / tool_calls\n"
                "for the chatml and deepseek4 templates; logprobs, n, seed (random when absent). Also GET /health,\n"
@@ -35,7 +36,14 @@ static void server_usage(FILE *f) {
                "  --chat-template T chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4 (default: detected)\n"
                "  --api-key KEY     require \"Authorization: Bearer KEY\" or \"x-api-key: KEY\" (not on /health;\n"
                "                    default: the MOERUN_API_KEY environment variable, else no key)\n"
-               MR_CLI_APPROX_HELP);
+               "  --admin-key KEY   key for GET/POST /v1/admin/moe, which shows / changes the MoE approximations\n"
+               "                    while serving (default: MOERUN_ADMIN_KEY, else the API key; with neither the\n"
+               "                    endpoint answers 403)\n"
+               MR_CLI_APPROX_HELP
+               "  --moe-approx-file PATH  control file with a spec (e.g. \"k=5 layers=3-\"; empty or \"off\": exact),\n"
+               "                    re-read when it changes, checked before every evaluation; it holds the whole\n"
+               "                    setting and, when present at start, overrides --moe-approx (docs/APPROX.md)\n"
+               "Responses name the active setting: \"moerun\":{\"approx\":SPEC} and an X-Moerun-Approx header.\n");
 }
 
 static int cmd_server(int argc, char **argv) {
@@ -45,6 +53,7 @@ static int cmd_server(int argc, char **argv) {
     mr_server_params_default(&sp);
     sp.stop = &server_stop;
     sp.api_key = getenv("MOERUN_API_KEY");
+    sp.admin_key = getenv("MOERUN_ADMIN_KEY");
     mr_model_params mp;
     mr_model_params_default(&mp);
     mr_approx_params ap;
@@ -65,6 +74,8 @@ static int cmd_server(int argc, char **argv) {
         else if (!strcmp(a, "-t")) bad = mr_cli_int(a, v, 0, MR_CLI_MAX_THREADS, &mp.n_threads);
         else if (!strcmp(a, "--alias")) sp.alias = v;
         else if (!strcmp(a, "--api-key")) sp.api_key = v;
+        else if (!strcmp(a, "--admin-key")) sp.admin_key = v;
+        else if (!strcmp(a, "--moe-approx-file")) sp.approx_file = v;
         else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) bad = mr_cli_int(a, v, 1, 256, &sp.n_parallel);
         else if (!strcmp(a, "--chat-template")) {
             if (!mr_chat_template_known(v)) { fprintf(stderr, "error: unknown chat template '%s'\n", v); return 1; }

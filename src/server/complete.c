@@ -160,6 +160,7 @@ static void oai_chunk(cctx *c, const char *delta, const char *text, size_t n, co
     else mr_sbuf_puts(&b, "null");
     mr_sbuf_printf(&b, ",\"finish_reason\":%s%s%s}]", finish ? "\"" : "", finish ? finish : "null", finish ? "\"" : "");
     if (c->q->include_usage) mr_sbuf_puts(&b, ",\"usage\":null");
+    if (finish) { mr_sbuf_puts(&b, ","); srv_put_approx(c->st, &b); } /* the setting the choice ended with */
     mr_sbuf_puts(&b, "}");
     if (b.oom) { /* a chunk lost would silently cut the text: end the stream with an error */
         srv_error(c->r, 500, "out of memory");
@@ -273,7 +274,9 @@ static void choice_end(cctx *c, int finish) {
                 anthropic_event(c, "content_block_stop", &b);
             }
             mr_sbuf_printf(&b, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"%s\",\"stop_sequence\":null},"
-                           "\"usage\":{\"output_tokens\":%d}}", anthropic_stop(finish, n_calls), c->n_gen);
+                           "\"usage\":{\"output_tokens\":%d},", anthropic_stop(finish, n_calls), c->n_gen);
+            srv_put_approx(c->st, &b);
+            mr_sbuf_puts(&b, "}");
             anthropic_event(c, "message_delta", &b);
         } else {
             if (n_calls) {
@@ -462,14 +465,17 @@ static void put_usage(mr_sbuf *b, const cctx *c) {
 }
 
 static void stream_begin(cctx *c) {
+    srv_approx_header(c->st, c->r); /* the setting when the stream starts; the last chunk has the final one */
     mr_http_sse_begin(c->r);
     if (c->q->api != SRV_API_ANTHROPIC) return;
     mr_sbuf b = {0};
     mr_sbuf_printf(&b, "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_%lu\",\"type\":\"message\",\"role\":\"assistant\","
                    "\"content\":[],\"model\":", c->id);
     put_model(&b, c->st);
-    mr_sbuf_printf(&b, ",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":%d,\"output_tokens\":0}}}",
+    mr_sbuf_printf(&b, ",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":%d,\"output_tokens\":0},",
                    c->n_prompt);
+    srv_put_approx(c->st, &b);
+    mr_sbuf_puts(&b, "}}");
     anthropic_event(c, "message_start", &b);
     mr_sbuf_puts(&b, "{\"type\":\"ping\"}");
     anthropic_event(c, "ping", &b);
@@ -488,6 +494,8 @@ static void stream_end(cctx *c) {
             put_model(&b, c->st);
             mr_sbuf_puts(&b, ",\"choices\":[],");
             put_usage(&b, c);
+            mr_sbuf_puts(&b, ",");
+            srv_put_approx(c->st, &b);
             mr_sbuf_puts(&b, "}");
             if (b.oom) { mr_sbuf_free(&b); srv_error(c->r, 500, "out of memory"); return; }
             mr_http_sse_send(c->r, b.p, b.n);
@@ -508,7 +516,9 @@ static void reply_whole(cctx *c) {
         mr_sbuf_puts(&b, ",\"content\":[");
         mr_sbuf_add(&b, c->choices.p ? c->choices.p : "", c->choices.n);
         mr_sbuf_printf(&b, ",\"usage\":{\"input_tokens\":%d,\"output_tokens\":%d,\"cache_read_input_tokens\":%d,"
-                       "\"cache_creation_input_tokens\":0}}", c->n_prompt - c->n_cached, c->n_gen, c->n_cached);
+                       "\"cache_creation_input_tokens\":0},", c->n_prompt - c->n_cached, c->n_gen, c->n_cached);
+        srv_put_approx(c->st, &b);
+        mr_sbuf_puts(&b, "}");
     } else {
         int chat = q->api == SRV_API_CHAT;
         mr_sbuf_printf(&b, "{\"id\":\"%s-%lu\",\"object\":\"%s\",\"created\":%ld,\"model\":", chat ? "chatcmpl" : "cmpl", c->id,
@@ -519,8 +529,11 @@ static void reply_whole(cctx *c) {
         mr_sbuf_add(&b, c->choices.p ? c->choices.p : "", c->choices.n);
         mr_sbuf_puts(&b, "],");
         put_usage(&b, c);
+        mr_sbuf_puts(&b, ",");
+        srv_put_approx(c->st, &b);
         mr_sbuf_puts(&b, "}");
     }
+    srv_approx_header(c->st, c->r);
     if (b.oom) srv_error(c->r, 500, "out of memory");
     else mr_http_reply(c->r, 200, "application/json", b.p, b.n);
     mr_sbuf_free(&b);

@@ -199,9 +199,9 @@ static int cors_lines(const mr_http_req *r, char *out, size_t cap) {
 void mr_http_reply_hdr(mr_http_req *r, int status, const char *ct, const char *extra, const char *body, size_t len) {
     char hdr[2048], cors[1024];
     cors_lines(r, cors, sizeof cors);
-    int n = snprintf(hdr, sizeof hdr, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: %s\r\n%s%s\r\n",
+    int n = snprintf(hdr, sizeof hdr, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: %s\r\n%s%s%s\r\n",
                      status, status_text(status), ct, len, r->keep_alive ? "keep-alive" : "close", cors,
-                     extra ? extra : "");
+                     r->extra_headers, extra ? extra : "");
     if (n < 0 || (size_t)n >= sizeof hdr) { r->broken = 1; return; }
     write_all(r, hdr, (size_t)n);
     write_all(r, body, len);
@@ -213,12 +213,12 @@ void mr_http_reply(mr_http_req *r, int status, const char *ct, const char *body,
 }
 
 void mr_http_sse_begin(mr_http_req *r) {
-    char hdr[1536], cors[1024];
+    char hdr[2048], cors[1024];
     cors_lines(r, cors, sizeof cors);
     r->chunked = r->keep_alive; /* HTTP/1.1: chunked keeps the connection; otherwise the close ends the body */
     int n = snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     "%sConnection: %s\r\n%s\r\n", r->chunked ? "Transfer-Encoding: chunked\r\n" : "",
-                     r->keep_alive ? "keep-alive" : "close", cors);
+                     "%sConnection: %s\r\n%s%s\r\n", r->chunked ? "Transfer-Encoding: chunked\r\n" : "",
+                     r->keep_alive ? "keep-alive" : "close", cors, r->extra_headers);
     write_all(r, hdr, (size_t)n);
     r->streaming = 1;
     r->replied = 1;

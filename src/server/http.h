@@ -24,6 +24,7 @@ typedef struct {
     char auth[512];           /* Authorization header ("" if absent; longer values cut) */
     char api_key[512];        /* x-api-key header */
     char cors_headers[512];   /* Access-Control-Request-Headers */
+    char extra_headers[512];  /* header lines ("Name: value\r\n") the handler adds to its response, "" if none */
     char *body;               /* NUL-terminated while the handler runs */
     size_t body_len;
     long long content_length; /* -1 if absent */

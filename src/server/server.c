@@ -101,11 +101,48 @@ void srv_release(srv_state *st, int slot) {
     pthread_mutex_unlock(&st->qmu);
 }
 
+/* after the model's setting changed (the caller holds the model): the text responses report */
+static void approx_changed(srv_state *st, const char *source) {
+    mr_approx_params p;
+    mr_model_get_approx(st->m, &p);
+    char buf[sizeof st->approx];
+    mr_approx_format(&p, buf, sizeof buf);
+    pthread_mutex_lock(&st->qmu);
+    memcpy(st->approx, buf, sizeof buf);
+    st->approx_changes++;
+    pthread_mutex_unlock(&st->qmu);
+    mr_log(1, "moe approx (%s): %s\n", source, buf);
+}
+
 void srv_model_lock(srv_state *st) {
     pthread_mutex_lock(&st->mmu);
     unsigned long t = st->m_next++;
     while (st->m_serving != t) pthread_cond_wait(&st->mcv, &st->mmu);
     pthread_mutex_unlock(&st->mmu);
+    if (st->approx_file) {
+        int rc = mr_approx_file_poll(st->approx_file, st->m);
+        if (rc > 0) approx_changed(st, mr_approx_file_path(st->approx_file));
+        else if (rc < 0) mr_log(0, "warning: %s\n", mr_last_error());
+    }
+}
+
+void srv_put_approx(srv_state *st, mr_sbuf *b) {
+    char buf[sizeof st->approx];
+    pthread_mutex_lock(&st->qmu);
+    memcpy(buf, st->approx, sizeof buf);
+    pthread_mutex_unlock(&st->qmu);
+    mr_sbuf_puts(b, "\"moerun\":{\"approx\":");
+    mr_sbuf_json_str(b, buf, strlen(buf));
+    mr_sbuf_puts(b, "}");
+}
+
+void srv_approx_header(srv_state *st, mr_http_req *r) {
+    char buf[sizeof st->approx];
+    pthread_mutex_lock(&st->qmu);
+    memcpy(buf, st->approx, sizeof buf);
+    pthread_mutex_unlock(&st->qmu);
+    /* the spec is printable ASCII without CR/LF (mr_approx_format) */
+    snprintf(r->extra_headers, sizeof r->extra_headers, "X-Moerun-Approx: %s\r\nAccess-Control-Expose-Headers: X-Moerun-Approx\r\n", buf);
 }
 
 void srv_model_unlock(srv_state *st) {
@@ -225,10 +262,100 @@ static int key_equal(const char *a, const char *b) {
     return d == 0;
 }
 
-static int srv_authorized(const srv_state *st, const mr_http_req *r) {
-    if (!st->api_key) return 1;
-    if (!strncasecmp(r->auth, "Bearer ", 7) && key_equal(r->auth + 7, st->api_key)) return 1;
-    return r->api_key[0] && key_equal(r->api_key, st->api_key);
+/* the request carries key (Authorization: Bearer KEY or x-api-key: KEY) */
+static int has_key(const mr_http_req *r, const char *key) {
+    if (!strncasecmp(r->auth, "Bearer ", 7) && key_equal(r->auth + 7, key)) return 1;
+    return r->api_key[0] && key_equal(r->api_key, key);
+}
+
+static int srv_authorized(const srv_state *st, const mr_http_req *r) { return !st->api_key || has_key(r, st->api_key); }
+
+static void reply_unauthorized(mr_http_req *r, const char *msg) {
+    mr_sbuf b = {0};
+    mr_sbuf_puts(&b, "{\"error\":{\"message\":");
+    mr_sbuf_json_str(&b, msg, strlen(msg));
+    mr_sbuf_puts(&b, ",\"type\":\"authentication_error\",\"code\":401}}");
+    if (b.oom) srv_error(r, 500, "out of memory");
+    else mr_http_reply_hdr(r, 401, "application/json", "WWW-Authenticate: Bearer\r\n", b.p, b.n);
+    mr_sbuf_free(&b);
+}
+
+/* The spec of a POST /v1/admin/moe body: "approx" (a spec string) first, then every other key as
+ * key=value (numbers, strings without separators, booleans as 1/0), so the keys win. The engine's
+ * parser checks names and values. 0, or -1 with err[] set. */
+static int admin_spec(const mr_json *j, mr_sbuf *spec, char *err, size_t errlen) {
+    const mr_json *a = mr_json_get(j, "approx");
+    if (a) {
+        if (a->type != MR_JSON_STR || strlen(a->str) != a->len || a->len > 1024) { snprintf(err, errlen, "'approx' must be a string (a spec such as \"k=5 layers=3-\")"); return -1; }
+        mr_sbuf_puts(spec, a->str);
+    }
+    for (const mr_json *c = j->child; c; c = c->next) {
+        if (!strcmp(c->key, "approx")) continue;
+        size_t kl = strlen(c->key);
+        int key_ok = kl > 0 && kl < 32;
+        for (size_t i = 0; i < kl; i++) key_ok &= (c->key[i] >= 'a' && c->key[i] <= 'z') || (c->key[i] >= '0' && c->key[i] <= '9') || c->key[i] == '_';
+        if (!key_ok) { snprintf(err, errlen, "unknown setting '%.40s'", c->key); return -1; }
+        mr_sbuf_printf(spec, " %s=", c->key);
+        if (c->type == MR_JSON_NUM) mr_sbuf_printf(spec, "%.9g", c->num);
+        else if (c->type == MR_JSON_BOOL) mr_sbuf_puts(spec, c->num ? "1" : "0");
+        else if (c->type == MR_JSON_STR && c->len > 0 && c->len < 64 && strlen(c->str) == c->len && !strpbrk(c->str, " ,\t\r\n="))
+            mr_sbuf_puts(spec, c->str);
+        else { snprintf(err, errlen, "'%s' must be a number, true/false or a short string without spaces", c->key); return -1; }
+    }
+    if (spec->oom) { snprintf(err, errlen, "out of memory"); return -1; }
+    return 0;
+}
+
+/* GET /v1/admin/moe: the active setting; POST: change it (keys not given keep their values; "approx":
+ * "off ..." starts from exact). Needs the admin key (or the API key when there is no admin key); a
+ * server started with neither refuses with 403. The change waits for the model, so it applies from the
+ * next eval for every slot; sessions and their caches stay. */
+static void ep_admin_moe(srv_state *st, mr_http_req *r) {
+    const char *key = st->admin_key ? st->admin_key : st->api_key;
+    if (!key) {
+        srv_error(r, 403, "the admin endpoint is disabled: start the server with --admin-key KEY (or --api-key KEY)");
+        return;
+    }
+    if (!has_key(r, key)) {
+        reply_unauthorized(r, st->admin_key ? "invalid or missing admin key" : "invalid or missing API key");
+        return;
+    }
+    int post = !strcmp(r->method, "POST");
+    if (!post && strcmp(r->method, "GET")) { srv_error(r, 405, "use GET or POST"); return; }
+    if (post) {
+        mr_json *j = mr_json_parse(r->body, r->body_len);
+        if (!j || j->type != MR_JSON_OBJ) {
+            srv_error(r, 400, j ? "the body must be a JSON object" : mr_last_error());
+            mr_json_free(j);
+            return;
+        }
+        mr_sbuf spec = {0};
+        char err[256];
+        int bad = admin_spec(j, &spec, err, sizeof err);
+        mr_json_free(j);
+        if (bad) { mr_sbuf_free(&spec); srv_error(r, 400, err); return; }
+        srv_model_lock(st);
+        mr_approx_params p;
+        mr_model_get_approx(st->m, &p);
+        bad = mr_approx_parse(spec.p ? spec.p : "", &p) || mr_model_set_approx(st->m, &p);
+        if (!bad) approx_changed(st, "POST /v1/admin/moe");
+        srv_model_unlock(st);
+        mr_sbuf_free(&spec);
+        if (bad) { srv_error(r, 400, mr_last_error()); return; }
+    }
+    mr_sbuf b = {0};
+    pthread_mutex_lock(&st->qmu);
+    unsigned long changes = st->approx_changes;
+    pthread_mutex_unlock(&st->qmu);
+    mr_sbuf_puts(&b, "{");
+    srv_put_approx(st, &b);
+    mr_sbuf_printf(&b, ",\"changes\":%lu,\"control_file\":", changes);
+    const char *path = st->approx_file ? mr_approx_file_path(st->approx_file) : NULL;
+    if (path) mr_sbuf_json_str(&b, path, strlen(path));
+    else mr_sbuf_puts(&b, "null");
+    mr_sbuf_puts(&b, "}");
+    srv_approx_header(st, r);
+    reply_json(r, &b);
 }
 
 static int path_is(const char *path, const char *a, const char *b) { return !strcmp(path, a) || (b && !strcmp(path, b)); }
@@ -383,6 +510,7 @@ static void srv_handle(void *user, mr_http_req *r) {
     double t0 = mr_now();
     if (!strcmp(r->method, "OPTIONS")) { mr_http_reply(r, 204, "text/plain", "", 0); return; }
     if (path_is(r->path, "/health", "/v1/health")) { mr_http_reply(r, 200, "application/json", "{\"status\":\"ok\"}", 15); return; }
+    if (path_is(r->path, "/v1/admin/moe", NULL)) { ep_admin_moe(st, r); return; } /* its own key */
     if (!srv_authorized(st, r)) {
         static const char body[] = "{\"error\":{\"message\":\"invalid or missing API key\",\"type\":\"authentication_error\",\"code\":401}}";
         mr_http_reply_hdr(r, 401, "application/json", "WWW-Authenticate: Bearer\r\n", body, sizeof body - 1);
@@ -426,6 +554,7 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     memset(&st, 0, sizeof st);
     st.m = m;
     st.api_key = p->api_key && *p->api_key ? p->api_key : NULL;
+    st.admin_key = p->admin_key && *p->admin_key ? p->admin_key : NULL;
     st.started = mr_now();
     st.started_wall = (long)time(NULL);
     pthread_mutex_init(&st.qmu, NULL);
@@ -450,6 +579,17 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
         st.n_ctx = mr_session_n_ctx(st.slots[i].s);
         if (!(st.slots[i].cache = mr_malloc(sizeof(int32_t) * (size_t)st.n_ctx))) { mr_set_error("server: out of memory"); goto done; }
     }
+    {
+        mr_approx_params ap;
+        mr_model_get_approx(m, &ap);
+        mr_approx_format(&ap, st.approx, sizeof st.approx);
+    }
+    if (p->approx_file) {
+        if (!(st.approx_file = mr_approx_file_open(p->approx_file))) goto done;
+        int arc = mr_approx_file_poll(st.approx_file, m); /* a file already there applies from the start */
+        if (arc > 0) approx_changed(&st, p->approx_file);
+        else if (arc < 0) mr_log(0, "warning: %s\n", mr_last_error());
+    }
     const char *name = mr_model_meta_str(m, "general.name");
     st.model_name = p->alias ? p->alias : name ? name : mr_model_arch(m);
     if (fd < 0 && (fd = mr_http_listen(p->host, p->port)) < 0) goto done;
@@ -461,6 +601,9 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
            p->host, p->port, st.model_name, mr_model_arch(m), st.tmpl, st.n_ctx, mr_model_n_threads(m), st.n_slots,
            st.n_slots > 1 ? "s" : "", st.n_slots > 1 ? (st.can_batch ? ", batched decoding" : ", no batched decoding for this architecture") : "",
            paging, st.api_key ? ", API key required" : "");
+    if (st.admin_key || st.api_key || st.approx_file)
+        mr_log(1, "moe approx: %s%s%s%s\n", st.approx, st.admin_key || st.api_key ? "; POST /v1/admin/moe changes it" : "",
+               st.approx_file ? "; control file " : "", st.approx_file ? p->approx_file : "");
     rc = mr_http_serve_fd(fd, NULL, srv_handle, &st, p->stop);
     fd = -1; /* closed by the server loop */
 done:
@@ -470,6 +613,7 @@ done:
         mr_session_free(st.slots[i].s);
     }
     free(st.slots);
+    mr_approx_file_free(st.approx_file);
     pthread_mutex_destroy(&st.qmu);
     pthread_cond_destroy(&st.qcv);
     pthread_mutex_destroy(&st.mmu);

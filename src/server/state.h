@@ -28,7 +28,13 @@ typedef struct {
     int n_slots;
     int can_batch;           /* decode steps of the slots go through one mr_sessions_eval */
     int n_ctx, n_vocab;
-    const char *model_name, *api_key, *tmpl;
+    const char *model_name, *api_key, *admin_key, *tmpl;
+    /* MoE approximations switched while serving (POST /v1/admin/moe, the control file): set only while
+     * holding the model, so never during an eval; approx[] is the active setting as responses report
+     * it (under qmu) */
+    mr_approx_file *approx_file;
+    char approx[256];
+    unsigned long approx_changes;
     double started;          /* mr_now() at start (uptime) */
     long started_wall;       /* time(NULL) at start ("created" of the model) */
     /* the slot queue: requests get a free slot in arrival order (n_busy <= n_slots) */
@@ -62,10 +68,16 @@ int srv_tokenize(const srv_state *st, const char *text, int add_special, int32_t
  * -1 if the client left while waiting. */
 int srv_acquire(srv_state *st, mr_http_req *r, const int32_t *prompt, int n);
 void srv_release(srv_state *st, int slot);
+/* Takes the model (a ticket lock: in arrival order); then polls the approximation control file, so a
+ * change applies from this eval on. */
 void srv_model_lock(srv_state *st);
 void srv_model_unlock(srv_state *st);
 /* The pending tokens of g evaluated in one pass with the other requests' (continuous batching). */
 int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits);
+/* The active approximation setting in a response: "moerun":{"approx":"SPEC"} (SPEC as
+ * mr_approx_format writes it, "off" when exact), and the X-Moerun-Approx header line. */
+void srv_put_approx(srv_state *st, mr_sbuf *b);
+void srv_approx_header(srv_state *st, mr_http_req *r);
 /* POST /v1/chat/completions, /v1/completions, /v1/messages */
 void srv_complete(srv_state *st, mr_http_req *r, int api);
 /* The chat prompt of q (tools included) as text; NULL with mr_last_error() on failure. */

@@ -16,6 +16,7 @@ for t in "$@"; do
         json) opts="-max_len=16384 -dict=tests/fuzz/json.dict" ;;
         tokenizer|chat) opts="-max_len=2048" ;;
         sampler) opts="-max_len=17000" ;;                         # 4096 logits
+        approx) opts="-max_len=4097" ;;                            # the control file limit + 1
         *) opts="" ;;
     esac
     echo "== fuzz_$t for ${SECONDS_EACH}s"
