@@ -140,7 +140,14 @@ void mr_chat_tool_calls_free(mr_chat_tool_call *calls, int n);
  * id) unless prune_hash is set.
  * Gate-first SwiGLU row skipping: per token and expert, g = W_gate x first; rows with
  * |silu(g_i)| < max(skip_rel * max_i |silu(g_i)|, skip_abs) skip up_i = W_up[i] x (h_i = 0), and the
- * down projection skips the weight blocks whose h-values are all skipped. */
+ * down projection skips the weight blocks whose h-values are all skipped.
+ * Row skipping as a fixed budget (rows_routed / rows_shared / rows_dense = m, 1..128): in every block
+ * of 128 consecutive rows keep the m with the largest |silu(g_i)| (equal values: lower row first; a
+ * shorter last block of L rows keeps ceil(m L / 128)), skip the others as above, and scale the kept
+ * h_i by sqrt(sum_block silu(g)^2 / sum_kept silu^2) of their block. rows_routed applies to the
+ * routed experts (instead of skip_rel / skip_abs: one rule at a time), rows_shared to the shared
+ * expert (deepseek4, qwen35moe, deepseek2), rows_dense to dense FFN layers; 128 keeps every row (the
+ * exact values through the skipping path), 0 is off. */
 /* RHO: alpha = sqrt(((1-rho) sum_all w^2 + rho (sum_all w)^2) / ((1-rho) sum_kept w^2 + rho (sum_kept w)^2)),
  * L2 at rho = 0, L1 at rho = 1 (rho: how correlated the experts' outputs are assumed to be) */
 enum { MR_APPROX_RESCALE_L2 = 0, MR_APPROX_RESCALE_L1 = 1, MR_APPROX_RESCALE_NONE = 2, MR_APPROX_RESCALE_RHO = 3 };
@@ -156,12 +163,16 @@ typedef struct {
     int prune_hash;      /* also prune hash-routed layers */
     float skip_rel;      /* row skipping relative to the largest |silu(g_i)| of the row; 0: off */
     float skip_abs;      /* row skipping below this absolute |silu(g_i)|; 0: off */
+    int rows_routed;     /* routed experts: keep this many rows of every 128 (0: off) */
+    int rows_shared;     /* the same for shared experts */
+    int rows_dense;      /* the same for dense FFN layers */
 } mr_approx_params;
 void mr_approx_params_default(mr_approx_params *p);      /* everything off: exact */
 int mr_approx_params_enabled(const mr_approx_params *p); /* 1 if the setting changes anything */
 /* Update p from a spec like "prune=0.9 tau=0.1 min=1 rescale=l2|l1|none|rho skip=0.05 skip_abs=0.01",
  * also k=5 (fixed top-k), min_w=0.11, rho=0.3 (implies rescale=rho), layers=3-42 (or 3-: to the end),
- * prune_hash=0|1 (keys separated by spaces or commas; "off" resets everything; "exact" is the same).
+ * prune_hash=0|1, rows=96 (routed experts), rows_shared=96, rows_dense=96 (keys separated by spaces
+ * or commas; "off" resets everything; "exact" is the same).
  * Only the keys given change. -1 (error set, p unchanged) on an unknown key or a value out of range. */
 int mr_approx_parse(const char *spec, mr_approx_params *p);
 /* "prune=0.9 tau=0 min=1 rescale=l2 skip=0.05 skip_abs=0" or "off"; returns snprintf's length. */
@@ -195,6 +206,7 @@ typedef struct {
     uint64_t experts_kept;              /* of those, computed after pruning */
     uint64_t rows_total, rows_skipped;  /* SwiGLU rows of the computed (token, expert) pairs; skipped */
     uint64_t blocks_total, blocks_skipped; /* down-projection weight blocks per (token, expert) column; skipped */
+    uint64_t ffn_rows_total, ffn_rows_skipped; /* SwiGLU rows of shared experts and dense FFNs (rows_shared, rows_dense) */
 } mr_approx_stats;
 void mr_model_approx_stats(const mr_model *m, mr_approx_stats *s);
 void mr_model_approx_stats_reset(mr_model *m);

@@ -16,12 +16,14 @@
 #include "base/pool.h"
 #include "model/model.h"
 #include "model/moe_approx.h"
+#include "model/ops.h"
 #include "quant/matmul.h"
 #include "quant/quant_simd.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* ---- parameters ---- */
 
@@ -66,6 +68,23 @@ static void test_params(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         q = p;
         CHECK(mr_approx_parse(bad[i], &q) == -1 && !memcmp(&p, &q, sizeof p), "'%s' accepted or changed p", bad[i]);
+    }
+    /* the row budget keys (rows of every 128): parse, round trip, bad values, one rule per row set */
+    mr_approx_params_default(&q);
+    CHECK(mr_approx_parse("rows=96 rows_shared=80 rows_dense=64", &q) == 0 && q.rows_routed == 96 && q.rows_shared == 80 &&
+          q.rows_dense == 64 && mr_approx_params_enabled(&q), "rows keys: %s", mr_last_error());
+    mr_approx_format(&q, buf, sizeof buf);
+    mr_approx_params_default(&r);
+    CHECK(mr_approx_parse(buf, &r) == 0 && !memcmp(&q, &r, sizeof q), "round trip of the rows keys: '%s'", buf);
+    mr_approx_params_default(&q);
+    CHECK(mr_approx_parse("rows_dense=128", &q) == 0 && mr_approx_params_enabled(&q), "rows_dense=128 is not on");
+    CHECK(mr_approx_parse("rows_dense=0", &q) == 0 && !mr_approx_params_enabled(&q), "rows_dense=0 is not off");
+    const char *bad3[] = {"rows=129", "rows=-1", "rows=95.5", "rows_shared=200", "rows_dense=x", "rows=96 skip=0.1",
+                          "skip_abs=0.01 rows=64", "rows_x=3"};
+    for (size_t i = 0; i < sizeof bad3 / sizeof bad3[0]; i++) {
+        mr_approx_params_default(&q);
+        r = q;
+        CHECK(mr_approx_parse(bad3[i], &q) == -1 && !memcmp(&q, &r, sizeof q), "'%s' accepted or changed p", bad3[i]);
     }
     /* prune >= 1 and tau 0 are off; skip 0 is off */
     mr_approx_params_default(&q);
@@ -175,6 +194,85 @@ static void test_prune_rescale(void) {
     CHECK(bad_l2 == 0, "%d cases: kept L2 norm != original L2 norm", bad_l2);
     CHECK(bad_l1 == 0, "%d cases: kept sum != original sum (l1)", bad_l1);
     CHECK(bad_none == 0, "%d violations (dropped weight not 0, heavier expert dropped, ratios changed)", bad_none);
+}
+
+/* ---- row skipping as a fixed budget ---- */
+
+/* The budget rule written out plainly: per block of 128 rows, row i is kept when fewer than `keep`
+ * rows of its block come before it in the order (larger |silu| first, then lower index); alpha =
+ * sqrt(sum of s^2 over the block / over the kept rows), all in double. */
+static void budget_ref(const float *g, int64_t F, float lim, int budget, uint8_t *act, double *alpha) {
+    for (int64_t i0 = 0, b = 0; i0 < F; i0 += 128, b++) {
+        const int64_t L = F - i0 < 128 ? F - i0 : 128, keep = (budget * L + 127) / 128;
+        double s[128], all = 0, kept = 0;
+        for (int64_t i = 0; i < L; i++) {
+            const double x = lim > 0 && g[i0 + i] > lim ? lim : g[i0 + i];
+            s[i] = fabs((double)mr_silu((float)x));
+        }
+        for (int64_t i = 0; i < L; i++) {
+            int64_t before = 0;
+            for (int64_t j = 0; j < L; j++) before += s[j] > s[i] || (s[j] == s[i] && j < i);
+            act[i0 + i] = before < keep;
+            all += s[i] * s[i];
+            if (act[i0 + i]) kept += s[i] * s[i];
+        }
+        alpha[b] = kept > 0 && all > kept ? sqrt(all / kept) : 1.0;
+    }
+}
+
+static void test_row_budget(void) {
+    mr_approx_params p;
+    mr_approx_params_default(&p);
+    /* a hand case: one block of 4 rows, rows=64 keeps ceil(64 * 4 / 128) = 2: rows 3 and 0 */
+    const float g4[4] = {2.0f, -1.0f, 0.5f, 3.0f};
+    uint8_t act[300], ref[300];
+    float alpha[3];
+    double aref[3];
+    int64_t sk;
+    mr_approx_row_mask(&p, 64, g4, 4, 0.0f, 0, act, NULL, alpha, &sk);
+    const double s0 = 2 / (1 + exp(-2.0)), s1 = 1 / (1 + exp(1.0)), s2 = 0.5 / (1 + exp(-0.5)), s3 = 3 / (1 + exp(-3.0));
+    const double want = sqrt((s0 * s0 + s1 * s1 + s2 * s2 + s3 * s3) / (s0 * s0 + s3 * s3));
+    CHECK(act[0] && !act[1] && !act[2] && act[3] && sk == 2, "hand case: kept %d%d%d%d, skipped %lld", act[0], act[1], act[2],
+          act[3], (long long)sk);
+    CHECK(fabs(alpha[0] - want) < 1e-6 * want, "hand case: alpha %.9g, expected %.9g", alpha[0], want);
+    /* with the clamp (deepseek4) at 1, g = 2 and g = 3 both count as 1: of the tie the lower row stays */
+    mr_approx_row_mask(&p, 32, g4, 4, 1.0f, 0, act, NULL, alpha, &sk); /* keeps 1 */
+    CHECK(act[0] && !act[3] && sk == 3, "clamped: kept %d%d%d%d", act[0], act[1], act[2], act[3]);
+    /* random rows with many ties (values on a coarse grid), several widths and budgets, against the
+     * plain rule; and the down-block mask */
+    int bad = 0, cases = 0;
+    uint8_t bact[300 / 4], bref[300 / 4];
+    for (int it = 0; it < 400; it++) {
+        const int64_t Fs[4] = {128, 300, 44, 256};
+        const int64_t F = Fs[it % 4];
+        const int budgets[7] = {1, 33, 64, 80, 96, 127, 128};
+        const int budget = budgets[it % 7];
+        const float lim = it % 3 == 0 ? 0.7f : 0.0f;
+        float g[300];
+        for (int64_t i = 0; i < F; i++) g[i] = it % 2 ? (float)((int)(frand() * 9) - 4) * 0.5f : (frand() - 0.5f) * 8;
+        const int64_t blk = F % 4 == 0 ? 4 : 0;
+        const int64_t bs = mr_approx_row_mask(&p, budget, g, F, lim, blk, act, blk ? bact : NULL, alpha, &sk);
+        budget_ref(g, F, lim, budget, ref, aref);
+        int64_t nref = 0, bsref = 0;
+        for (int64_t i = 0; i < F; i++) nref += !ref[i];
+        for (int64_t b = 0; blk && b < F / blk; b++) {
+            bref[b] = ref[b * 4] | ref[b * 4 + 1] | ref[b * 4 + 2] | ref[b * 4 + 3];
+            bsref += !bref[b];
+        }
+        int ok = !memcmp(act, ref, (size_t)F) && sk == nref && bs == bsref && (!blk || !memcmp(bact, bref, (size_t)(F / blk)));
+        for (int64_t b = 0; b < (F + 127) / 128; b++) ok &= fabs(alpha[b] - aref[b]) <= 1e-6 * aref[b];
+        if (budget == 128) for (int64_t b = 0; b < (F + 127) / 128; b++) ok &= alpha[b] == 1.0f && sk == 0;
+        bad += !ok;
+        cases++;
+    }
+    CHECK(bad == 0, "%d of %d random rows differ from the plain budget rule", bad, cases);
+    /* the block scale: alpha of each 128-row block, 1 leaves the values as they are */
+    float h[300], h0[300];
+    for (int i = 0; i < 300; i++) h[i] = h0[i] = frand() - 0.5f;
+    const float al[3] = {1.0f, 1.5f, 2.0f};
+    mr_approx_row_scale(h, al, 300);
+    CHECK(!memcmp(h, h0, 128 * sizeof(float)) && h[128] == h0[128] * 1.5f && h[255] == h0[255] * 1.5f && h[256] == h0[256] * 2.0f &&
+          h[299] == h0[299] * 2.0f, "row scale by block");
 }
 
 /* ---- block-sparse product ---- */
@@ -548,12 +646,191 @@ static void test_layer_range_hash(void) {
     }
 }
 
+/* logits[n][V] of ids[n] with a setting: one eval of the whole batch, or token by token */
+static int eval_spec(mr_model *m, const char *spec, const int32_t *ids, int n, int batch, float *l, mr_approx_stats *st) {
+    if (set_spec(m, spec)) return -1;
+    const int V = mr_model_n_vocab(m);
+    mr_session *s = mr_session_new(m, n);
+    int rc = s ? 0 : -1;
+    if (!rc && batch) rc = mr_session_eval(s, ids, n, l, 1);
+    for (int i = 0; !rc && !batch && i < n; i++) rc = mr_session_eval(s, ids + i, 1, l + (size_t)i * V, 0);
+    mr_session_free(s);
+    if (st) mr_model_approx_stats(m, st);
+    return rc;
+}
+
+static mr_model *load_shared(const char *name, int threads) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "models/%s.gguf", name);
+    mr_model_params p;
+    mr_model_params_default(&p);
+    p.n_threads = threads;
+    return mr_model_load(t_shared(rel), &p);
+}
+
+/* The row budget on whole models: 128 of 128 goes through the skipping path and gives the exact
+ * logits bit for bit; fewer rows change them (and skip exactly the rows the budget says); results do
+ * not depend on the thread count nor on batching. Routed experts on kjv-moe, dense FFNs on the trained
+ * aidreams260K (n_ff 172: a block of 128 and one of 44), the shared expert of tiny-deepseek4; a key for
+ * a kind of FFN the model does not have changes nothing. */
+static void test_row_budget_models(void) {
+    static const struct {
+        const char *model, *full, *part, *absent;
+        int kind;                  /* 0 routed, 1 shared, 2 dense */
+        uint64_t rows_per_tok;     /* rows a token sees of that kind (all layers, experts) */
+        uint64_t skipped_per_tok;  /* of which `part` skips */
+    } cases[] = {
+        {"kjv-moe-q8_0", "rows=128", "rows=80", "rows_shared=64 rows_dense=64", 0, 4 * 4 * 256, 4 * 4 * 2 * 48},
+        {"aidreams260K", "rows_dense=128", "rows_dense=80", "rows=64 rows_shared=64", 2, 4 * 172, 4 * (48 + 16)},
+        {"tiny-deepseek4", "rows_shared=128 rows=128", "rows_shared=80", "rows_dense=64", 1, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mr_model *m = load_shared(cases[k].model, 2), *m1 = load_shared(cases[k].model, 1);
+        if (!m && strstr(mr_last_error(), "unsupported architecture")) { printf("# %s: skipped\n", cases[k].model); continue; }
+        CHECK(m && m1, "%s: %s", cases[k].model, mr_last_error());
+        if (!m || !m1) { mr_model_free(m); mr_model_free(m1); continue; }
+        const int V = mr_model_n_vocab(m), n = 20;
+        int32_t ids[20];
+        for (int i = 0; i < n; i++) ids[i] = i == 0 ? 1 : (int32_t)((i * 7919 + 13) % (V - 2) + 2);
+        const size_t sz = sizeof(float) * (size_t)n * V;
+        float *ex = malloc(sz), *l = malloc(sz), *l2 = malloc(sz);
+        mr_approx_stats st;
+        CHECK(eval_spec(m, "off", ids, n, 1, ex, NULL) == 0, "%s", mr_last_error());
+        /* all rows kept: the skipping path, the exact logits */
+        CHECK(eval_spec(m, cases[k].full, ids, n, 1, l, &st) == 0, "%s", mr_last_error());
+        CHECK(!memcmp(ex, l, sz), "%s '%s': logits differ from the exact ones", cases[k].model, cases[k].full);
+        const uint64_t tot = cases[k].kind == 0 ? st.rows_total : st.ffn_rows_total;
+        const uint64_t skd = cases[k].kind == 0 ? st.rows_skipped : st.ffn_rows_skipped;
+        CHECK(tot > 0 && skd == 0, "%s '%s': %llu rows, %llu skipped", cases[k].model, cases[k].full, (unsigned long long)tot,
+              (unsigned long long)skd);
+        if (cases[k].rows_per_tok)
+            CHECK(tot == (uint64_t)n * cases[k].rows_per_tok, "%s: %llu rows counted", cases[k].model, (unsigned long long)tot);
+        /* a budget for FFNs the model lacks: exact */
+        CHECK(eval_spec(m, cases[k].absent, ids, n, 1, l, NULL) == 0 && !memcmp(ex, l, sz), "%s '%s' changed the logits",
+              cases[k].model, cases[k].absent);
+        /* fewer rows: different logits, exactly the budgeted rows skipped */
+        CHECK(eval_spec(m, cases[k].part, ids, n, 1, l, &st) == 0, "%s", mr_last_error());
+        CHECK(memcmp(ex, l, sz) != 0, "%s '%s' changed nothing", cases[k].model, cases[k].part);
+        const uint64_t skd2 = cases[k].kind == 0 ? st.rows_skipped : st.ffn_rows_skipped;
+        const uint64_t tot2 = cases[k].kind == 0 ? st.rows_total : st.ffn_rows_total;
+        if (cases[k].skipped_per_tok)
+            CHECK(skd2 == (uint64_t)n * cases[k].skipped_per_tok, "%s '%s': %llu rows skipped, expected %llu", cases[k].model,
+                  cases[k].part, (unsigned long long)skd2, (unsigned long long)n * cases[k].skipped_per_tok);
+        else CHECK(skd2 > 0 && skd2 * 128 == tot2 * 48, "%s '%s': %llu of %llu rows skipped (256 wide: 48 of 128)",
+                   cases[k].model, cases[k].part, (unsigned long long)skd2, (unsigned long long)tot2);
+        mr_logits_cmp c;
+        mr_logits_compare(ex, l, n, V, &c);
+        printf("# %s '%s': KL mean %.3g max %.3g, top-1 %.3f\n", cases[k].model, cases[k].part, c.kl_mean, c.kl_max, c.top1_frac);
+        /* token by token (decode: masked up rows one at a time) = the batch (dense up, rows dropped) */
+        CHECK(eval_spec(m, cases[k].part, ids, n, 0, l2, NULL) == 0 && !memcmp(l, l2, sz), "%s '%s': token by token != batch",
+              cases[k].model, cases[k].part);
+        /* one thread = two threads, batch and token by token */
+        CHECK(eval_spec(m1, cases[k].part, ids, n, 1, l2, NULL) == 0 && !memcmp(l, l2, sz), "%s '%s': 1 thread != 2 threads",
+              cases[k].model, cases[k].part);
+        CHECK(eval_spec(m1, cases[k].part, ids, n, 0, l2, NULL) == 0 && !memcmp(l, l2, sz),
+              "%s '%s': 1 thread token by token != 2 threads batch", cases[k].model, cases[k].part);
+        free(ex); free(l); free(l2);
+        mr_model_free(m);
+        mr_model_free(m1);
+    }
+}
+
+/* The shared experts and dense layers computed by the generic decoder (llm.c: glm4moe's leading dense
+ * layer and shared expert) and by qwen35moe, on synthesized tiny models: 128 of 128 rows gives the
+ * exact logits, fewer rows of each kind change them. */
+static void test_row_budget_synth(void) {
+    static const struct { const char *shape; int dense; } cases[] = {{"glm4moe-tiny", 1}, {"qwen35moe-tiny", 0}};
+    char dir[] = "/tmp/mr-rowskip-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, cases[k].shape);
+        mr_synth_params sp = {.shape = cases[k].shape, .mix = "f32", .seed = 1};
+        CHECK(mr_synth(path, &sp) == 0, "%s: %s", cases[k].shape, mr_last_error());
+        mr_model_params mp;
+        mr_model_params_default(&mp);
+        mp.n_threads = 2;
+        mr_model *m = mr_model_load(path, &mp);
+        CHECK(m != NULL, "%s: %s", cases[k].shape, mr_last_error());
+        if (m) {
+            const int V = mr_model_n_vocab(m), n = 12;
+            int32_t ids[12];
+            for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919 + 13) % (V - 2) + 2);
+            const size_t sz = sizeof(float) * (size_t)n * V;
+            float *ex = malloc(sz), *l = malloc(sz);
+            mr_approx_stats st;
+            CHECK(eval_spec(m, "off", ids, n, 1, ex, NULL) == 0, "%s", mr_last_error());
+            CHECK(eval_spec(m, "rows_shared=128 rows_dense=128", ids, n, 1, l, &st) == 0 && !memcmp(ex, l, sz) &&
+                  st.ffn_rows_total > 0 && st.ffn_rows_skipped == 0, "%s: 128 of 128 rows: not exact (%llu rows)", cases[k].shape,
+                  (unsigned long long)st.ffn_rows_total);
+            CHECK(eval_spec(m, "rows_shared=80", ids, n, 0, l, &st) == 0 && memcmp(ex, l, sz) && st.ffn_rows_skipped > 0,
+                  "%s: rows_shared=80 changed nothing", cases[k].shape);
+            if (cases[k].dense)
+                CHECK(eval_spec(m, "rows_dense=80", ids, n, 1, l, &st) == 0 && memcmp(ex, l, sz) && st.ffn_rows_skipped > 0,
+                      "%s: rows_dense=80 changed nothing", cases[k].shape);
+            free(ex); free(l);
+            mr_model_free(m);
+        }
+        remove(path);
+    }
+    rmdir(dir);
+}
+
+/* The FFN path against the formula on aidreams260K's layer 0 (F32, n_ff 172): h_i = silu(g_i) u_i
+ * alpha_b for the kept rows, 0 for the others, g and u the plain products in double. */
+static void test_row_budget_ffn_formula(void) {
+    mr_model *m = load_shared("aidreams260K", 2);
+    CHECK(m != NULL, "%s", mr_last_error());
+    if (!m) return;
+    const mr_gguf_tensor *tg = mr_gguf_find_tensor(m->gguf, "blk.0.ffn_gate.weight"), *tu = mr_gguf_find_tensor(m->gguf, "blk.0.ffn_up.weight");
+    CHECK(tg && tu && tg->type == MR_TYPE_F32 && tu->type == MR_TYPE_F32, "aidreams260K layer 0 FFN is not F32");
+    if (!tg || !tu || tg->type != MR_TYPE_F32 || tu->type != MR_TYPE_F32) { mr_model_free(m); return; }
+    const mr_weight gw = mr_weight_of(tg), uw = mr_weight_of(tu);
+    const int64_t d = gw.cols, F = gw.rows;
+    CHECK(set_spec(m, "rows_dense=80") == 0, "%s", mr_last_error());
+    mr_moe_approx_begin_eval(m);
+    for (int n = 1; n <= 5; n += 4) { /* one token (masked rows) and a batch of 5 (dense up) */
+        float *x = malloc(sizeof(float) * (size_t)(n * d)), *g = malloc(sizeof(float) * (size_t)(n * F)),
+              *u = malloc(sizeof(float) * (size_t)(n * F));
+        for (int64_t i = 0; i < n * d; i++) x[i] = frand() - 0.5f;
+        CHECK(mr_approx_ffn_act(m, 80, &gw, &uw, x, n, g, u, 0.0f) == 0, "%s", mr_last_error());
+        double worst = 0;
+        int nkept = 0;
+        for (int t = 0; t < n; t++) {
+            float gf[256];
+            double gd[256], ud[256], aref[2];
+            uint8_t ref[256];
+            for (int64_t r = 0; r < F; r++) {
+                const float *wg = (const float *)gw.data + r * d, *wu = (const float *)uw.data + r * d;
+                gd[r] = ud[r] = 0;
+                for (int64_t i = 0; i < d; i++) { gd[r] += (double)wg[i] * x[t * d + i]; ud[r] += (double)wu[i] * x[t * d + i]; }
+            }
+            /* the rows chosen from the engine's float gate (a near-tie must not flip between the two) */
+            CHECK(mr_matmul(m->pool, gw.data, MR_TYPE_F32, F, d, x + t * d, 1, gf) == 0, "%s", mr_last_error());
+            budget_ref(gf, F, 0.0f, 80, ref, aref);
+            for (int64_t r = 0; r < F; r++) {
+                const double want = ref[r] ? gd[r] / (1 + exp(-gd[r])) * ud[r] * aref[r / 128] : 0.0;
+                const double err = fabs(g[t * F + r] - want);
+                nkept += ref[r];
+                if (err > worst) worst = err;
+            }
+        }
+        CHECK(worst < 1e-5 && nkept == n * (80 + 28), "n=%d: largest error %.3g, %d rows kept", n, worst, nkept);
+        free(x); free(g); free(u);
+    }
+    mr_model_free(m);
+}
+
 int main(void) {
     RUN(test_params);
     RUN(test_prune_rules);
     RUN(test_prune_rescale);
     RUN(test_layer_range_hash);
     RUN(test_sparse_matmul);
+    RUN(test_row_budget);
+    RUN(test_row_budget_ffn_formula);
+    RUN(test_row_budget_models);
+    RUN(test_row_budget_synth);
     if (load_tokens()) { printf("FAIL kjv: cannot read %s\n", t_shared("golden/tokens-kjv64.txt")); return 1; }
     mr_model *m = load_kjv(0);
     if (!m) { printf("FAIL kjv: %s\n", mr_last_error()); return 1; }

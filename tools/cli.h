@@ -35,7 +35,9 @@ int mr_cli_parse_ids(const char *s, int32_t **out, int *n);
     "  --moe-prune P     MoE: drop the tail of the top-k experts beyond cumulative weight P (0-1)\n" \
     "  --moe-tau T       MoE: drop experts whose weight is below T * the largest (0-1)\n" \
     "  --moe-skip T      MoE: skip SwiGLU rows with |silu(gate)| < T * the row max (0-1)\n" \
-    "  --moe-approx S    MoE approximations as one spec, e.g. \"prune=0.9 skip=0.05 rescale=l2\"\n"
+    "  --moe-approx S    MoE approximations as one spec, e.g. \"prune=0.9 skip=0.05 rescale=l2\"; keys: prune tau\n" \
+    "                    min k min_w rescale rho layers prune_hash skip skip_abs, rows=M (routed experts keep\n" \
+    "                    M of every 128 SwiGLU rows, by |silu(gate)|), rows_shared=M, rows_dense=M (docs/APPROX.md)\n"
 int mr_cli_approx_flag(int argc, char **argv, int *i, mr_approx_params *p);
 /* One line: the setting and, if evals ran with it, experts/token kept and skipped rows/blocks. */
 void mr_cli_approx_report(const mr_model *m, FILE *out);
@@ -137,7 +139,9 @@ void mr_cli_pick_seed(mr_cli_common *c);
      .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}, \
     {.names = "--moe-skip", .arg = "T", .help = "MoE: skip SwiGLU rows with |silu(gate)| < T * the row max (0-1)", \
      .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}, \
-    {.names = "--moe-approx", .arg = "SPEC", .help = "MoE approximations as one spec, e.g. \"prune=0.9 skip=0.05 rescale=l2\"", \
+    {.names = "--moe-approx", .arg = "SPEC", .help = "MoE approximations as one spec, e.g. \"prune=0.9 skip=0.05 rescale=l2\";\n" \
+     "keys: prune tau min k min_w rescale rho layers prune_hash skip skip_abs,\nrows=M (routed experts keep M of every 128 SwiGLU rows, by |silu(gate)|),\n" \
+     "rows_shared=M (shared experts), rows_dense=M (dense FFNs); docs/APPROX.md", \
      .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}
 
 /* Load c->model: --ram-budget resolved for n_ctx, a progress line while repacking, Ctrl-C stops the

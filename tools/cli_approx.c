@@ -17,15 +17,19 @@ void mr_cli_approx_report(const mr_model *m, FILE *out) {
     mr_model_get_approx(m, &p);
     mr_approx_stats s;
     mr_model_approx_stats(m, &s);
-    char buf[160];
+    char buf[320];
     mr_approx_format(&p, buf, sizeof buf);
-    if (!s.token_layers) { fprintf(out, "moe approx: %s\n", buf); return; }
-    fprintf(out, "moe approx: %s: experts/token %.3f of %.0f (%.1f%% kept)", buf,
-            (double)s.experts_kept / (double)s.token_layers, (double)s.experts_routed / (double)s.token_layers,
-            100.0 * (double)s.experts_kept / (double)s.experts_routed);
+    if (!s.token_layers && !s.ffn_rows_total) { fprintf(out, "moe approx: %s\n", buf); return; }
+    fprintf(out, "moe approx: %s:", buf);
+    if (s.token_layers)
+        fprintf(out, " experts/token %.3f of %.0f (%.1f%% kept)", (double)s.experts_kept / (double)s.token_layers,
+                (double)s.experts_routed / (double)s.token_layers, 100.0 * (double)s.experts_kept / (double)s.experts_routed);
     if (s.rows_total)
         fprintf(out, ", rows skipped %.1f%%, down blocks skipped %.1f%%", 100.0 * (double)s.rows_skipped / (double)s.rows_total,
                 s.blocks_total ? 100.0 * (double)s.blocks_skipped / (double)s.blocks_total : 0.0);
+    if (s.ffn_rows_total)
+        fprintf(out, "%s shared/dense FFN rows skipped %.1f%%", s.token_layers ? "," : "",
+                100.0 * (double)s.ffn_rows_skipped / (double)s.ffn_rows_total);
     fprintf(out, "\n");
 }
 

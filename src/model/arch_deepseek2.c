@@ -18,6 +18,7 @@
  * logits = output . (RMSNorm(x) * output_norm)
  * Legacy GGUFs without key_length_mla (one unsplit attn_kv_b) are not supported. */
 #include "model/llm.h"
+#include "model/moe_approx.h"
 #include "base/prof.h"
 #include "quant/matmul.h"
 
@@ -403,7 +404,7 @@ static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
             mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
             if (mr_moe_route(&M->moe, rl, l->probs_b, NULL, n, sel, w)) goto done;
             /* shared expert: gate/up/SwiGLU here, its down product with the experts' (mr_moe_extra) */
-            if (mr_llm_ffn_act(m, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
+            if (mr_llm_ffn_act(m, MR_FFN_SHARED, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
             const mr_moe_extra shexp = {&l->sh_down, g, o2};
             MR_PROF_BEGIN(te);
             if (mr_moe_experts(m, il, &M->moe, h, n, sel, w, &shexp, 1, o)) goto done;

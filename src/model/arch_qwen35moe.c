@@ -17,6 +17,7 @@
  * FFN: h = RMSNorm(x) * post_attention_norm; x += routed experts (softmax, top-k, renormalised, scale)
  *   + sigmoid(ffn_gate_inp_shexp . h) * shared expert SwiGLU(h). */
 #include "model/llm.h"
+#include "model/moe_approx.h"
 #include "base/prof.h"
 #include "quant/matmul.h"
 
@@ -387,7 +388,7 @@ static int q35_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
         if (mr_model_matmul(m, &l->gate_inp, h, n, rl)) goto done;
         mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
         if (mr_moe_route(&M->moe, rl, NULL, NULL, n, sel, w)) goto done;
-        if (mr_llm_ffn_act(m, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
+        if (mr_llm_ffn_act(m, MR_FFN_SHARED, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
         const mr_moe_extra shexp = {&l->sh_down, g, o2};
         if (mr_moe_experts(m, il, &M->moe, h, n, sel, w, &shexp, 1, o)) goto done;
         mr_model_dump(m, "ffn_moe_out", il, o, d, n);

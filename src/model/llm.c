@@ -1,5 +1,6 @@
 /* Generic llama-like decoder (see llm.h). */
 #include "model/llm.h"
+#include "model/moe_approx.h"
 #include "base/prof.h"
 #include "quant/matmul.h"
 
@@ -261,7 +262,10 @@ static void llm_qkr_chunk(void *arg, long ch) {
     }
 }
 
-int mr_llm_ffn_act(mr_model *m, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g, float *u) {
+int mr_llm_ffn_act(mr_model *m, int kind, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g,
+                   float *u) {
+    const int budget = mr_approx_ffn_budget(m, kind);
+    if (budget) return mr_approx_ffn_act(m, budget, gate, up, h, n, g, u, 0.0f);
     MR_PROF_BEGIN(tf);
     const mr_matmul_task tk[2] = {{.w = up, .X = h, .ncols = n, .Y = u}, {.w = gate, .X = h, .ncols = n, .Y = g}};
     if (mr_matmul_many(m->pool, tk, 2)) return -1;
@@ -272,7 +276,7 @@ int mr_llm_ffn_act(mr_model *m, const mr_weight *gate, const mr_weight *up, cons
 
 int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr_weight *down, const float *h, int n,
                float *g, float *u, float *out) {
-    if (mr_llm_ffn_act(m, gate, up, h, n, g, u)) return -1;
+    if (mr_llm_ffn_act(m, MR_FFN_DENSE, gate, up, h, n, g, u)) return -1;
     return mr_model_matmul(m, down, g, n, out);
 }
 
@@ -386,7 +390,7 @@ static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, con
             MR_PROF_END(tm, "moe_route");
             /* shared expert: gate/up/SwiGLU here, its down product with the experts' (mr_moe_extra) */
             const mr_moe_extra shexp = {&l->sh_down, g, o2};
-            if (l->sh_up.data && mr_llm_ffn_act(m, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
+            if (l->sh_up.data && mr_llm_ffn_act(m, MR_FFN_SHARED, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
             MR_PROF_BEGIN(te);
             if (mr_moe_experts(m, il, &L->moe, h, n, sel, w, l->sh_up.data ? &shexp : NULL, l->sh_up.data ? 1 : 0, o)) goto done;
             MR_PROF_END(te, "moe_experts");

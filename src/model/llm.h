@@ -67,11 +67,14 @@ void mr_llm_state_free(mr_model *m, void *st);
 void mr_llm_state_reset(mr_model *m, void *st);
 int mr_llm_state_truncate(mr_model *m, void *st, int n);
 /* Dense SwiGLU FFN (ggml build_ffn, SILU, parallel gate): out[n][d] = down (silu(gate h) * up h) for
- * h[n][d]; g and u are scratch of n * gate->rows floats. Dense layers and shared experts use it. */
+ * h[n][d]; g and u are scratch of n * gate->rows floats. Dense layers use it (with the rows_dense
+ * row budget when the model's approximations set one, moe_approx.h). */
 int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr_weight *down, const float *h, int n,
                float *g, float *u, float *out);
-/* Its first half: g = silu(gate h) * up h (u is scratch), for a down product done elsewhere. */
-int mr_llm_ffn_act(mr_model *m, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g, float *u);
+/* Its first half: g = silu(gate h) * up h (u is scratch), for a down product done elsewhere. kind:
+ * MR_FFN_DENSE or MR_FFN_SHARED (moe_approx.h), which row budget applies (rows_dense / rows_shared). */
+int mr_llm_ffn_act(mr_model *m, int kind, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g,
+                   float *u);
 int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
 int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, float *logits);
 #endif

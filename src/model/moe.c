@@ -110,6 +110,8 @@ typedef struct {
     float *wrow;                   /* [rows] */
     float *g, *u, *y;              /* [rows][F] gate, [rows][F] up then h, [rows][d] expert outputs */
     uint8_t *act, *bact;           /* row skipping: [rows][F] row masks, [rows][nb] down block masks */
+    float *alpha;                  /* row skipping: [rows][nab] the budget rule's scale per 128-row block */
+    int64_t nab;                   /* (F + 127) / 128 */
     mr_mm_act ax_g, ax_u;          /* the batch input converted for the gate / up partner */
     const mr_mm_act *in_g, *in_u;  /* in_u is &ax_g when both have the same partner */
     long *crow, *task;             /* gate/up dispatch: rows per chunk (per expert), expert << 32 | chunk */
@@ -128,7 +130,7 @@ static void moe_plan_free(moe_plan *P) {
     mr_mm_act_free(&P->ax_g);
     mr_mm_act_free(&P->ax_u);
     free(P->xp); free(P->xidx); free(P->list); free(P->row_of); free(P->tok_of); free(P->keep); free(P->wk); free(P->wrow);
-    free(P->g); free(P->u); free(P->y); free(P->act); free(P->bact); free(P->crow);
+    free(P->g); free(P->u); free(P->y); free(P->act); free(P->bact); free(P->alpha); free(P->crow);
 }
 
 /* routing result -> plan: pruning's keep-mask, the slots grouped by expert, remote experts marked */
@@ -158,6 +160,7 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
         P->dblk = dt ? dt->block_size : 0;
         if (!P->dblk || F % P->dblk) { mr_set_error("moe: n_ff %lld is not a multiple of the down block size", (long long)F); return -1; }
         P->nb = F / P->dblk;
+        P->nab = (F + MR_APPROX_ROW_BLOCK - 1) / MR_APPROX_ROW_BLOCK;
     }
     int *count = mr_calloc((size_t)E + 1, sizeof(int));
     P->xidx = mr_malloc(sizeof(int) * ((size_t)E + 1));
@@ -213,7 +216,9 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
     P->u = mr_malloc(sizeof(float) * (size_t)(rows * F));
     P->y = mr_malloc(sizeof(float) * (size_t)(rows * d));
     if (P->has_gate && !(P->g = mr_malloc(sizeof(float) * (size_t)(rows * F)))) goto oom;
-    if (P->skip && (!(P->act = mr_malloc((size_t)(rows * F))) || !(P->bact = mr_malloc((size_t)(rows * P->nb))))) goto oom;
+    if (P->skip && (!(P->act = mr_malloc((size_t)(rows * F))) || !(P->bact = mr_malloc((size_t)(rows * P->nb))) ||
+                    !(P->alpha = mr_malloc(sizeof(float) * (size_t)(rows * P->nab)))))
+        goto oom;
     if (!P->u || !P->y) goto oom;
     return 0;
 oom:
@@ -361,10 +366,10 @@ done:
     return rc;
 }
 
-/* Row skipping for one expert: the gate first, the masks from silu(g), the up product of the active
- * rows only (a batch of 4 or more computes all rows with the faster multi-column kernels and drops
- * the inactive ones: the same values), the SwiGLU, and the down product sparse over the inactive
- * blocks when that pays off. */
+/* Row skipping for one expert: the gate first, the masks from silu(g) (threshold or budget rule), the
+ * up product of the active rows only (a batch of 4 or more computes all rows with the faster
+ * multi-column kernels and drops the inactive ones: the same values), the SwiGLU with the budget
+ * rule's block scales, and the down product sparse over the inactive blocks when that pays off. */
 static int moe_expert_skipping(moe_plan *P, int xi) {
     moe_xp *x = &P->xp[xi];
     const int64_t F = P->F, nb = P->nb;
@@ -373,8 +378,8 @@ static int moe_expert_skipping(moe_plan *P, int xi) {
     for (int r = 0; r < x->cnt; r++) {
         const int64_t row = x->start + r;
         int64_t skipped;
-        bskipped += mr_approx_row_mask(P->ap, P->g + row * F, F, P->c->clamp, P->dblk, P->act + row * F,
-                                       P->bact + row * nb, &skipped);
+        bskipped += mr_approx_row_mask(P->ap, P->ap->rows_routed, P->g + row * F, F, P->c->clamp, P->dblk, P->act + row * F,
+                                       P->bact + row * nb, P->alpha + row * P->nab, &skipped);
         P->st.rows_skipped += (uint64_t)skipped;
     }
     P->st.blocks_skipped += (uint64_t)bskipped;
@@ -386,9 +391,11 @@ static int moe_expert_skipping(moe_plan *P, int xi) {
         if (moe_gate_up(P, &xi, 1, MOE_UP)) return -1;
         for (int64_t i = 0; i < (int64_t)x->cnt * F; i++) if (!act[i]) u[i] = 0.0f;
     } else if (mr_matmul_rows_masked(P->m->pool, x->pu, P->tu, F, moe_in_u(P, x), act, u)) return -1;
-    for (int r = 0; r < x->cnt; r++) /* inactive rows have up = 0, so h = 0 */
+    for (int r = 0; r < x->cnt; r++) { /* inactive rows have up = 0, so h = 0 */
         mr_swiglu(u + (int64_t)r * F, P->g + (int64_t)(x->start + r) * F, u + (int64_t)r * F, F, P->c->clamp,
                   P->c->weight_before_down ? P->wrow[x->start + r] : 1.0f);
+        mr_approx_row_scale(u + (int64_t)r * F, P->alpha + (int64_t)(x->start + r) * P->nab, F);
+    }
     /* a batch loses the 4-column kernel (about 2x faster per column) in the sparse product: worth it
      * only when at least half of the blocks are skipped */
     x->sparse_down = bskipped > 0 && (x->cnt == 1 || bskipped * 2 >= (int64_t)x->cnt * nb);

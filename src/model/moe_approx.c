@@ -20,7 +20,9 @@ void mr_approx_params_default(mr_approx_params *p) {
     p->layer_last = -1;
 }
 
-int mr_approx_params_enabled(const mr_approx_params *p) { return p && (mr_approx_prune_on(p) || mr_approx_skip_on(p)); }
+int mr_approx_params_enabled(const mr_approx_params *p) {
+    return p && (mr_approx_prune_on(p) || mr_approx_skip_on(p) || p->rows_shared > 0 || p->rows_dense > 0);
+}
 
 static int check_params(const mr_approx_params *p) {
     if (!(p->prune_p >= 0.0f && p->prune_p <= 1.0f)) { mr_set_error("approx: prune=%g must be in [0, 1]", p->prune_p); return -1; }
@@ -38,6 +40,17 @@ static int check_params(const mr_approx_params *p) {
     }
     if (!(p->skip_rel >= 0.0f && p->skip_rel <= 1.0f)) { mr_set_error("approx: skip=%g must be in [0, 1]", p->skip_rel); return -1; }
     if (!(p->skip_abs >= 0.0f && isfinite(p->skip_abs))) { mr_set_error("approx: skip_abs=%g must be >= 0", p->skip_abs); return -1; }
+    const int rows[3] = {p->rows_routed, p->rows_shared, p->rows_dense};
+    for (int i = 0; i < 3; i++)
+        if (rows[i] < 0 || rows[i] > MR_APPROX_ROW_BLOCK) {
+            mr_set_error("approx: %s=%d must be in [0, %d] (rows kept of every %d)", i == 0 ? "rows" : i == 1 ? "rows_shared" : "rows_dense",
+                         rows[i], MR_APPROX_ROW_BLOCK, MR_APPROX_ROW_BLOCK);
+            return -1;
+        }
+    if (p->rows_routed > 0 && (p->skip_rel > 0.0f || p->skip_abs > 0.0f)) {
+        mr_set_error("approx: rows= and skip= / skip_abs= are two rules for the routed experts' rows: set the other to 0");
+        return -1;
+    }
     return 0;
 }
 
@@ -101,8 +114,16 @@ int mr_approx_parse(const char *spec, mr_approx_params *out) {
             p.prune_hash = (int)v;
         } else if (!strcmp(key, "skip")) p.skip_rel = (float)v;
         else if (!strcmp(key, "skip_abs")) p.skip_abs = (float)v;
-        else {
-            mr_set_error("approx: unknown key '%s' (prune, tau, min, k, min_w, rescale, rho, layers, prune_hash, skip, skip_abs)", key);
+        else if (!strcmp(key, "rows") || !strcmp(key, "rows_shared") || !strcmp(key, "rows_dense")) {
+            if (v != floor(v) || v < 0 || v > MR_APPROX_ROW_BLOCK) {
+                mr_set_error("approx: %s=%s must be an integer in [0, %d] (rows kept of every %d)", key, val, MR_APPROX_ROW_BLOCK,
+                             MR_APPROX_ROW_BLOCK);
+                return -1;
+            }
+            *(key[4] == 0 ? &p.rows_routed : key[5] == 's' ? &p.rows_shared : &p.rows_dense) = (int)v;
+        } else {
+            mr_set_error("approx: unknown key '%s' (prune, tau, min, k, min_w, rescale, rho, layers, prune_hash, skip, skip_abs, "
+                         "rows, rows_shared, rows_dense)", key);
             return -1;
         }
     }
@@ -115,7 +136,7 @@ int mr_approx_format(const mr_approx_params *p, char *buf, size_t len) {
     if (!mr_approx_params_enabled(p)) return snprintf(buf, len, "off");
     int r = p->prune_rescale >= 0 && p->prune_rescale <= 3 ? p->prune_rescale : 0;
     /* the keys added later only when they are not at their defaults */
-    char extra[160] = "", *e = extra;
+    char extra[224] = "", *e = extra;
     const char *end = extra + sizeof extra;
     if (p->prune_k) e += snprintf(e, (size_t)(end - e), " k=%d", p->prune_k);
     if (p->prune_min_w > 0.0f) e += snprintf(e, (size_t)(end - e), " min_w=%g", p->prune_min_w);
@@ -124,9 +145,13 @@ int mr_approx_format(const mr_approx_params *p, char *buf, size_t len) {
         if (p->layer_last >= 0) e += snprintf(e, (size_t)(end - e), " layers=%d-%d", p->layer_first, p->layer_last);
         else e += snprintf(e, (size_t)(end - e), " layers=%d-", p->layer_first);
     }
-    if (p->prune_hash) snprintf(e, (size_t)(end - e), " prune_hash=1");
-    return snprintf(buf, len, "prune=%g tau=%g min=%d rescale=%s%s skip=%g skip_abs=%g", p->prune_p, p->prune_tau,
-                    p->prune_min < 1 ? 1 : p->prune_min, rescale_names[r], extra, p->skip_rel, p->skip_abs);
+    if (p->prune_hash) e += snprintf(e, (size_t)(end - e), " prune_hash=1");
+    char rows[64] = "", *q = rows;
+    if (p->rows_routed) q += snprintf(q, sizeof rows - (size_t)(q - rows), " rows=%d", p->rows_routed);
+    if (p->rows_shared) q += snprintf(q, sizeof rows - (size_t)(q - rows), " rows_shared=%d", p->rows_shared);
+    if (p->rows_dense) snprintf(q, sizeof rows - (size_t)(q - rows), " rows_dense=%d", p->rows_dense);
+    return snprintf(buf, len, "prune=%g tau=%g min=%d rescale=%s%s skip=%g skip_abs=%g%s", p->prune_p, p->prune_tau,
+                    p->prune_min < 1 ? 1 : p->prune_min, rescale_names[r], extra, p->skip_rel, p->skip_abs, rows);
 }
 
 static struct mr_moe_approx *approx_get(mr_model *m) {
@@ -190,6 +215,7 @@ void mr_moe_approx_add_stats(mr_model *m, const mr_approx_stats *st) {
     S->token_layers += st->token_layers; S->experts_routed += st->experts_routed; S->experts_kept += st->experts_kept;
     S->rows_total += st->rows_total; S->rows_skipped += st->rows_skipped;
     S->blocks_total += st->blocks_total; S->blocks_skipped += st->blocks_skipped;
+    S->ffn_rows_total += st->ffn_rows_total; S->ffn_rows_skipped += st->ffn_rows_skipped;
     pthread_mutex_unlock(&m->approx->mu);
 }
 
@@ -255,27 +281,143 @@ int mr_approx_prune(const mr_approx_params *p, int k, const float *w, int *keep,
 
 /* ---- row skipping ---- */
 
-int64_t mr_approx_row_mask(const mr_approx_params *p, const float *g, int64_t F, float lim, int64_t blk, uint8_t *act,
-                           uint8_t *bact, int64_t *rows_skipped) {
-    const int clamp = lim > 1e-6f;
-    float mx = 0.0f;
-    for (int64_t i = 0; i < F; i++) {
-        const float s = fabsf(mr_silu(clamp && g[i] > lim ? lim : g[i]));
-        if (s > mx) mx = s;
+static inline float row_score(const float *g, int64_t i, int clamp, float lim) {
+    return fabsf(mr_silu(clamp && g[i] > lim ? lim : g[i]));
+}
+
+/* The k-th largest (k >= 1) of v[n] (n <= 128), by quickselect on a copy: v holds the bit patterns
+ * of non-negative floats, which order like the floats. */
+static uint32_t kth_largest(const uint32_t *v, int n, int k) {
+    uint32_t a[MR_APPROX_ROW_BLOCK];
+    memcpy(a, v, sizeof(uint32_t) * (size_t)n);
+    int lo = 0, hi = n - 1;
+    const int want = k - 1; /* index in descending order */
+    while (lo < hi) {
+        const uint32_t x = a[lo], y = a[(lo + hi) / 2], z = a[hi]; /* median of three as the pivot */
+        const uint32_t piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int i = lo, j = hi;
+        while (i <= j) { /* descending: left part >= piv >= right part */
+            while (a[i] > piv) i++;
+            while (a[j] < piv) j--;
+            if (i <= j) { const uint32_t t = a[i]; a[i] = a[j]; a[j] = t; i++; j--; }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
     }
-    float thr = p->skip_rel * mx;
-    if (p->skip_abs > thr) thr = p->skip_abs;
+    return a[want];
+}
+
+/* The budget rule on rows [0, L) of one block: act[], the kept count, the scale. s[L]: the scores
+ * as float bits. Keeps the rows with s > T (T the keep-th largest) and, of those equal to T, the
+ * first ones in row order up to keep. */
+static float block_budget(const uint32_t *s, int L, int keep, uint8_t *act) {
+    if (keep >= L) { memset(act, 1, (size_t)L); return 1.0f; }
+    const uint32_t T = kth_largest(s, L, keep);
+    int above = 0;
+    for (int i = 0; i < L; i++) above += s[i] > T;
+    int ties = keep - above;
+    double all = 0.0, kept = 0.0;
+    for (int i = 0; i < L; i++) {
+        float f;
+        memcpy(&f, &s[i], sizeof f);
+        act[i] = s[i] > T || (s[i] == T && ties-- > 0);
+        all += (double)f * f;
+        if (act[i]) kept += (double)f * f;
+    }
+    return kept > 0.0 && all > kept ? (float)sqrt(all / kept) : 1.0f;
+}
+
+int64_t mr_approx_row_mask(const mr_approx_params *p, int budget, const float *g, int64_t F, float lim, int64_t blk,
+                           uint8_t *act, uint8_t *bact, float *alpha, int64_t *rows_skipped) {
+    const int clamp = lim > 1e-6f;
+    const int64_t nab = (F + MR_APPROX_ROW_BLOCK - 1) / MR_APPROX_ROW_BLOCK;
     int64_t skipped = 0, bskipped = 0;
-    for (int64_t b = 0; b < F / blk; b++) {
-        int any = 0;
-        for (int64_t i = b * blk; i < (b + 1) * blk; i++) {
-            act[i] = !(fabsf(mr_silu(clamp && g[i] > lim ? lim : g[i])) < thr);
-            any |= act[i];
+    if (budget > 0) {
+        uint32_t s[MR_APPROX_ROW_BLOCK];
+        for (int64_t b = 0; b < nab; b++) {
+            const int64_t i0 = b * MR_APPROX_ROW_BLOCK;
+            const int L = (int)(F - i0 < MR_APPROX_ROW_BLOCK ? F - i0 : MR_APPROX_ROW_BLOCK);
+            const int keep = (budget * L + MR_APPROX_ROW_BLOCK - 1) / MR_APPROX_ROW_BLOCK;
+            for (int i = 0; i < L; i++) {
+                const float f = row_score(g, i0 + i, clamp, lim);
+                memcpy(&s[i], &f, sizeof f);
+            }
+            alpha[b] = block_budget(s, L, keep, act + i0);
+            skipped += L - (keep < L ? keep : L);
+        }
+    } else {
+        float mx = 0.0f;
+        for (int64_t i = 0; i < F; i++) {
+            const float s = row_score(g, i, clamp, lim);
+            if (s > mx) mx = s;
+        }
+        float thr = p->skip_rel * mx;
+        if (p->skip_abs > thr) thr = p->skip_abs;
+        for (int64_t i = 0; i < F; i++) {
+            act[i] = !(row_score(g, i, clamp, lim) < thr);
             skipped += !act[i];
         }
+        for (int64_t b = 0; alpha && b < nab; b++) alpha[b] = 1.0f;
+    }
+    for (int64_t b = 0; bact && b < F / blk; b++) {
+        int any = 0;
+        for (int64_t i = b * blk; i < (b + 1) * blk; i++) any |= act[i];
         bact[b] = (uint8_t)any;
         bskipped += !any;
     }
     *rows_skipped = skipped;
     return bskipped;
+}
+
+void mr_approx_row_scale(float *h, const float *alpha, int64_t F) {
+    for (int64_t i0 = 0, b = 0; i0 < F; i0 += MR_APPROX_ROW_BLOCK, b++) {
+        if (alpha[b] == 1.0f) continue;
+        const int64_t i1 = i0 + MR_APPROX_ROW_BLOCK < F ? i0 + MR_APPROX_ROW_BLOCK : F;
+        for (int64_t i = i0; i < i1; i++) h[i] *= alpha[b];
+    }
+}
+
+/* ---- shared experts and dense FFNs ---- */
+
+int mr_approx_ffn_budget(const mr_model *m, int kind) {
+    if (!mr_moe_approx_on(m)) return 0;
+    return kind == MR_FFN_SHARED ? m->approx->cur.rows_shared : m->approx->cur.rows_dense;
+}
+
+int mr_approx_ffn_act(mr_model *m, int budget, const mr_weight *gate, const mr_weight *up, const float *x, int n, float *g,
+                      float *u, float lim) {
+    const int64_t F = gate->rows, nab = (F + MR_APPROX_ROW_BLOCK - 1) / MR_APPROX_ROW_BLOCK;
+    if (up->rows != F || up->cols != gate->cols) { mr_set_error("approx: FFN gate and up shapes differ"); return -1; }
+    uint8_t *act = mr_malloc((size_t)(n * F));
+    float *alpha = mr_malloc(sizeof(float) * (size_t)(n * nab));
+    mr_mm_act a = {0};
+    mr_approx_stats st = {0};
+    int rc = -1;
+    if (!act || !alpha) { mr_set_error("approx: out of memory"); goto done; }
+    if (mr_model_matmul(m, gate, x, n, g)) goto done;
+    for (int t = 0; t < n; t++) {
+        int64_t sk;
+        mr_approx_row_mask(&m->approx->cur, budget, g + t * F, F, lim, 0, act + t * F, NULL, alpha + t * nab, &sk);
+        st.ffn_rows_skipped += (uint64_t)sk;
+    }
+    st.ffn_rows_total = (uint64_t)n * (uint64_t)F;
+    /* like the expert engine: a batch of 4 or more keeps the dense product (its multi-column
+     * kernels) and drops the skipped rows afterwards; the values are the same */
+    if (n >= 4) {
+        if (mr_model_matmul(m, up, x, n, u)) goto done;
+        for (int64_t i = 0; i < n * F; i++) if (!act[i]) u[i] = 0.0f;
+    } else if (mr_mm_act_make(m->pool, &a, up->type, x, up->cols, n, up->cols) ||
+               mr_matmul_rows_masked(m->pool, up->data, up->type, F, &a, act, u)) goto done;
+    for (int t = 0; t < n; t++) {
+        mr_swiglu(g + t * F, g + t * F, u + t * F, F, lim, 1.0f);
+        mr_approx_row_scale(g + t * F, alpha + t * nab, F);
+    }
+    mr_moe_approx_add_stats(m, &st);
+    rc = 0;
+done:
+    mr_mm_act_free(&a);
+    free(act);
+    free(alpha);
+    return rc;
 }

@@ -25,6 +25,15 @@
  *    h-values are all inactive: each output row is the sum of vec_dots over the runs of contiguous
  *    active blocks. With no block skipped this is exactly the dense product (one run), so a setting
  *    that skips nothing gives the exact logits bit for bit.
+ *
+ * 3. Row skipping as a fixed budget (rows_routed / rows_shared / rows_dense = m): the same masks, but
+ *    chosen per block of MR_APPROX_ROW_BLOCK = 128 consecutive rows: the m rows with the largest
+ *    s_i = |silu(g_i)| stay (equal s: lower row first; a last block of L < 128 rows keeps
+ *    ceil(m L / 128)), and the kept h_i of block b are scaled by
+ *      alpha_b = sqrt(sum_{i in b} s_i^2 / sum_{i kept in b} s_i^2)     (1 if nothing dropped or 0 / 0)
+ *    so that the block's gate energy is preserved. Per (token, row of g) only: deterministic, the
+ *    same for any thread count and batch grouping. Routed experts go through the expert engine's
+ *    skipping path (2.); shared experts and dense FFNs through mr_approx_ffn_act.
  */
 #ifndef MR_MOE_APPROX_H
 #define MR_MOE_APPROX_H
@@ -52,7 +61,11 @@ static inline int mr_approx_prunes_layer(const mr_approx_params *p, int layer, i
     return mr_approx_prune_on(p) && layer >= p->layer_first && (p->layer_last < 0 || layer <= p->layer_last) &&
            (!hash_routed || p->prune_hash);
 }
-static inline int mr_approx_skip_on(const mr_approx_params *p) { return p->skip_rel > 0.0f || p->skip_abs > 0.0f; }
+/* the routed experts' row masks: a threshold (skip_rel / skip_abs) or a budget (rows_routed) */
+static inline int mr_approx_skip_on(const mr_approx_params *p) {
+    return p->skip_rel > 0.0f || p->skip_abs > 0.0f || p->rows_routed > 0;
+}
+#define MR_APPROX_ROW_BLOCK 128
 /* adds one layer's counters to the model's (under its lock) */
 void mr_moe_approx_add_stats(mr_model *m, const mr_approx_stats *st);
 
@@ -60,12 +73,26 @@ void mr_moe_approx_add_stats(mr_model *m, const mr_approx_stats *st);
  * their (rescaled) weights, 0 for the dropped ones. Returns the number kept (>= 1). */
 int mr_approx_prune(const mr_approx_params *p, int k, const float *w, int *keep, float *w_out);
 
-/* Row skipping of one (token, expert): g[F] the gate row (before the clamp lim). act[i] = 1 for the
- * rows with |silu(min(g_i, lim))| >= max(skip_rel * max_i |silu(min(g_i, lim))|, skip_abs), bact[b] =
- * 1 for the down blocks (blk rows of the n_ff axis; F a multiple of blk) with an active row. Returns
- * the number of inactive blocks; *rows_skipped receives the inactive rows. */
-int64_t mr_approx_row_mask(const mr_approx_params *p, const float *g, int64_t F, float lim, int64_t blk, uint8_t *act,
-                           uint8_t *bact, int64_t *rows_skipped);
+/* Row skipping of one (token, expert or FFN): g[F] the gate row (before the clamp lim), s_i =
+ * |silu(min(g_i, lim))| (no clamp when lim <= 1e-6). budget > 0: act[i] = 1 for the rows kept by the
+ * budget rule (3. above) and alpha[(F + 127) / 128] the blocks' scales; budget 0: act[i] = 1 for the
+ * rows with s_i >= max(skip_rel * max_i s_i, skip_abs), alpha (if not NULL) all 1. bact (NULL: not
+ * wanted) = 1 for the down blocks (blk rows of the n_ff axis; F a multiple of blk) with an active
+ * row. Returns the number of inactive down blocks; *rows_skipped receives the inactive rows. */
+int64_t mr_approx_row_mask(const mr_approx_params *p, int budget, const float *g, int64_t F, float lim, int64_t blk,
+                           uint8_t *act, uint8_t *bact, float *alpha, int64_t *rows_skipped);
+/* h[F] *= alpha of its 128-row block (the budget rule's scales; a scale of 1 leaves h as it is) */
+void mr_approx_row_scale(float *h, const float *alpha, int64_t F);
+
+/* Shared experts and dense FFNs (not the expert engine's): which rows budget applies (0: none). */
+enum { MR_FFN_DENSE = 0, MR_FFN_SHARED = 1 };
+int mr_approx_ffn_budget(const mr_model *m, int kind);
+/* The SwiGLU of a dense FFN or shared expert with the budget rule: g[n][F] = gate x first, the
+ * masks, up only for the kept rows (u[n][F], 0 for the others), h = SwiGLU(g, u) (clamp lim like
+ * mr_swiglu) into g, scaled per block. x[n][gate->cols]. With budget 128 the values equal the plain
+ * path's (mr_matmul + mr_swiglu) bit for bit. Counted in the model's ffn_rows_* statistics. */
+int mr_approx_ffn_act(mr_model *m, int budget, const mr_weight *gate, const mr_weight *up, const float *x, int n, float *g,
+                      float *u, float lim);
 
 /* The partial products (block-sparse down, masked-row up) are quant/matmul.h's mr_matmul_blocks and
  * mr_matmul_rows_masked. */

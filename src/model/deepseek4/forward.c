@@ -16,6 +16,7 @@
  * results do not depend on the thread count or on how a sequence is cut into batches. */
 #include "model/deepseek4/ds4.h"
 #include "model/moe.h"
+#include "model/moe_approx.h"
 #include "model/ops.h"
 #include "quant/matmul.h"
 #include "base/prof.h"
@@ -784,11 +785,13 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     const int dump = mr_model_dumping(m);
     if (ds4_hc_pre(m, M, "ffn", il, &ly->hc_ffn_fn, ly->hc_ffn_scale, ly->hc_ffn_base, ly->ffn_norm, X, n, B)) return -1;
 
-    /* router and the shared expert's gate and up: one dispatch */
+    /* router and the shared expert's gate and up: one dispatch (the router alone when the shared
+     * expert skips rows: its gate comes first there, below) */
+    const int sh_budget = mr_approx_ffn_budget(m, MR_FFN_SHARED);
     {
         ds4_mm mm[3] = {{&ly->gate_inp, B->a, 0, B->logits, 0}, {&ly->sh_gate, B->a, 0, B->sg, 0},
                         {&ly->sh_up, B->a, 0, B->su, 0}};
-        if (ds4_matmuls(m, "mm ffn_in", mm, 3, n)) return -1;
+        if (ds4_matmuls(m, "mm ffn_in", mm, sh_budget ? 1 : 3, n)) return -1;
     }
     DUMP("ffn_moe_logits", il, B->logits, M->E, n);
     ds4_guess gc = {m, il, n == 1 ? tok[0] : -1};
@@ -815,7 +818,9 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     /* shared expert: no clamp in the reference, the routed clamp in the official graph (§8) */
     MR_PROF_BEGIN(ts);
     ds4_swiglu_job sj = {B->sg, B->su, M->Fs, M->official ? ly->lim : 0.0f};
-    ds4_pfor(m, n, ds4_swiglu_item, &sj);
+    if (sh_budget) {
+        if (mr_approx_ffn_act(m, sh_budget, &ly->sh_gate, &ly->sh_up, B->a, n, B->sg, B->su, sj.lim)) return -1;
+    } else ds4_pfor(m, n, ds4_swiglu_item, &sj);
     MR_PROF_END(ts, "swiglu_shexp");
     /* the routed experts, with the shared expert's down product in their down dispatch */
     const mr_moe_extra shexp = {&ly->sh_down, B->sg, B->sh};
