@@ -91,7 +91,7 @@ test-bins: deps $(BUILD)/moerun $(TEST_BIN) $(FUZZ_REPLAY)
 
 # the MPI build too when Open MPI is there (tests/cli_ep.sh; skipped otherwise)
 test: test-bins
-	@if [ "$(MPI)" != 1 ] && command -v mpicc >/dev/null 2>&1; then $(MAKE) --no-print-directory MPI=1 build/mpi/moerun >/dev/null; fi
+	@if [ "$(MPI)" != 1 ] && command -v mpicc >/dev/null 2>&1; then $(MAKE) --no-print-directory MPI=1 SANITIZE= build/mpi/moerun >/dev/null; fi
 	@sh tests/run.sh $(BUILD)
 
 test-unit: test-bins
