@@ -38,9 +38,19 @@ typedef struct {
 
 static const int32_t prompt[5] = {1, 7, 42, 3, 11};
 
+/* The message of the call that failed, copied when it fails: mr_get_error() is one buffer per thread,
+ * which the recovery evals and the frees after it may overwrite (a failure without a message would
+ * then show a later, unrelated one). */
+enum { MSG_LEN = 1024 };
+static char stage_msg[MSG_LEN], recovery_msg[MSG_LEN];
+static const char *keep_error(char *buf) {
+    snprintf(buf, MSG_LEN, "%s", mr_get_error());
+    return buf;
+}
+
 /* Runs the scenario; returns 0 and fills out[2][n_vocab], or the stage (1 load, 2 session, 3 prefill,
- * 4 decode, 5 after a failed eval: reset + redo) that failed, with *errmsg set. *recovered is set when
- * an eval failed and the reset session then gave the reference logits. */
+ * 4 decode) that failed, with *stage_err set to its message. *recovered is set when an eval failed
+ * and the reset session then gave the reference logits (recovery_msg: why not, otherwise). */
 static int run(const scenario *sc, float *out, int *n_vocab, const char **stage_err, int *recovered) {
     mr_model_params mp;
     mr_model_params_default(&mp);
@@ -50,25 +60,28 @@ static int run(const scenario *sc, float *out, int *n_vocab, const char **stage_
     *recovered = 0;
     mr_clear_error();
     mr_model *m = mr_model_load(t_shared(sc->file), &mp);
-    if (!m) { *stage_err = mr_get_error(); return 1; }
+    if (!m) { *stage_err = keep_error(stage_msg); return 1; }
     *n_vocab = mr_model_n_vocab(m);
     int stage = 0;
     const int32_t next = 5; /* the decode step's token (set before any jump to eval_failed) */
     mr_session *s = mr_session_new(m, 0);
-    if (!s) { *stage_err = mr_get_error(); stage = 2; goto done; }
+    if (!s) { *stage_err = keep_error(stage_msg); stage = 2; goto done; }
     if (mr_session_eval(s, prompt, 5, out, 0) != 0) { stage = 3; goto eval_failed; }
     if (mr_session_eval(s, &next, 1, out + *n_vocab, 0) != 0) { stage = 4; goto eval_failed; }
     goto done;
 eval_failed:
-    *stage_err = mr_get_error();
+    *stage_err = keep_error(stage_msg);
     /* the same session, reset, must still work: injection is off now */
     {
         mr_alloc_fail_at(0, 0);
         mr_session_reset(s);
+        mr_clear_error();
         float *again = malloc(sizeof *again * 2 * (size_t)*n_vocab);
-        if (again && mr_session_eval(s, prompt, 5, again, 0) == 0 &&
-            mr_session_eval(s, &next, 1, again + *n_vocab, 0) == 0 && sc->ref &&
-            !memcmp(again, sc->ref, sizeof *again * 2 * (size_t)*n_vocab))
+        if (!again || mr_session_eval(s, prompt, 5, again, 0) != 0 || mr_session_eval(s, &next, 1, again + *n_vocab, 0) != 0)
+            keep_error(recovery_msg);
+        else if (!sc->ref || memcmp(again, sc->ref, sizeof *again * 2 * (size_t)*n_vocab))
+            snprintf(recovery_msg, sizeof recovery_msg, "logits differ from the reference");
+        else
             *recovered = 1;
         free(again);
     }
@@ -153,7 +166,7 @@ static void walk(scenario *sc) {
         } else clean++;
         if (st >= 3) {
             if (rec) recovered++;
-            else { bad++; CHECK(0, "%s: allocation %ld: eval failed (%s) and the reset session did not recover", sc->name, n, err); }
+            else { bad++; CHECK(0, "%s: allocation %ld: eval failed (%s) and the reset session did not recover (%s)", sc->name, n, err, recovery_msg); }
         }
     }
     printf("# %s: %ld allocations, %ld tried (%s): %ld clean errors (load %d, session %d, prefill %d, decode %d; "
