@@ -33,7 +33,7 @@ case "$MOERUN" in
     # sanitizer build (make sanitize): the 224 chunks take minutes there; run 8 chunks for the memory
     # checks only; the golden comparison above runs in the normal build
     expect_ok ppl_kjv_moe_q8_0_sanitizer_8_chunks $MOERUN perplexity -m "$M/kjv-moe-q8_0.gguf" -f "$P/kjv-valid.txt" -c 256 --chunks 8
-    echo "# ppl_kjv_moe_q8_0: golden comparison skipped in the sanitizer build (8 chunks run instead)";;
+    skip ppl_kjv_moe_q8_0 "golden comparison not run in the sanitizer build (8 chunks run instead)";;
 *)
     ppl_check ppl_kjv_moe_q8_0 37.6972 0.63437 1e-3 -m "$M/kjv-moe-q8_0.gguf" -f "$P/kjv-valid.txt" -c 256;;
 esac

@@ -4,15 +4,17 @@
 #           SHARED); they synthesize any model they use
 #   shared  the rest, which read ../shared (models, golden files)
 # `run.sh BUILD unit` runs the first tier, `run.sh BUILD shared` the second, `run.sh BUILD` both
-# (unit first). Each test prints "ok NAME" or "FAIL NAME: why" per case; a program that crashes or
-# exits non-zero without printing a FAIL line counts as one failure. Last line: "N passed, N failed".
+# (unit first). Each test prints "ok NAME" or "FAIL NAME: why" per case, "skip NAME: why" for a check
+# that cannot hold in this build (counted apart, shown always); a program that crashes or exits
+# non-zero without printing a FAIL line counts as one failure. Last line: "N passed, N failed" (and
+# ", N skipped" when some were).
 # MR_RUNNER (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu", make test-aarch64) runs every binary, the
 # CLI's included (through a wrapper script, as the CLI scripts call "$MOERUN"); MR_ONLY="test_a cli_b"
 # runs only the tests of those names.
 BUILD=${1:-build}
 TIER=${2:-all}
 export MR_SHARED=${MR_SHARED:-../shared}
-pass=0; fail=0
+pass=0; fail=0; skip=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ -n "$MR_RUNNER" ]; then
@@ -39,11 +41,12 @@ run_tier() {
         start=$(date +%s)
         if [ "${t%.sh}" != "$t" ]; then sh "$t" >"$tmp/out" 2>&1; else $MR_RUNNER "$t" >"$tmp/out" 2>&1; fi
         rc=$?
-        p=$(grep -c '^ok ' "$tmp/out"); f=$(grep -c '^FAIL ' "$tmp/out")
+        p=$(grep -c '^ok ' "$tmp/out"); f=$(grep -c '^FAIL ' "$tmp/out"); k=$(grep -c '^skip ' "$tmp/out")
         if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $name: exited with status $rc" >>"$tmp/out"; fi
-        pass=$((pass + p)); fail=$((fail + f))
-        echo "== $1 $name: $p passed, $f failed ($(( $(date +%s) - start ))s)"
-        if [ "$f" -ne 0 ] || [ -n "$VERBOSE" ]; then grep -v '^ok ' "$tmp/out" | head -n 60; fi
+        pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + k))
+        echo "== $1 $name: $p passed, $f failed$( [ "$k" -eq 0 ] || echo ", $k skipped") ($(( $(date +%s) - start ))s)"
+        if [ "$f" -ne 0 ] || [ -n "$VERBOSE" ]; then grep -v '^ok ' "$tmp/out" | head -n 60
+        elif [ "$k" -ne 0 ]; then grep '^skip ' "$tmp/out"; fi
     done
 }
 
@@ -52,5 +55,5 @@ if [ "$TIER" = all ] || [ "$TIER" = shared ]; then
     if [ -d "$MR_SHARED/models" ]; then run_tier shared
     else echo "FAIL shared tier: $MR_SHARED/models not found (clone the shared data next to the repo, or run make test-unit)"; fail=$((fail + 1)); fi
 fi
-echo "$pass passed, $fail failed"
+if [ "$skip" -eq 0 ]; then echo "$pass passed, $fail failed"; else echo "$pass passed, $fail failed, $skip skipped"; fi
 [ "$fail" -eq 0 ]

@@ -18,14 +18,7 @@
 #include <limits.h>
 #include <math.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define HAVE_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HAVE_LSAN 1
-#endif
-#endif
-#ifdef HAVE_LSAN
+#ifdef T_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
 
@@ -92,7 +85,7 @@ done:
 }
 
 static int leak_check(void) {
-#ifdef HAVE_LSAN
+#ifdef T_ASAN
     return __lsan_do_recoverable_leak_check();
 #else
     return 0;

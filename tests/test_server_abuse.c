@@ -217,8 +217,13 @@ static void test_rss_flat(void) {
     printf("# RSS: %ld KiB at start, %ld KiB after %d requests (warm-up), %ld KiB after %d more (%+ld KiB); %d ok; "
            "%.1f requests/s\n", start, before, nreq, after, nreq, after - before, ok, nreq / dt);
     CHECK(ok == 2 * nreq, "%d of %d requests ok", ok, 2 * nreq);
-    /* a leak of even 1 KiB per request would show as 1000 KiB */
+    /* a leak of even 1 KiB per request would show as 1000 KiB; under ASan freed memory waits in the
+     * quarantine (~6 MiB more over 1000 requests), and LSan checks for leaks there instead */
+#ifdef T_ASAN
+    SKIP("rss_growth", "RSS %+ld KiB not checked under AddressSanitizer (its quarantine holds freed memory)", after - before);
+#else
     CHECK(after - before < 512, "RSS grew %ld KiB over %d requests", after - before, nreq);
+#endif
 }
 
 static void test_stop(void) {
