@@ -113,6 +113,9 @@ if grep -q '"moerun":{"approx":"[^"]*k=1' "$TMPD/a.json" && grep -q '^data: {"ty
    grep -q '^data: {"type":"message_delta".*"moerun":{"approx"' "$TMPD/a.sse"; then ok server_approx_anthropic_metadata
 else fail server_approx_anthropic_metadata "$(head -c 300 "$TMPD/a.json") / $(head -c 600 "$TMPD/a.sse")"; fi
 
+curl -s "$U/props" >"$TMPD/props.json"
+grep -q '"build":"[^"]*","moerun":{"approx":"[^"]*k=1' "$TMPD/props.json" && ok server_approx_props || fail server_approx_props "$(cat "$TMPD/props.json")"
+
 # one model load for all of it
 n=$(grep -c '^listening on' "$TMPD/srv.err")
 [ "$n" = 1 ] && ok server_approx_no_reload || fail server_approx_no_reload "$n start lines: $(head -c 300 "$TMPD/srv.err")"

@@ -374,8 +374,10 @@ static void ep_props(srv_state *st, mr_http_req *r) {
     mr_sbuf_puts(&b, "{\"model\":");
     mr_sbuf_json_str(&b, st->model_name, strlen(st->model_name));
     mr_sbuf_printf(&b, ",\"arch\":\"%s\",\"n_ctx\":%d,\"n_vocab\":%d,\"total_slots\":%d,\"chat_template\":\"%s\","
-                   "\"n_threads\":%d,\"build\":\"%s\"}", mr_model_arch(st->m), st->n_ctx, st->n_vocab, st->n_slots, st->tmpl,
+                   "\"n_threads\":%d,\"build\":\"%s\",", mr_model_arch(st->m), st->n_ctx, st->n_vocab, st->n_slots, st->tmpl,
                    mr_model_n_threads(st->m), mr_version());
+    srv_put_approx(st, &b);
+    mr_sbuf_puts(&b, "}");
     reply_json(r, &b);
 }
 
