@@ -69,8 +69,8 @@ if [ -s "$TMPD/r2.txt" ] && ! cmp -s "$TMPD/r2.txt" "$TMPD/want.txt" && grep -q 
   ok server_approx_post_changes_output
 else fail server_approx_post_changes_output "$(cat "$TMPD/r2.txt") / $(head -c 500 "$TMPD/r2.json")"; fi
 # the individual keys (merged into the current setting), then back to exact
-code=$(admin -d '{"k":2,"layers":"1-","rescale":"l1"}')
-if [ "$code" = 200 ] && grep -q 'rescale=l1 k=2 layers=1-' "$TMPD/admin.json"; then ok server_approx_post_keys; else fail server_approx_post_keys "$code $(cat "$TMPD/admin.json")"; fi
+code=$(admin -d '{"k":2,"layers":"1-","rescale":"l1","rows":96}')
+if [ "$code" = 200 ] && grep -q 'rescale=l1 k=2 layers=1-' "$TMPD/admin.json" && grep -q ' rows=96' "$TMPD/admin.json"; then ok server_approx_post_keys; else fail server_approx_post_keys "$code $(cat "$TMPD/admin.json")"; fi
 code=$(admin -d '{"approx":"off"}')
 complete r3
 if [ "$code" = 200 ] && cmp -s "$TMPD/r3.txt" "$TMPD/want.txt" && grep -q '"cached_tokens":3' "$TMPD/r3.json" &&
