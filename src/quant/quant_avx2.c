@@ -26,7 +26,7 @@ KX_ENTRY(q5_k, _avx2)
 KX_ENTRY(nvfp4, _avx2)
 
 /* The AVX2 kernel table (quant_simd.h). The quantizers serve AVX-512 too (mr_kern_get). */
-/* the K-quants with per-super-block integer numerics (quant_rp_x86.h) */
+/* Q4_K, Q6_K: the reference's lane order and 8-row repacked layouts (quant_rp_x86.h) */
 static void mr_vd_q4_k_bs_avx2(int n, float *s, const void *w, const void *y) { kr_q4_k(n, s, w, y, 0, 1); }
 static void mr_vd4_q4_k_bs_avx2(int n, float *s, const void *w, const void *y, size_t by) { kr_q4_k(n, s, w, y, by, 4); }
 
@@ -43,12 +43,12 @@ RP8_PACK(q8_0, 34, 2)
 RP8_PACK(iq4_nl, 18, 2)
 RP8_PACK(mxfp4, 17, 1)
 static const mr_repack_kern mr_rp_q4_0_avx2 = {8, MR_Q4_0_RP8_BLOCK_BYTES, mr_q4_0_repack8, mr_q4_0_rp8_group, 4};
-static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8_0_repack8, mr_q8_0_rp8_group, 4};
+static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8_0_repack8, mr_q8_0_rp8_group, MR_RP_MAX_NC};
 static const mr_repack_kern mr_rp_iq4_nl_avx2 = {8, 8 * 18, mr_iq4_nl_repack8, mr_iq4_nl_rp8_group, 4};
 static const mr_repack_kern mr_rp_mxfp4_avx2 = {8, 8 * 17, mr_mxfp4_repack8, mr_mxfp4_rp8_group, 4};
-static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_group, 4};
+static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_group, MR_RP_MAX_NC};
 static const mr_repack_kern mr_rp_iq4_xs_avx2 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8, mr_iq4_xs_rp8_group, 4};
-static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_group, 4};
+static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_group, MR_RP_MAX_NC};
 
 #define K(T, D, D4) [MR_TYPE_##T] = {.dot = D, .dot4 = D4}
 #define KX(T, t) K(T, mr_vd_##t##_avx2, mr_vd4_##t##_avx2)
@@ -57,7 +57,7 @@ const mr_kern mr_kern_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_F32] = {.dot = mr_vd_f32_avx2, .dot4 = mr_vd4_f32_avx2},
     [MR_TYPE_F16] = {.dot = mr_vd_f16_avx2, .dot4 = mr_vd4_f16_avx2, .from_float = mr_quantize_f16_avx2},
     [MR_TYPE_BF16] = {.dot = mr_vd_bf16_avx2, .dot4 = mr_vd4_bf16_avx2, .from_float = mr_quantize_bf16_avx2},
-    /* Q8_0: block-sum numerics and an 8-row repacked layout (q8_0_avx2.c) */
+    /* Q8_0: the reference's lane order and an 8-row repacked layout (q8_0_avx2.c) */
     [MR_TYPE_Q8_0] = {.dot = mr_vd_q8_0_bs_avx2, .dot4 = mr_vd4_q8_0_bs_avx2, .rp = &mr_rp_q8_0_avx2, .from_float = mr_quantize_q8_0_avx2,
                       .rprep = mr_q4_0_rp_prep_avx2, .rprep_bytes = MR_Q4_0_RP_ACT_BYTES},
     /* block-sum numerics and an 8-row repacked layout (q4_0_avx2.c) */

@@ -2,24 +2,31 @@
  * once over quant_kern_x86.h's helpers (include that first, with KX_VNNI set). Today compiled into
  * the AVX2 table (quant_avx2.c).
  *
- * Numerics, Q4_K x Q8_K (every kernel of the table for the type: vec_dot, 4-column, repacked):
- *   acc = 0; for each 256-value super-block in order:
- *       isum = sum_j sc_j * (q_j . y_j)          (exact int32; j = the 8 sub-blocks of 32)
- *       imin = sum_j m_j * (bsum_2j + bsum_2j+1) (exact int32)
- *       acc = fmaf(d * dy, (float)isum, acc); acc = fmaf(-(dmin * dy), (float)imin, acc)
- * The per-row float work is two fmas per super-block, so a repacked kernel with one row per
- * 32-bit lane does the same operations for 8 rows at once, and a batch equals one token.
+ * Numerics, Q4_K x Q8_K (every kernel of the table for the type: vec_dot, 4-column, repacked): the
+ * float order of ggml-cpu's x86 Q4_K dot, which made the golden logits (the scalar reference in
+ * quant_ref.c does the same). Per 256-value super-block:
+ *     lane k (0..7) = sum_j sc_j * (products 4k..4k+3 of sub-block j)     (exact int32)
+ *     acc[k] = fmaf(dy * d, (float)lane k, acc[k])
+ *     mins t (0..3) = m_2t * S_2t + m_2t+1 * S_2t+1  (S_j the activation sum of sub-block j, exact)
+ *     accm[t] = fmaf(-dy * dmin, (float)mins t, accm[t])
+ * and at the end ((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7)) + ((accm0+accm2)+(accm1+accm3)).
+ * (One exact int32 per super-block and two fmas is cheaper but lands on the other side of a near tie
+ * in tests/golden/families' deepseek2-tiny-q4_k_m-s1: KL 0.0135 at one row.) A repacked kernel with
+ * one row per 32-bit lane keeps the 8 + 4 accumulators per row as 12 vectors over the 8 rows and
+ * adds them in the same tree, vertically, so a batch equals one token.
  *
  * Repacked Q4_K (8 rows): per group and super-block, fp16 d[8] and dmin[8], the decoded 6-bit
  * scales sc[j][row] and mins m[j][row] as bytes, then for each 64-value chunk k eight 32-byte
  * vectors P_km (m = 0..7) whose 32-bit lane r holds bytes 32k+4m..32k+4m+3 of row r's nibbles (low
  * nibbles: sub-block 2k values 4m..4m+3; high: sub-block 2k+1). vpmaddubsw with the broadcast
- * activation bytes gives int16 pairs; the 8 of a sub-block are added as int16 (|sum| <= 8 x 2 x 15
- * x 128 = 30720, exact), and one vpmaddwd with the rows' scales as int16 pairs widens and scales.
+ * activation bytes gives int16 pairs, one vpmaddwd with the rows' scales as int16 pairs widens and
+ * scales them: lane m of sub-blocks 2k and 2k+1 for the 8 rows.
  * The repacked kernels read the Q8_K activation rows as they are.
  *
- * Numerics, Q6_K x Q8_K: per super-block t = sum_s sc_s * (q_s . y_s) - 32 * sum_s sc_s * bsum_s
- * (exact int32, q in 0..63, s = the 16 sub-blocks of 16), acc = fmaf(d * dy, (float)t, acc).
+ * Numerics, Q6_K x Q8_K: ggml-cpu's x86 order too: per super-block, lane k (0..7) = sum over the 8
+ * chunks of 32 values of sc * ((q - 32) . y over values 4k..4k+3 of the chunk) (exact int32, q in
+ * 0..63, sc the chunk's sub-block of 16), acc[k] = fmaf(dy * d, (float)lane k, acc[k]); the 8 lanes
+ * added in the tree above.
  * Repacked Q6_K (8 rows, the size of the plain blocks): fp16 d[8], the scales sc[s][row], then the
  * low-nibble bytes ql and the 2-bit bytes qh in 4-byte row lanes (ql[j][t][m]: bytes 64j+32t+4m..+3,
  * qh[j][m]: bytes 32j+4m..+3); unpacking one (j, m) gives the 6-bit values of 4 x 4 consecutive
@@ -33,63 +40,53 @@
 
 /* ---------------------------------------------------------------------------------- Q4_K */
 
-/* isum and imin of one super-block for nc columns: ints[c] = isum, ints[4 + c] = imin */
-KX_INLINE void kr_q4k_ints(const kb_q4_k *b, const kb_q8_k *const *y, int i, int *ints, const int nc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m128i sm = kx_scales_k4(b->scales);
-    const __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-    const __m128i m8 = _mm_srli_si128(sm, 8);
-    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-    __m256i isum[4];
-    KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
-    KX_UNROLL for (int k = 0; k < 4; k++) {
-        const __m256i q = kx_load(b->qs + 32 * k);
-        const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        const __m256i slo = _mm256_shuffle_epi8(sc2, kx_load(kx_bcast_shuf[2 * k]));
-        const __m256i shi = _mm256_shuffle_epi8(sc2, kx_load(kx_bcast_shuf[2 * k + 1]));
-        KX_UNROLL for (int c = 0; c < nc; c++) {
-            const int8_t *yq = y[c][i].qs + 64 * k;
-            isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(lo, kx_load(yq)), slo);
-            isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(hi, kx_load(yq + 32)), shi);
-        }
-    }
-    KX_UNROLL for (int c = 0; c < nc; c++) {
-        const __m256i ms = _mm256_madd_epi16(kx_load(y[c][i].bsums), mins16);
-        /* both sums reduced together: [isum lanes + ..., imin lanes + ...] (exact integer adds) */
-        const __m256i h = _mm256_hadd_epi32(isum[c], ms);
-        const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        const __m128i u = _mm_hadd_epi32(t, t);
-        ints[c] = _mm_cvtsi128_si32(u);
-        ints[4 + c] = _mm_extract_epi32(u, 1);
-    }
+/* the reference's lane trees: 8 lanes ((0+4)+(2+6)) + ((1+5)+(3+7)), 4 lanes (0+2)+(1+3) */
+KX_INLINE float kr_hsum8(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+KX_INLINE float kr_hsum4(__m128 r) {
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
 }
 
 KX_INLINE void kr_q4_k(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const kb_q8_k *y[4];
-    KX_UNROLL for (int c = 0; c < nc; c++) y[c] = KX_Y(kb_q8_k, c);
-    if (nc == 1) {
-        float acc = 0.0f;
-        for (int i = 0; i < n / 256; i++) {
-            const kb_q4_k *b = (const kb_q4_k *)w + i;
-            int ints[8];
-            kr_q4k_ints(b, y, i, ints, 1);
-            acc = __builtin_fmaf(kx_h2f(b->d) * y[0][i].d, (float)ints[0], acc);
-            acc = __builtin_fmaf(-(kx_h2f(b->dmin) * y[0][i].d), (float)ints[4], acc);
-        }
-        s[0] = acc;
-        return;
+    __m256 acc[4];
+    __m128 accm[4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        y[c] = KX_Y(kb_q8_k, c);
+        acc[c] = _mm256_setzero_ps();
+        accm[c] = _mm_setzero_ps();
     }
-    __m128 acc = _mm_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int i = 0; i < n / 256; i++) {
         const kb_q4_k *b = (const kb_q4_k *)w + i;
-        _Alignas(16) int ints[8];
-        kr_q4k_ints(b, y, i, ints, 4);
-        const __m128 dy = _mm_setr_ps(y[0][i].d, y[1][i].d, y[2][i].d, y[3][i].d);
-        acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(kx_h2f(b->d)), dy), _mm_cvtepi32_ps(_mm_load_si128((const __m128i *)ints)), acc);
-        acc = _mm_fnmadd_ps(_mm_mul_ps(_mm_set1_ps(kx_h2f(b->dmin)), dy), _mm_cvtepi32_ps(_mm_load_si128((const __m128i *)ints + 1)),
-                            acc);
+        const __m128i sm = kx_scales_k4(b->scales);
+        const __m256i sc2 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+        __m256i isum[4];
+        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
+        KX_UNROLL for (int k = 0; k < 4; k++) {
+            const __m256i q = kx_load(b->qs + 32 * k);
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i slo = _mm256_shuffle_epi8(sc2, kx_load(kx_bcast_shuf[2 * k]));
+            const __m256i shi = _mm256_shuffle_epi8(sc2, kx_load(kx_bcast_shuf[2 * k + 1]));
+            KX_UNROLL for (int c = 0; c < nc; c++) {
+                const int8_t *yq = y[c][i].qs + 64 * k;
+                isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(lo, kx_load(yq)), slo);
+                isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(hi, kx_load(yq + 32)), shi);
+            }
+        }
+        KX_UNROLL for (int c = 0; c < nc; c++) {
+            const __m256i bs = kx_load(y[c][i].bsums);
+            const __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            accm[c] = _mm_fmadd_ps(_mm_set1_ps(-y[c][i].d * kx_h2f(b->dmin)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, s8)), accm[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c][i].d * kx_h2f(b->d)), _mm256_cvtepi32_ps(isum[c]), acc[c]);
+        }
     }
-    _mm_storeu_ps(s, acc);
+    KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kr_hsum8(acc[c]) + kr_hsum4(accm[c]);
 }
 
 typedef struct {
@@ -130,46 +127,54 @@ KX_INLINE __m256i kr_pair8ab(const uint8_t *a, const uint8_t *b) {
                            _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)b)), 16));
 }
 
+/* nc columns through one group of 8 rows: acc[c][m] lane r = row r's reference lane m for column
+ * c, accm[c][t] its min lane t; the unpacked nibbles are shared by the columns */
 KX_INLINE void kr_q4k8_rows(const kr_q4k8 *w, int nb, const kb_q8_k *const *y, float *const *out, const int nc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[4];
-    KX_UNROLL for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
+    __m256 acc[4][8], accm[4][4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        KX_UNROLL for (int m = 0; m < 8; m++) acc[c][m] = _mm256_setzero_ps();
+        KX_UNROLL for (int t = 0; t < 4; t++) accm[c][t] = _mm256_setzero_ps();
+    }
     for (int i = 0; i < nb; i++) {
         const kr_q4k8 *b = &w[i];
-        __m256i isum[4], imin[4];
-        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = imin[c] = _mm256_setzero_si256();
-        KX_UNROLL for (int k = 0; k < 4; k++) {
-            __m256i slo[4], shi[4];
-            KX_UNROLL for (int c = 0; c < nc; c++) slo[c] = shi[c] = _mm256_setzero_si256();
-            KX_UNROLL for (int m = 0; m < 8; m++) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->dmin));
+        KX_UNROLL for (int t = 0; t < 4; t++) {
+            const __m256i mp = kr_pair8ab(b->m[2 * t], b->m[2 * t + 1]);
+            KX_UNROLL for (int c = 0; c < nc; c++) {
+                const int16_t *bs = y[c][i].bsums + 4 * t;
+                const int32_t ys = (int32_t)(uint16_t)(int16_t)(bs[0] + bs[1]) | (int32_t)((uint32_t)(uint16_t)(int16_t)(bs[2] + bs[3]) << 16);
+                accm[c][t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-y[c][i].d), dmw),
+                                             _mm256_cvtepi32_ps(_mm256_madd_epi16(mp, _mm256_set1_epi32(ys))), accm[c][t]);
+            }
+        }
+        __m256i sl[4], sh[4];
+        KX_UNROLL for (int k = 0; k < 4; k++) { sl[k] = kr_pair8(b->sc[2 * k]); sh[k] = kr_pair8(b->sc[2 * k + 1]); }
+        for (int m = 0; m < 8; m++) {
+            __m256i lane[4];
+            KX_UNROLL for (int c = 0; c < nc; c++) lane[c] = _mm256_setzero_si256();
+            KX_UNROLL for (int k = 0; k < 4; k++) {
                 const __m256i p = kx_load(b->q[k][m]);
                 const __m256i lo = _mm256_and_si256(p, m4), hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), m4);
                 KX_UNROLL for (int c = 0; c < nc; c++) {
                     int32_t y0, y1;
                     memcpy(&y0, y[c][i].qs + 64 * k + 4 * m, 4);
                     memcpy(&y1, y[c][i].qs + 64 * k + 32 + 4 * m, 4);
-                    slo[c] = _mm256_add_epi16(slo[c], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(y0)));
-                    shi[c] = _mm256_add_epi16(shi[c], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(y1)));
+                    lane[c] = kx_madd(lane[c], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(y0)), sl[k]);
+                    lane[c] = kx_madd(lane[c], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(y1)), sh[k]);
                 }
             }
-            const __m256i sl = kr_pair8(b->sc[2 * k]), sh = kr_pair8(b->sc[2 * k + 1]);
-            const __m256i mp = kr_pair8ab(b->m[2 * k], b->m[2 * k + 1]);
-            KX_UNROLL for (int c = 0; c < nc; c++) {
-                isum[c] = kx_madd(kx_madd(isum[c], slo[c], sl), shi[c], sh);
-                const int16_t *bs = y[c][i].bsums + 4 * k;
-                const int32_t ys = (int32_t)(uint16_t)(int16_t)(bs[0] + bs[1]) | (int32_t)((uint32_t)(uint16_t)(int16_t)(bs[2] + bs[3]) << 16);
-                imin[c] = kx_madd(imin[c], mp, _mm256_set1_epi32(ys));
-            }
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));
-        const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->dmin));
-        KX_UNROLL for (int c = 0; c < nc; c++) {
-            const __m256 dy = _mm256_set1_ps(y[c][i].d);
-            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(isum[c]), acc[c]);
-            acc[c] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(imin[c]), acc[c]);
+            KX_UNROLL for (int c = 0; c < nc; c++)
+                acc[c][m] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(y[c][i].d), dw), _mm256_cvtepi32_ps(lane[c]), acc[c][m]);
         }
     }
-    KX_UNROLL for (int c = 0; c < nc; c++) _mm256_storeu_ps(out[c], acc[c]);
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        const __m256 r0 = _mm256_add_ps(acc[c][4], acc[c][0]), r1 = _mm256_add_ps(acc[c][5], acc[c][1]);
+        const __m256 r2 = _mm256_add_ps(acc[c][6], acc[c][2]), r3 = _mm256_add_ps(acc[c][7], acc[c][3]);
+        const __m256 mm = _mm256_add_ps(_mm256_add_ps(accm[c][0], accm[c][2]), _mm256_add_ps(accm[c][1], accm[c][3]));
+        _mm256_storeu_ps(out[c], _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3)), mm));
+    }
 }
 
 static void kr_q4_k_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
@@ -184,15 +189,15 @@ static void kr_q4_k_rp8_group(const void *w, int64_t cols, const void *const *ac
 
 KX_INLINE void kr_q6_k(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const kb_q8_k *y[4];
-    KX_UNROLL for (int c = 0; c < nc; c++) y[c] = KX_Y(kb_q8_k, c);
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-    float acc1 = 0.0f;
-    __m128 acc4 = _mm_setzero_ps();
+    __m256 acc[4];
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        y[c] = KX_Y(kb_q8_k, c);
+        acc[c] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
     for (int i = 0; i < n / 256; i++) {
         const kb_q6_k *b = (const kb_q6_k *)w + i;
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        const kx_pairs sp = kx_pair_prep(sc8);
+        const kx_pairs sp = kx_pair_prep(_mm_loadu_si128((const __m128i *)b->scales));
         __m256i isum[4];
         KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
         KX_UNROLL for (int j = 0; j < 2; j++) {
@@ -205,28 +210,17 @@ KX_INLINE void kr_q6_k(int n, float *s, const void *w, const void *vy, size_t by
             a[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
             KX_UNROLL for (int m = 0; m < 4; m++) {
                 const __m256i scv = kx_pair_scales(sp, 4 * j + m);
-                KX_UNROLL for (int c = 0; c < nc; c++)
-                    isum[c] = kx_madd(isum[c], _mm256_maddubs_epi16(a[m], kx_load(y[c][i].qs + 128 * j + 32 * m)), scv);
+                KX_UNROLL for (int c = 0; c < nc; c++) {
+                    const __m256i yv = kx_load(y[c][i].qs + 128 * j + 32 * m);
+                    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(a[m], yv), _mm256_maddubs_epi16(k32, yv));
+                    isum[c] = kx_madd(isum[c], p, scv);
+                }
             }
         }
-        int t[4];
-        KX_UNROLL for (int c = 0; c < nc; c++) {
-            const __m256i bias = _mm256_madd_epi16(kx_load(y[c][i].bsums), sc16);
-            const __m256i v = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 5));
-            __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(1, 0, 3, 2)));
-            r = _mm_add_epi32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(2, 3, 0, 1)));
-            t[c] = _mm_cvtsi128_si32(r);
-        }
-        const float d = kx_h2f(b->d);
-        if (nc == 1) acc1 = __builtin_fmaf(d * y[0][i].d, (float)t[0], acc1);
-        else {
-            const __m128 dy = _mm_setr_ps(y[0][i].d, y[1][i].d, y[2][i].d, y[3][i].d);
-            acc4 = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(d), dy), _mm_cvtepi32_ps(_mm_setr_epi32(t[0], t[1], t[2], t[3])), acc4);
-        }
+        KX_UNROLL for (int c = 0; c < nc; c++)
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c][i].d * kx_h2f(b->d)), _mm256_cvtepi32_ps(isum[c]), acc[c]);
     }
-    if (nc == 1) s[0] = acc1;
-    else _mm_storeu_ps(s, acc4);
+    KX_UNROLL for (int c = 0; c < nc; c++) s[c] = kr_hsum8(acc[c]);
 }
 
 typedef struct {
@@ -272,43 +266,41 @@ KX_INLINE __m256i kr_q6_vals(const kr_q6k8 *b, int j, int v, int m) {
     return _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
 }
 
+/* nc columns through one group of 8 rows: acc[c][m] lane r = row r's reference lane m (values
+ * 4m..4m+3 of every 32-value chunk) for column c. The unpacked values are shared by the columns; the
+ * accumulators are touched once per super-block and lane, so they may live in memory. */
 KX_INLINE void kr_q6k8_rows(const kr_q6k8 *w, int nb, const kb_q8_k *const *y, float *const *out, const int nc) {
-    __m256 acc[4];
-    KX_UNROLL for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
+    const __m256i k32 = _mm256_set1_epi8(32);
+    __m256 acc[4][8];
+    KX_UNROLL for (int c = 0; c < nc; c++) KX_UNROLL for (int m = 0; m < 8; m++) acc[c][m] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const kr_q6k8 *b = &w[i];
-        __m256i isum[4];
-        KX_UNROLL for (int c = 0; c < nc; c++) isum[c] = _mm256_setzero_si256();
-        KX_UNROLL for (int j = 0; j < 2; j++)
-            KX_UNROLL for (int v = 0; v < 4; v++)
-                KX_UNROLL for (int q = 0; q < 4; q++) { /* m = 2q, 2q+1: half of sub-block 8j + 2v + q / 2 */
-                    const int sb = 8 * j + 2 * v + q / 2;
-                    const __m256i va = kr_q6_vals(b, j, v, 2 * q), vb = kr_q6_vals(b, j, v, 2 * q + 1);
-                    const __m256i scv = kr_pair8ab_s(b->sc[sb], b->sc[sb]);
+        __m256i scv[16];
+        KX_UNROLL for (int k = 0; k < 16; k++) scv[k] = kr_pair8ab_s(b->sc[k], b->sc[k]);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));
+        for (int m = 0; m < 8; m++) {
+            __m256i lane[4];
+            KX_UNROLL for (int c = 0; c < nc; c++) lane[c] = _mm256_setzero_si256();
+            KX_UNROLL for (int j = 0; j < 2; j++)
+                KX_UNROLL for (int v = 0; v < 4; v++) {
+                    const __m256i vals = kr_q6_vals(b, j, v, m), sc = scv[8 * j + 2 * v + m / 4];
                     KX_UNROLL for (int c = 0; c < nc; c++) {
-                        const int8_t *yq = y[c][i].qs + 128 * j + 32 * v + 8 * q;
-                        int32_t y0, y1;
-                        memcpy(&y0, yq, 4);
-                        memcpy(&y1, yq + 4, 4);
-                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(va, _mm256_set1_epi32(y0)),
-                                                           _mm256_maddubs_epi16(vb, _mm256_set1_epi32(y1)));
-                        isum[c] = kx_madd(isum[c], p, scv);
+                        int32_t y4;
+                        memcpy(&y4, y[c][i].qs + 128 * j + 32 * v + 4 * m, 4);
+                        const __m256i yb = _mm256_set1_epi32(y4);
+                        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(vals, yb), _mm256_maddubs_epi16(k32, yb));
+                        lane[c] = kx_madd(lane[c], p, sc);
                     }
                 }
-        /* bias: sum_s sc_s * bsum_s per row, by pairs of sub-blocks */
-        KX_UNROLL for (int c = 0; c < nc; c++) {
-            __m256i bias = _mm256_setzero_si256();
-            KX_UNROLL for (int k = 0; k < 8; k++) {
-                int32_t bp;
-                memcpy(&bp, y[c][i].bsums + 2 * k, 4);
-                bias = kx_madd(bias, kr_pair8ab_s(b->sc[2 * k], b->sc[2 * k + 1]), _mm256_set1_epi32(bp));
-            }
-            const __m256i t = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(bias, 5));
-            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d)), _mm256_set1_ps(y[c][i].d)),
-                                     _mm256_cvtepi32_ps(t), acc[c]);
+            KX_UNROLL for (int c = 0; c < nc; c++)
+                acc[c][m] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(y[c][i].d), dw), _mm256_cvtepi32_ps(lane[c]), acc[c][m]);
         }
     }
-    KX_UNROLL for (int c = 0; c < nc; c++) _mm256_storeu_ps(out[c], acc[c]);
+    KX_UNROLL for (int c = 0; c < nc; c++) {
+        const __m256 r0 = _mm256_add_ps(acc[c][4], acc[c][0]), r1 = _mm256_add_ps(acc[c][5], acc[c][1]);
+        const __m256 r2 = _mm256_add_ps(acc[c][6], acc[c][2]), r3 = _mm256_add_ps(acc[c][7], acc[c][3]);
+        _mm256_storeu_ps(out[c], _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3)));
+    }
 }
 
 static void kr_q6_k_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
