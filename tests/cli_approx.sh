@@ -82,3 +82,16 @@ expect_err approx_bad_prune "prune=1.5 must be in" "$MOERUN" run -m "$K" -p x --
 expect_err approx_bad_skip "skip=-1 must be in" "$MOERUN" perplexity -m "$K" -f "$T" --moe-skip -1
 expect_err approx_bad_key "unknown key" "$MOERUN" bench -m "$K" --moe-approx "prune=0.9 fast=1"
 expect_err approx_missing "needs a value" "$MOERUN" server -m "$K" --moe-tau
+
+# the row budget: 128 of 128 rows is the exact greedy text (through the skipping path), the dense
+# FFN budget reports its own counter on a dense model (aidreams260K: n_ff 172 -> 25.0% at 96), and
+# rows= with skip= is refused
+if "$MOERUN" run -m "$K" -p "And God said" --temp 0 -n 48 --show-ids --moe-approx "rows=128" >"$TMPD/o" 2>"$TMPD/e" &&
+   [ "$(sed -n 's/^ids: //p' "$TMPD/o")" = "$G" ] && grep -q "^moe approx: .*rows=128: .*rows skipped 0.0%" "$TMPD/e"; then
+  ok approx_rows128_exact; else fail approx_rows128_exact "$(head -c 400 "$TMPD/e")"; fi
+A=$SHARED/models/aidreams260K.gguf
+if "$MOERUN" run -m "$A" -p "I dreamed" --temp 0 -n 8 --moe-approx "rows_dense=96" >"$TMPD/o" 2>"$TMPD/e" &&
+   grep -q "^moe approx: .*rows_dense=96: shared/dense FFN rows skipped 25.0%" "$TMPD/e"; then
+  ok approx_rows_dense_report; else fail approx_rows_dense_report "$(head -c 400 "$TMPD/e")"; fi
+expect_err approx_rows_with_skip "two rules" "$MOERUN" run -m "$K" -p x --moe-approx "rows=96 skip=0.05"
+expect_err approx_rows_range "rows=129 must be an integer" "$MOERUN" run -m "$K" -p x --moe-approx "rows=129"
