@@ -49,6 +49,7 @@ static const mr_repack_kern mr_rp_mxfp4_avx2 = {8, 8 * 17, mr_mxfp4_repack8, mr_
 static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_group, MR_RP_MAX_NC};
 static const mr_repack_kern mr_rp_iq4_xs_avx2 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8, mr_iq4_xs_rp8_group, 4};
 static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_group, MR_RP_MAX_NC};
+static const mr_repack_kern mr_rp_iq3_s_avx2 = {8, MR_IQ3_S_RP8_BLOCK_BYTES / 8, mr_iq3_s_repack8, mr_iq3_s_rp8_group, MR_RP_MAX_NC};
 
 #define K(T, D, D4) [MR_TYPE_##T] = {.dot = D, .dot4 = D4}
 #define KX(T, t) K(T, mr_vd_##t##_avx2, mr_vd4_##t##_avx2)
@@ -72,6 +73,8 @@ const mr_kern mr_kern_avx2[MR_TYPE_COUNT] = {
     [MR_TYPE_Q8_K] = {.from_float = mr_quantize_q8_k_avx2},
     KX(Q5_0, q5_0), KX(Q4_1, q4_1), KX(Q5_1, q5_1),
     KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q5_K, q5_k), KX(NVFP4, nvfp4),
-    KI(IQ2_XXS, iq2_xxs), KI(IQ3_S, iq3_s), KI(IQ1_S, iq1_s), KI(IQ1_M, iq1_m),
+    /* IQ3_S: per-super-block integer numerics and an 8-row repacked layout (quant_iq_avx2.c) */
+    [MR_TYPE_IQ3_S] = {.dot = mr_vec_dot_iq3_s_avx2, .dot4 = mr_vec_dot_x4_iq3_s_avx2, .rp = &mr_rp_iq3_s_avx2},
+    KI(IQ2_XXS, iq2_xxs), KI(IQ1_S, iq1_s), KI(IQ1_M, iq1_m),
     KI(IQ3_XXS, iq3_xxs), KI(IQ2_XS, iq2_xs), KI(IQ2_S, iq2_s),
 };

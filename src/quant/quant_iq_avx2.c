@@ -10,6 +10,7 @@
  * decoding is shared, every column runs the same float operations in the same order, so the
  * 4-column kernel (matrix products, quant_simd.h) equals four vec_dot calls bit for bit. */
 #include "quant/quant_iq_simd.h"
+#include "quant/quant_simd.h"
 #include "quant/quant_blocks_iq.h"
 #include "quant/iq_grids.h"
 
@@ -191,25 +192,39 @@ KI void k_iq2_s(int n, float *s, const void *w, const void *vy, size_t by, const
 }
 ENTRIES(iq2_s)
 
-/* -------------------------------------------------------------------------------------- IQ3_S */
+/* -------------------------------------------------------------------------------------- IQ3_S
+ * Numerics (every AVX2 kernel of the type: vec_dot, 4 columns, repacked): acc = 0; per super-block
+ * in order isum = sum_ib (2 l_ib + 1) * (w_ib . y_ib) (exact int32, |isum| < 2^24), then
+ * acc = fmaf(d * dy, (float)isum, acc). The float work per super-block is one fma, so a repacked
+ * kernel with one row per 32-bit lane does the same operations for 8 rows at once. */
+
+/* the 32 grid magnitudes of sub-block ib (9-bit indices: qs byte | bit of qh[ib] at bit 8) */
+KI __m256i iq3s_grid32(const mr_block_iq3_s *x, int ib) {
+    const uint32_t *G = mr_iq3s_grid;
+    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x->qs + 8 * ib)));
+    idx = _mm256_or_si256(idx, _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(x->qh[ib]), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
+                                                 _mm256_set1_epi32(256)));
+    uint32_t k[8];   /* through memory to scalar loads: cheaper than vpgatherdd on Zen */
+    _mm256_storeu_si256((__m256i *)k, idx);
+    return _mm256_setr_epi32((int)G[k[0]], (int)G[k[1]], (int)G[k[2]], (int)G[k[3]],
+                             (int)G[k[4]], (int)G[k[5]], (int)G[k[6]], (int)G[k[7]]);
+}
+
+static inline int hsum_i32(__m256i v) {
+    __m128i a = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    a = _mm_add_epi32(a, _mm_shuffle_epi32(a, _MM_SHUFFLE(1, 0, 3, 2)));
+    a = _mm_add_epi32(a, _mm_shuffle_epi32(a, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(a);
+}
+
 KI void k_iq3_s(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const mr_block_iq3_s *x = w;
-    const uint32_t *G = mr_iq3s_grid;
-    const __m256i hshift = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1);
-    const __m256i bit8 = _mm256_set1_epi32(256);
-    __m256 acc[4];
-    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int i = 0; i < n / MR_QK_K; i++) {
         __m256i sumi[4];
         UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ib++) {
-            /* 8 indices: qs byte | bit k of qh[ib] at bit 8; through memory to scalar loads */
-            __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x[i].qs + 8 * ib)));
-            idx = _mm256_or_si256(idx, _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(x[i].qh[ib]), hshift), bit8));
-            uint32_t k[8];
-            _mm256_storeu_si256((__m256i *)k, idx);
-            const __m256i grid = _mm256_setr_epi32((int)G[k[0]], (int)G[k[1]], (int)G[k[2]], (int)G[k[3]],
-                                                   (int)G[k[4]], (int)G[k[5]], (int)G[k[6]], (int)G[k[7]]);
+            const __m256i grid = iq3s_grid32(x + i, ib);
             const __m256i sv = signs32(ld32(x[i].signs + 4 * ib));
             const __m256i ls = _mm256_set1_epi16((short)(2 * ((x[i].scales[ib / 2] >> (4 * (ib & 1))) & 0xf) + 1));
             UNROLL4 for (int c = 0; c < nc; c++) {
@@ -219,11 +234,100 @@ KI void k_iq3_s(int n, float *s, const void *w, const void *vy, size_t by, const
         }
         const float dx = h2f(x[i].d);
         UNROLL4 for (int c = 0; c < nc; c++)
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ACT(mr_block_q8_k, vy, by, c)[i].d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+            acc[c] = __builtin_fmaf(dx * ACT(mr_block_q8_k, vy, by, c)[i].d, (float)hsum_i32(sumi[c]), acc[c]);
     }
-    UNROLL4 for (int c = 0; c < nc; c++) s[c] = hsum8(acc[c]);
+    UNROLL4 for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 ENTRIES(iq3_s)
+
+/* Repacked IQ3_S (8 rows, quant_simd.h): the grid lookups done once at load. Each weight w (odd,
+ * -15..15) is stored as the nibble u = (w + 15) / 2, so w . y = 2 u . y - 15 sum(y) with sum(y)
+ * from the Q8_K bsums; vpmaddubsw(u, y) needs no sign trick. Per group and super-block: fp16 d[8],
+ * the scales 2 l + 1 as bytes sc[ib][row], then per sub-block ib four 32-byte vectors P_m whose
+ * 32-bit lane r holds row r's nibbles of values 4m..4m+3 (low) and 16+4m..16+4m+3 (high). The
+ * eight vpmaddubsw of a sub-block add up in int16 (|sum| <= 8 x 2 x 15 x 128 = 30720), one
+ * vpmaddwd by 2 (2 l + 1) widens and scales. 1104 bytes for 8 x 110 plain (x 1.25). */
+typedef struct {
+    uint16_t d[8];
+    uint8_t sc[8][8];        /* [ib][row] */
+    uint8_t q[8][4][32];     /* [ib][m][row lanes] */
+} iq3s_rp8;
+_Static_assert(sizeof(iq3s_rp8) == MR_IQ3_S_RP8_BLOCK_BYTES, "repacked iq3_s super-block (8 rows x 256 values)");
+
+void mr_iq3_s_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
+    const int64_t nb = cols / MR_QK_K;
+    const mr_block_iq3_s *w = src;
+    iq3s_rp8 *out = dst;
+    const __m256i k15 = _mm256_set1_epi8(15), m7f = _mm256_set1_epi8(0x7f);
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t i = 0; i < nb; i++) {
+            iq3s_rp8 *o = &out[g * nb + i];
+            for (int r = 0; r < 8; r++) {
+                const mr_block_iq3_s *b = &w[(8 * g + r) * nb + i];
+                o->d[r] = b->d;
+                for (int ib = 0; ib < 8; ib++) {
+                    o->sc[ib][r] = (uint8_t)(2 * ((b->scales[ib / 2] >> (4 * (ib & 1))) & 0xf) + 1);
+                    const __m256i v = _mm256_sign_epi8(iq3s_grid32(b, ib), signs32(ld32(b->signs + 4 * ib)));
+                    const __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_add_epi8(v, k15), 1), m7f);
+                    uint8_t nib[16];
+                    _mm_storeu_si128((__m128i *)nib, _mm_or_si128(_mm256_castsi256_si128(u), _mm_slli_epi16(_mm256_extracti128_si256(u, 1), 4)));
+                    for (int m = 0; m < 4; m++) memcpy(&o->q[ib][m][4 * r], nib + 4 * m, 4);
+                }
+            }
+        }
+}
+
+/* 8 bytes (one per row) -> int16 pairs (2 v, 2 v) per lane */
+KI __m256i iq3s_pair2(const uint8_t *p) {
+    const __m256i v = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)), 1);
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+KI void iq3s_rows(const iq3s_rp8 *w, int nb, const mr_block_q8_k *const *y, float *const *out, const int nc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4];
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const iq3s_rp8 *b = &w[i];
+        __m256i isum[4], corr[4];
+        UNROLL4 for (int c = 0; c < nc; c++) isum[c] = corr[c] = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i t16[4];
+            UNROLL4 for (int c = 0; c < nc; c++) t16[c] = _mm256_setzero_si256();
+            UNROLL4 for (int m = 0; m < 4; m++) {
+                const __m256i p = _mm256_loadu_si256((const __m256i *)b->q[ib][m]);
+                const __m256i lo = _mm256_and_si256(p, m4), hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), m4);
+                UNROLL4 for (int c = 0; c < nc; c++) {
+                    const int8_t *q = y[c][i].qs + 32 * ib + 4 * m;
+                    t16[c] = _mm256_add_epi16(t16[c], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32((int)ld32(q))),
+                                                                       _mm256_maddubs_epi16(hi, _mm256_set1_epi32((int)ld32(q + 16)))));
+                }
+            }
+            const __m256i sc2 = iq3s_pair2(b->sc[ib]);
+            UNROLL4 for (int c = 0; c < nc; c++) {
+                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(t16[c], sc2));
+                /* 15 (2 l + 1) sum(y_ib), added as int32 lanes (2 l + 1) x sum(y_ib) */
+                const int16_t *bs = y[c][i].bsums + 2 * ib;
+                corr[c] = _mm256_add_epi32(corr[c], _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)b->sc[ib])),
+                                                                       _mm256_set1_epi32(bs[0] + bs[1])));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));
+        UNROLL4 for (int c = 0; c < nc; c++) {
+            const __m256i is = _mm256_sub_epi32(isum[c], _mm256_sub_epi32(_mm256_slli_epi32(corr[c], 4), corr[c]));
+            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[c][i].d)), _mm256_cvtepi32_ps(is), acc[c]);
+        }
+    }
+    UNROLL4 for (int c = 0; c < nc; c++) _mm256_storeu_ps(out[c], acc[c]);
+}
+
+void mr_iq3_s_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
+    const int nb = (int)(cols / MR_QK_K);
+    const mr_block_q8_k *const *a = (const mr_block_q8_k *const *)act;
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) iq3s_rows(w, nb, a + c, y + c, 4);
+    for (; c < nc; c++) iq3s_rows(w, nb, a + c, y + c, 1);
+}
 
 /* -------------------------------------------------------------------------------------- IQ1_S
  * grid values g in {-1, 0, 1} enter as g + 1; the +1 and the +-1/8 shift are corrected with the

@@ -123,4 +123,11 @@ void mr_iq4_xs_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, vo
 void mr_iq4_xs_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 #define MR_IQ4_XS_RP8_BLOCK_BYTES 1104
 
+/* IQ3_S under AVX2 (quant_iq_avx2.c): per-super-block integer numerics in every kernel, weights
+ * repacked in groups of 8 rows with the grid lookups done (nibbles u = (w + 15) / 2, 1104 bytes per
+ * group and super-block); the repacked kernel reads the Q8_K activation rows as they are. */
+void mr_iq3_s_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
+void mr_iq3_s_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+#define MR_IQ3_S_RP8_BLOCK_BYTES 1104
+
 #endif
