@@ -4,4 +4,4 @@
 #define KA_SUFFIX dotprod
 #include "quant/quant_kern_arm.h"
 
-const mr_kern mr_kern_dotprod[MR_TYPE_COUNT] = {KA_TABLE};
+const mr_kern mr_kern_dotprod[MR_TYPE_COUNT] = {KA_TABLE(NULL)};

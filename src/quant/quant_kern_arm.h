@@ -465,10 +465,12 @@ KA_ENTRIES(iq4_xs, ka_iq4_xs)
 KA_ENTRIES(iq3_s, ka_iq3_s)
 KA_ENTRIES(iq2_xxs, ka_iq2_xxs)
 
-/* the designated initializers of this ISA's kernel table (quant_simd.h mr_kern): dot and dot4 */
+/* the designated initializers of this ISA's kernel table (quant_simd.h mr_kern): dot and dot4, and
+ * for Q8_0 (weights and partner) the activation quantizer Q8_0_FF (NULL: the one of a lower ISA) */
 #define KA_K(T) {.dot = KA_CAT(ka_vd_##T##_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_##T##_, KA_SUFFIX)}
-#define KA_TABLE                                                                                        \
-    [MR_TYPE_F32] = KA_K(f32), [MR_TYPE_F16] = KA_K(f16), [MR_TYPE_Q8_0] = KA_K(q8_0),                  \
+#define KA_TABLE(Q8_0_FF)                                                                               \
+    [MR_TYPE_F32] = KA_K(f32), [MR_TYPE_F16] = KA_K(f16),                                               \
+    [MR_TYPE_Q8_0] = {.dot = KA_CAT(ka_vd_q8_0_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_q8_0_, KA_SUFFIX), .from_float = Q8_0_FF}, \
     [MR_TYPE_Q4_0] = KA_K(q4_0), [MR_TYPE_IQ4_NL] = KA_K(iq4_nl), [MR_TYPE_MXFP4] = KA_K(mxfp4),          \
     [MR_TYPE_Q2_K] = KA_K(q2_k), [MR_TYPE_Q4_K] = KA_K(q4_k), [MR_TYPE_Q5_K] = KA_K(q5_k),               \
     [MR_TYPE_Q6_K] = KA_K(q6_k), [MR_TYPE_IQ4_XS] = KA_K(iq4_xs), [MR_TYPE_IQ3_S] = KA_K(iq3_s),         \

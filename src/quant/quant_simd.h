@@ -70,6 +70,9 @@ extern const mr_kern mr_kern_avx2[MR_TYPE_COUNT];
 extern const mr_kern mr_kern_avx512[MR_TYPE_COUNT];
 extern const mr_kern mr_kern_neon[MR_TYPE_COUNT];      /* AArch64 builds only (quant_neon.c) */
 extern const mr_kern mr_kern_dotprod[MR_TYPE_COUNT];   /* AArch64 builds only (quant_dotprod.c) */
+/* NEON activation quantizers (quant_act_neon.c), bit for bit the scalar ones; AArch64 builds only */
+void mr_quantize_q8_0_neon(const float *src, void *dst, int64_t k);
+void mr_quantize_q8_k_neon(const float *src, void *dst, int64_t k);
 
 /* The entry a product under `isa` uses for `type` (never NULL for a known type; NULL otherwise):
  * the weight kernels (dot, dot4, dot4p, gemm, rp) all come from the highest ISA <= isa whose table
