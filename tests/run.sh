@@ -10,7 +10,7 @@
 # ", N skipped" when some were).
 # MR_RUNNER (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu", make test-aarch64) runs every binary, the
 # CLI's included (through a wrapper script, as the CLI scripts call "$MOERUN"); MR_ONLY="test_a cli_b"
-# runs only the tests of those names.
+# runs only the tests of those names, MR_SKIP="cli_c" all but those.
 BUILD=${1:-build}
 TIER=${2:-all}
 export MR_SHARED=${MR_SHARED:-../shared}
@@ -20,6 +20,13 @@ trap 'rm -rf "$tmp"' EXIT
 if [ -n "$MR_RUNNER" ]; then
     printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$MR_RUNNER" "$(cd "$BUILD" && pwd)/moerun" >"$tmp/moerun"
     chmod +x "$tmp/moerun"
+    # the fuzz replayers beside it (cli_fuzz.sh runs $(dirname $MOERUN)/fuzz-replay/*)
+    mkdir -p "$tmp/fuzz-replay"
+    for f in "$BUILD"/fuzz-replay/fuzz_*; do
+        [ -x "$f" ] || continue
+        printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$MR_RUNNER" "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" >"$tmp/fuzz-replay/$(basename "$f")"
+        chmod +x "$tmp/fuzz-replay/$(basename "$f")"
+    done
     export MOERUN=${MOERUN:-$tmp/moerun}
 else
     export MOERUN=${MOERUN:-$BUILD/moerun}
@@ -38,6 +45,7 @@ run_tier() {
         if needs_shared "$t"; then [ "$1" = shared ] || continue; else [ "$1" = unit ] || continue; fi
         name=$(basename "$t")
         if [ -n "$MR_ONLY" ]; then case " $MR_ONLY " in *" ${name%.sh} "*) ;; *) continue;; esac; fi
+        if [ -n "$MR_SKIP" ]; then case " $MR_SKIP " in *" ${name%.sh} "*) echo "== $1 $name: not run (MR_SKIP)"; continue;; esac; fi
         start=$(date +%s)
         if [ "${t%.sh}" != "$t" ]; then sh "$t" >"$tmp/out" 2>&1; else $MR_RUNNER "$t" >"$tmp/out" 2>&1; fi
         rc=$?

@@ -1,6 +1,6 @@
 /* SIMD vec_dot kernels against the scalar reference of the same type, for every ISA this CPU has:
  * |simd - ref| <= 1e-5 * sum_i |w_i| |x_i| on random rows (and on saturation corners), and the
- * 4-column kernels equal vec_dot bit for bit. */
+ * 4-column kernels equal vec_dot bit for bit; some types equal the scalar reference bit for bit. */
 #include "test.h"
 #include "simd_data.h"
 #include "quant/quant_simd.h"
@@ -20,6 +20,19 @@ static const int required[] = {MR_TYPE_F32, MR_TYPE_F16, MR_TYPE_BF16, MR_TYPE_Q
                                MR_TYPE_Q5_0, MR_TYPE_Q5_1, MR_TYPE_Q2_K, MR_TYPE_Q3_K, MR_TYPE_Q4_K, MR_TYPE_Q5_K,
                                MR_TYPE_Q6_K, MR_TYPE_NVFP4};
 #endif
+
+/* types whose kernels of this build's SIMD ISAs run the scalar reference's float operations in its
+ * order (golden near ties depend on it: quant_ref.c, quant_kern_arm.h): equal bit for bit */
+#if MR_ARCH_ARM64
+static const int same_bits[] = {MR_TYPE_Q8_0, MR_TYPE_Q4_K};
+#else
+static const int same_bits[] = {-1};
+#endif
+static int is_same_bits(int type) {
+    for (size_t i = 0; i < sizeof same_bits / sizeof same_bits[0]; i++)
+        if (same_bits[i] == type) return 1;
+    return 0;
+}
 
 static int sizes_for(int bs, int *out) {
     static const int f[] = {1, 7, 16, 17, 31, 32, 33, 63, 64, 65, 97, 172, 1000, 4096, 4099};
@@ -115,6 +128,9 @@ static void test_vec_dot_vs_scalar(void) {
                         if (rel > worst) worst = rel;
                         CHECK(rel <= 1e-5 && isfinite(got), "%s %s n=%d trial %d col %d: simd %.9g ref %.9g (err %.3g of %.3g)",
                               t->name, mr_isa_name(isa), n, trial, c, got, ref, err, bound);
+                        if (is_same_bits(type))
+                            CHECK(memcmp(&got, &ref, sizeof got) == 0, "%s %s n=%d trial %d col %d: simd %.9g != scalar %.9g",
+                                  t->name, mr_isa_name(isa), n, trial, c, got, ref);
                         if (f4)
                             CHECK(memcmp(&s4[c], &got, sizeof got) == 0, "%s %s n=%d col %d: 4-column %.9g != vec_dot %.9g",
                                   t->name, mr_isa_name(isa), n, c, s4[c], got);
@@ -125,8 +141,8 @@ static void test_vec_dot_vs_scalar(void) {
                 }
                 free(w); free(x); free(wf); free(xf);
             }
-            printf("# %-8s %-7s max rel err %.2e%s%s\n", t->name, mr_isa_name(isa), worst, f4 ? " (4-col bit-exact)" : "",
-                   x4p_of(type, isa) ? " (prepared 4-col bit-exact)" : "");
+            printf("# %-8s %-7s max rel err %.2e%s%s%s\n", t->name, mr_isa_name(isa), worst, f4 ? " (4-col bit-exact)" : "",
+                   x4p_of(type, isa) ? " (prepared 4-col bit-exact)" : "", is_same_bits(type) ? " (== scalar bit for bit)" : "");
             n_tested++;
         }
     }

@@ -2,8 +2,9 @@
  * SIMD: int8 products widened with smull/smull2 and pair-added into int32 with sadalp) and by
  * quant_dotprod.c (KA_DOTPROD=1: ARMv8.2 FEAT_DotProd, one sdot per 16 bytes). Both give the
  * same int32 lanes (lane l: the sum of products 4l..4l+3 of 16 bytes), so the two ISAs give the
- * same bits; they differ from the scalar reference only in float summation order, except Q8_0
- * whose order is the scalar one (ggml's x86 order, quant_ref.c).
+ * same bits. Q8_0 and Q4_K run the scalar references' float operations in their order (that of
+ * ggml-cpu's x86 kernels, which made the golden logits; quant_ref.c), so they give the scalar bits;
+ * the other types differ from the scalar reference in float summation order.
  *
  * This header contains intrinsics: include it ONLY from *_neon.c / *_dotprod.c, which are compiled
  * with their -march (Makefile). Define KA_DOTPROD (0 or 1) and KA_SUFFIX before including it.
@@ -59,12 +60,6 @@ KA int32x4_t ka_dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
 /* 32 weights (w0 = values 0..15, w1 = 16..31) . 32 activations at q */
 KA int32x4_t ka_dot32(int8x16_t w0, int8x16_t w1, const int8_t *q) {
     return ka_dot(ka_dot(vdupq_n_s32(0), w0, vld1q_s8(q)), w1, vld1q_s8(q + 16));
-}
-
-/* sum over 8 groups of 32 values of bsum(group) * m[group], bsums the 16 Q8_K sums of 16 values */
-KA int32_t ka_bsum_dot8(const int16_t *bsums, int16x8_t m) {
-    const int16x8_t b = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
-    return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(b), vget_low_s16(m)), b, m));
 }
 
 /* 8 sign bits (bit j set: value j negative) of two bytes -> 16 byte masks (0xff where negative) */
@@ -180,13 +175,16 @@ KA void ka_blk32(int kind, size_t bsz, int n, float *s, const void *w, const voi
 }
 
 /* ---- K-quants with Q8_K activations ----
- * The block-sum numerics of the AVX2 kernels (quant_rp_x86.h), so Q4_K and Q6_K give the AVX2
- * kernels' bits: per super-block and column the exact int32 isum = sum_j sc_j * (q_j . y_j) and,
- * with mins (Q2_K, Q4_K, Q5_K), imin = sum_j m_j * bsum_j; then
- *   acc = fmaf(d * dy, (float)isum, acc); acc = fmaf(-(dmin * dy), (float)imin, acc).
- * Why not 4 float lanes: the golden tiny-qwen3moe-iq2_xxs has a near tie that float summation
- * order decides (the scalar Q4_K with its 8 lanes summed in reverse fails it on x86 with the very
- * KL 0.231 at row 3 that the 4-lane NEON kernel gave); these numerics are the ones checked on x86. */
+ * Why the float order is fixed: golden models have near ties that float summation order decides
+ * (tiny-qwen3moe-iq2_xxs row 3: the scalar Q4_K with its 8 lanes summed in reverse fails it on x86
+ * with the very KL 0.231 that a NEON Q4_K with 4 float lanes gave under qemu).
+ * Q4_K, Q5_K: the scalar Q4_K's order (quant_ref.c, ggml-cpu's x86 one): 8 float lanes (two vectors
+ * here), lane l += d*dy * (sum_j sc_j * products 4l..4l+3 of sub-block j); the mins in 4 lanes,
+ * lane t += -(dy*dmin) * (m_2t * S_2t + m_2t+1 * S_2t+1) (S_j: sub-block j's activation sum); at the
+ * end the 8-lane tree plus the 4-lane tree.
+ * Q2_K, Q6_K: block sums: per super-block and column the exact int32 isum = sum_j sc_j *
+ * (q_j . y_j) and (Q2_K) imin = sum_j m_j * bsum_j, then
+ *   acc = fmaf(d * dy, (float)isum, acc); acc = fmaf(-(dmin * dy), (float)imin, acc). */
 
 /* Q4_K / Q5_K 6-bit scales and mins of the 8 sub-blocks (ggml's get_scale_min_k4, 4 at a time) */
 KA void ka_k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t m[8]) {
@@ -209,22 +207,38 @@ KA float ka_k_acc(float acc, float d, float dmin, float dy, int32_t isum, int32_
     return __builtin_fmaf(-(dmin * dy), (float)imin, acc);
 }
 
-/* 256 unsigned weights in 16 vectors (activation order) times sub-block scales sc[8]; the
- * dot of column c accumulated into acc[c] (shared by Q4_K and Q5_K) */
+/* 256 unsigned weights in 16 vectors (activation order) times sub-block scales sc[8] (Q4_K and
+ * Q5_K): column c's 8 lanes into acc[c][0] (0..3) and acc[c][1] (4..7), its 4 min lanes into
+ * acc[c][2] (the order above) */
 KA void ka_k4_cols(const int8x16_t v[16], const uint8_t sc[8], const uint8_t m[8], float dw, float dmw, int i,
-                   const void *y, size_t by, int nc, float *acc) {
+                   const void *y, size_t by, int nc, float32x4_t (*acc)[3]) {
     const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
     for (int c = 0; c < nc; c++) {
         const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
-        int32x4_t isum = vdupq_n_s32(0);
-        for (int j = 0; j < 8; j++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * j], v[2 * j + 1], a->qs + 32 * j), sc[j]);
-        acc[c] = ka_k_acc(acc[c], dw, dmw, a->d, vaddvq_s32(isum), ka_bsum_dot8(a->bsums, mins));
+        int32x4_t ilo = vdupq_n_s32(0), ihi = ilo;
+        for (int j = 0; j < 8; j++) {
+            ilo = vmlaq_n_s32(ilo, ka_dot(vdupq_n_s32(0), v[2 * j], vld1q_s8(a->qs + 32 * j)), sc[j]);
+            ihi = vmlaq_n_s32(ihi, ka_dot(vdupq_n_s32(0), v[2 * j + 1], vld1q_s8(a->qs + 32 * j + 16)), sc[j]);
+        }
+        const int16x8_t sb = vpaddq_s16(vld1q_s16(a->bsums), vld1q_s16(a->bsums + 8)); /* S_0..S_7, |S| <= 4064 */
+        const int32x4_t mm = vpaddq_s32(vmull_s16(vget_low_s16(sb), vget_low_s16(mins)), vmull_high_s16(sb, mins));
+        const float d = a->d * dw;
+        acc[c][0] = vfmaq_n_f32(acc[c][0], vcvtq_f32_s32(ilo), d);
+        acc[c][1] = vfmaq_n_f32(acc[c][1], vcvtq_f32_s32(ihi), d);
+        acc[c][2] = vfmaq_n_f32(acc[c][2], vcvtq_f32_s32(mm), -a->d * dmw);
     }
+}
+
+/* the 8-lane tree of acc[0..1] plus the 4-lane tree (m0 + m2) + (m1 + m3) of acc[2] */
+KA float ka_k4_sum(const float32x4_t acc[3]) {
+    const float32x4_t t = vaddq_f32(acc[2], vextq_f32(acc[2], acc[2], 2));
+    return ka_hsum8(acc[0], acc[1]) + (vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 1));
 }
 
 KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q4_k *x = w;
-    float acc[4] = {0, 0, 0, 0};
+    float32x4_t acc[4][3];
+    for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = acc[c][2] = vdupq_n_f32(0);
     for (int i = 0; i < n / MR_QK_K; i++) {
         uint8_t sc[8], m[8];
         ka_k4_scales(x[i].scales, sc, m);
@@ -238,12 +252,13 @@ KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc
         }
         ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, acc);
     }
-    for (int c = 0; c < nc; c++) s[c] = acc[c];
+    for (int c = 0; c < nc; c++) s[c] = ka_k4_sum(acc[c]);
 }
 
 KA void ka_q5_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q5_k *x = w;
-    float acc[4] = {0, 0, 0, 0};
+    float32x4_t acc[4][3];
+    for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = acc[c][2] = vdupq_n_f32(0);
     const uint8x16_t one = vdupq_n_u8(1);
     for (int i = 0; i < n / MR_QK_K; i++) {
         uint8_t sc[8], m[8];
@@ -262,7 +277,7 @@ KA void ka_q5_k(int n, float *s, const void *w, const void *y, size_t by, int nc
         }
         ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, acc);
     }
-    for (int c = 0; c < nc; c++) s[c] = acc[c];
+    for (int c = 0; c < nc; c++) s[c] = ka_k4_sum(acc[c]);
 }
 
 /* 16 signed weight vectors of 16 values (activation order) times 16 int scales (Q6_K, Q2_K):
