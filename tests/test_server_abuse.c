@@ -222,7 +222,12 @@ static void test_rss_flat(void) {
 #ifdef T_ASAN
     SKIP("rss_growth", "RSS %+ld KiB not checked under AddressSanitizer (its quarantine holds freed memory)", after - before);
 #else
-    CHECK(after - before < 512, "RSS grew %ld KiB over %d requests", after - before, nreq);
+    /* tests/run.sh sets MR_RUNNER for an emulator (make test-aarch64): /proc/self/status is then the
+     * emulator's, whose RSS grows with its translated-code cache (279 MiB over 1000 requests seen) */
+    if (getenv("MR_RUNNER") && *getenv("MR_RUNNER"))
+        SKIP("rss_growth", "RSS %+ld KiB not checked under the emulator %s (its code cache counts)", after - before, getenv("MR_RUNNER"));
+    else
+        CHECK(after - before < 512, "RSS grew %ld KiB over %d requests", after - before, nreq);
 #endif
 }
 
