@@ -1,6 +1,7 @@
 /* Multi-sequence evaluation (mr_sessions_eval, the step of continuous batching): several sessions'
  * tokens in one forward pass give each sequence exactly the logits of evaluating it alone, for decode
- * steps (one token per sequence) and mixed batches (a prompt chunk of one next to decode tokens). */
+ * steps (one token per sequence) and mixed batches (a prompt chunk of one next to decode tokens);
+ * qwen3moe, llama and deepseek4. */
 #include "test.h"
 #include "moerun.h"
 
@@ -85,20 +86,112 @@ done:
 static void test_qwen3moe(void) { check_model("kjv-moe-q8_0.gguf"); }
 static void test_llama(void) { check_model("tiny-llama-q4_0.gguf"); }
 
-static void test_ds4_refused(void) {
-    mr_model *m = mr_model_load(t_shared("models/tiny-deepseek4.gguf"), NULL);
-    CHECK(m != NULL, "%s", mr_last_error());
+/* deepseek4: per-session state is more than a KV cache (a window ring, streaming compressors at
+ * ratio 4 and 128, the indexer's compressed rows, the history kept for cutting back), so the schedule
+ * below mixes everything a batch can hold: several prompts in one batch, decode steps of sequences
+ * at different positions crossing ratio-4 and ratio-128 block ends, a prompt chunk beside decode
+ * tokens, two runs of one session in one batch, and a cut-back (speculative decoding's rollback)
+ * followed by batched re-evaluation. Every row must equal the sequence evaluated alone: its prompt in
+ * one batch, then one token at a time. */
+#define DS_SEQ 3
+#define DS_LEN 150
+static int32_t ds_tok(int q, int p, int V) { return p == 0 ? 1 : (int32_t)((q * 131 + p * 37 + p * p) % (V - 2)) + 2; }
+
+static void check_ds4(const char *name, int threads, int paged) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s", name);
+    const char *path = t_shared(rel);
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = threads;
+    if (paged) {
+        mr_pager_model_info info;
+        if (mr_pager_model_sizes(path, &info)) { CHECK(0, "%s: %s", name, mr_last_error()); return; }
+        mp.ram_budget = info.min_budget;
+    }
+    mr_model *m = mr_model_load(path, &mp);
+    CHECK(m != NULL, "%s: %s", name, mr_last_error());
     if (!m) return;
-    mr_session *s = mr_session_new(m, 16);
-    int32_t t = 1;
-    CHECK(s && mr_sessions_eval(&s, &t, 1, NULL) == -1 && strstr(mr_last_error(), "multi-sequence"), "deepseek4 must refuse");
-    mr_session_free(s);
+    CHECK(mr_model_can_batch(m), "%s: multi-sequence evaluation", name);
+    const int V = mr_model_n_vocab(m);
+    /* prompt lengths: A reaches the first ratio-128 block end (position 127) in its decode steps */
+    static const int plen[DS_SEQ] = {122, 5, 30};
+    float *ref = malloc(sizeof(float) * (size_t)V * DS_SEQ * DS_LEN);
+    float *lg = malloc(sizeof(float) * (size_t)V * 256);
+    int32_t toks[DS_SEQ][DS_LEN], bt[256];
+    mr_session *s[DS_SEQ] = {0}, *bs[256];
+    for (int q = 0; q < DS_SEQ; q++) s[q] = mr_session_new(m, 256);
+    if (!ref || !lg || !s[0] || !s[1] || !s[2]) { CHECK(0, "out of memory"); goto done; }
+    for (int q = 0; q < DS_SEQ; q++)
+        for (int p = 0; p < DS_LEN; p++) toks[q][p] = ds_tok(q, p, V);
+    /* alone */
+    for (int q = 0; q < DS_SEQ; q++) {
+        float *row = ref + (size_t)q * DS_LEN * V;
+        if (mr_session_eval(s[q], toks[q], plen[q], row, 1)) { CHECK(0, "%s", mr_last_error()); goto done; }
+        for (int p = plen[q]; p < DS_LEN; p++)
+            if (mr_session_eval(s[q], &toks[q][p], 1, row + (size_t)p * V, 0)) { CHECK(0, "%s", mr_last_error()); goto done; }
+    }
+    for (int q = 0; q < DS_SEQ; q++) mr_session_reset(s[q]);
+    /* the schedule: each step a string of sequence letters, one token of that sequence each; digits
+     * repeat the letter before them ("A9" = nine tokens of A). '<' cuts the next letter's session
+     * back by 3 positions first. */
+    static const char *steps[] = {
+        "A122B5C30",       /* three prompts in one batch */
+        "ABC", "CAB", "ABC", "BCA", "ABC", /* A: 122..126, crossing ratio-4 ends */
+        "ABAC",            /* A 127 (ratio-128 block end) and 128 in two runs */
+        "<A2BC",           /* A cut back to 126 across that block end, then 126, 127 again */
+        "C9AB", "AB3C", "CBA", "<C4A", "A2B2C2", "ABC",
+    };
+    int np[DS_SEQ] = {0}, same = 1, nstep = 0;
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0] && same; k++) {
+        int n = 0;
+        for (const char *c = steps[k]; *c;) {
+            int cut = *c == '<';
+            if (cut) c++;
+            const int q = *c++ - 'A';
+            int cnt = 0;
+            while (*c >= '0' && *c <= '9') cnt = cnt * 10 + (*c++ - '0');
+            if (cnt == 0) cnt = 1;
+            if (cut) {
+                np[q] -= 3;
+                if (mr_session_truncate(s[q], np[q])) { CHECK(0, "truncate: %s", mr_last_error()); goto done; }
+            }
+            for (int i = 0; i < cnt; i++) { bs[n] = s[q]; bt[n] = toks[q][np[q]]; n++; np[q]++; }
+        }
+        if (mr_sessions_eval(bs, bt, n, lg)) { CHECK(0, "step %zu: %s", k, mr_last_error()); goto done; }
+        nstep++;
+        for (int t = 0; t < n && same; t++) {
+            const int q = (int)(bs[t] == s[1]) + 2 * (int)(bs[t] == s[2]);
+            int p = 0; /* this token's position: count earlier tokens of its session in the step */
+            for (int u = t; u < n; u++) p += bs[u] == bs[t];
+            p = np[q] - p;
+            if (memcmp(lg + (size_t)t * V, ref + ((size_t)q * DS_LEN + p) * V, sizeof(float) * (size_t)V)) {
+                CHECK(0, "%s (%d threads%s): step %zu (%s) row %d: sequence %c position %d differs from the solo run", name,
+                      threads, paged ? ", paged" : "", k, steps[k], t, 'A' + q, p);
+                same = 0;
+            }
+        }
+    }
+    for (int q = 0; q < DS_SEQ && same; q++)
+        CHECK(mr_session_n_past(s[q]) == np[q], "%s: sequence %c at %d, expected %d", name, 'A' + q, mr_session_n_past(s[q]), np[q]);
+done:
+    for (int q = 0; q < DS_SEQ; q++) mr_session_free(s[q]);
+    free(ref);
+    free(lg);
     mr_model_free(m);
+}
+
+static void test_ds4(void) {
+    check_ds4("tiny-deepseek4.gguf", 1, 0);
+    check_ds4("tiny-deepseek4.gguf", 2, 1);
+    check_ds4("tiny-deepseek4-idx.gguf", 2, 0);
+    check_ds4("tiny-deepseek4-iq3s-mxfp4.gguf", 1, 1);
+    check_ds4("tiny-deepseek4-iq3s-mxfp4.gguf", 2, 0);
 }
 
 int main(void) {
     RUN(test_qwen3moe);
     RUN(test_llama);
-    RUN(test_ds4_refused);
+    RUN(test_ds4);
     return t_finish();
 }

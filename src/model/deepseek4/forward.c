@@ -13,7 +13,13 @@
  *   - attention: the indexer scores split by rows of compressed keys (a single token) or by token,
  *     the heads by (token, group of heads); a decode step converts its F16 keys once.
  * Each output element is computed by the same operations in the same order whatever the split, so
- * results do not depend on the thread count or on how a sequence is cut into batches. */
+ * results do not depend on the thread count or on how a sequence is cut into batches.
+ *
+ * Several sequences (eval_multi, continuous batching): a batch may hold tokens of several sessions;
+ * everything but the attention's per-sequence part is per token and runs over all rows (so a step's
+ * weights and routed experts are read once for every sequence), the per-sequence part runs once per
+ * run of a session's consecutive positions against that session's state (ds4_attn_seq). Each
+ * sequence's logits are those of evaluating it alone. */
 #include "model/deepseek4/ds4.h"
 #include "model/moe.h"
 #include "model/moe_approx.h"
@@ -564,42 +570,37 @@ static void ds4_orope_item(void *arg, long t) {
 }
 
 /* the attention half of layer il for the batch: X [n][Nh*d] updated in place (via Xt scratch) */
-static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, float *X, ds4_buf *B) {
+/* The batch's rows of one run (tokens t0.. of one sequence at consecutive positions): a copy of B whose
+ * per-token buffers start at row t0. The compressor's scratch rows (comp32, icomp32) are the run's
+ * own and shared by every run, which use them one after another. */
+static ds4_buf ds4_buf_at(const ds4_buf *B, const ds4_model *M, int r, int t0) {
+    ds4_buf b = *B;
+    const int64_t t = t0, Wd = (r == 4 ? 2 : 1) * (int64_t)M->D, IWd = 2 * (int64_t)M->Di;
+    b.q += t * M->H * M->D;
+    b.o += t * M->H * M->D;
+    b.kv += t * M->D;
+    b.kvb += t * M->D;
+    b.ckv += t * Wd;
+    b.csc += t * Wd;
+    b.ikv += t * IWd;
+    b.isc += t * IWd;
+    b.qI += t * M->Hi * M->Di;
+    b.wI += t * M->Hi;
+    b.topk += t * M->topk;
+    return b;
+}
+
+/* The per-sequence part of layer il's attention for n tokens of one session at positions pos0..
+ * pos0+n-1 (B at the run's rows, ds4_buf_at): q/KV norms, RoPE, FP8, the compressors (their state
+ * and history in st), the indexer, the heads over the window and compressed rows, the window ring,
+ * the inverse RoPE of the output. Everything before and after (HC, projections) is per token and
+ * runs over the whole batch of every sequence. */
+static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4_buf *B) {
     ds4_model *M = m->priv;
     ds4_layer *ly = &M->layers[il];
     ds4_lstate *ls = &st->l[il];
-    const int d = M->d, D = M->D, H = M->H, r = ly->ratio, Nh = M->Nh;
-    const int64_t hd = (int64_t)Nh * d;
+    const int D = M->D, H = M->H, r = ly->ratio;
     const int prefill = pos0 == 0, dump = mr_model_dumping(m);
-
-    if (ds4_hc_pre(m, M, "attn", il, &ly->hc_attn_fn, ly->hc_attn_scale, ly->hc_attn_base, ly->attn_norm, X, n, B)) return -1;
-
-    /* projections of the normed input (§3.3, §3.6.1, §3.7): one dispatch */
-    {
-        ds4_mm mm[8];
-        int k = 0;
-        mm[k++] = (ds4_mm){&ly->q_a, B->a, 0, B->qa, 0};
-        mm[k++] = (ds4_mm){&ly->kv, B->a, 0, B->kv, 0};
-        if (r > 0) {
-            mm[k++] = (ds4_mm){&ly->c_kv, B->a, 0, B->ckv, 0};
-            mm[k++] = (ds4_mm){&ly->c_gate, B->a, 0, B->csc, 0};
-        }
-        if (r == 4) {
-            mm[k++] = (ds4_mm){&ly->ic_kv, B->a, 0, B->ikv, 0};
-            mm[k++] = (ds4_mm){&ly->ic_gate, B->a, 0, B->isc, 0};
-            mm[k++] = (ds4_mm){&ly->i_proj, B->a, 0, B->wI, 0};
-        }
-        if (ds4_matmuls(m, "mm attn_in", mm, k, n)) return -1;
-    }
-    DUMP("q_lora", il, B->qa, M->rq, n);
-    MR_PROF_BEGIN(tn);
-    for (int t = 0; t < n; t++) mr_rms_norm(B->qa + (int64_t)t * M->rq, B->qa + (int64_t)t * M->rq, ly->q_a_norm, M->rq, M->eps);
-    MR_PROF_END(tn, "norms");
-    DUMP("q_lora_norm", il, B->qa, M->rq, n);
-    {
-        ds4_mm mm[2] = {{&ly->q_b, B->qa, 0, B->q, 0}, {&ly->i_qb, B->qa, 0, B->qI, 0}};
-        if (ds4_matmuls(m, "mm q_b", mm, r == 4 ? 2 : 1, n)) return -1;
-    }
 
     /* per token: q head norms, KV norm, RoPE, FP8 (§3.4-3.5), batch keys as attention reads them
      * (F16-rounded when they go through an F16 cache), compressor position embedding, indexer q */
@@ -713,6 +714,59 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
     ds4_orope_job oj = {M, ly, pos0, B->o};
     ds4_pfor(m, n, ds4_orope_item, &oj);
     MR_PROF_END(to, "attn_misc");
+    return 0;
+oom:
+    mr_set_error("deepseek4: out of memory");
+    return -1;
+}
+
+/* the attention half of layer il for the batch (token t of session st[t] at position pos[t]): X
+ * [n][Nh*d] updated in place (via Xt scratch) */
+static int ds4_attention(mr_model *m, ds4_state *const *st, const int *pos, int il, int n, float *X, ds4_buf *B) {
+    ds4_model *M = m->priv;
+    ds4_layer *ly = &M->layers[il];
+    const int d = M->d, D = M->D, H = M->H, r = ly->ratio, Nh = M->Nh;
+    const int64_t hd = (int64_t)Nh * d;
+    const int dump = mr_model_dumping(m);
+
+
+    if (ds4_hc_pre(m, M, "attn", il, &ly->hc_attn_fn, ly->hc_attn_scale, ly->hc_attn_base, ly->attn_norm, X, n, B)) return -1;
+
+    /* projections of the normed input (§3.3, §3.6.1, §3.7): one dispatch */
+    {
+        ds4_mm mm[8];
+        int k = 0;
+        mm[k++] = (ds4_mm){&ly->q_a, B->a, 0, B->qa, 0};
+        mm[k++] = (ds4_mm){&ly->kv, B->a, 0, B->kv, 0};
+        if (r > 0) {
+            mm[k++] = (ds4_mm){&ly->c_kv, B->a, 0, B->ckv, 0};
+            mm[k++] = (ds4_mm){&ly->c_gate, B->a, 0, B->csc, 0};
+        }
+        if (r == 4) {
+            mm[k++] = (ds4_mm){&ly->ic_kv, B->a, 0, B->ikv, 0};
+            mm[k++] = (ds4_mm){&ly->ic_gate, B->a, 0, B->isc, 0};
+            mm[k++] = (ds4_mm){&ly->i_proj, B->a, 0, B->wI, 0};
+        }
+        if (ds4_matmuls(m, "mm attn_in", mm, k, n)) return -1;
+    }
+    DUMP("q_lora", il, B->qa, M->rq, n);
+    MR_PROF_BEGIN(tn);
+    for (int t = 0; t < n; t++) mr_rms_norm(B->qa + (int64_t)t * M->rq, B->qa + (int64_t)t * M->rq, ly->q_a_norm, M->rq, M->eps);
+    MR_PROF_END(tn, "norms");
+    DUMP("q_lora_norm", il, B->qa, M->rq, n);
+    {
+        ds4_mm mm[2] = {{&ly->q_b, B->qa, 0, B->q, 0}, {&ly->i_qb, B->qa, 0, B->qI, 0}};
+        if (ds4_matmuls(m, "mm q_b", mm, r == 4 ? 2 : 1, n)) return -1;
+    }
+
+    /* one run per sequence's consecutive positions (a single-sequence batch is one run), in batch
+     * order: a session's runs come in position order, so each sees the state its earlier ones left */
+    for (int t0 = 0, t1; t0 < n; t0 = t1) {
+        for (t1 = t0 + 1; t1 < n && st[t1] == st[t0] && pos[t1] == pos[t1 - 1] + 1;) t1++;
+        ds4_buf Br = ds4_buf_at(B, M, r, t0);
+        if (ds4_attn_seq(m, st[t0], il, t1 - t0, pos[t0], &Br)) return -1;
+    }
+
     {
         const int64_t Dg = (int64_t)(H / M->G) * D;
         const size_t grow = mr_row_size(ly->out_a.type, Dg);
@@ -733,9 +787,6 @@ static int ds4_attention(mr_model *m, ds4_state *st, int il, int n, int pos0, fl
     ds4_hc_post(m, M, X, B->att, n, B);
     DUMP("hc_attn_post", il, X, hd, n);
     return 0;
-oom:
-    mr_set_error("deepseek4: out of memory");
-    return -1;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -902,17 +953,27 @@ static void ds4_head_item(void *arg, long t) {
     ds4_hc_combine(j->y + t * d, j->X + t * (int64_t)Nh * d, w, Nh, d);
 }
 
-static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
+/* One forward pass over n tokens: token t of session st[t] at position pos[t] (a session's tokens in
+ * position order, following what it holds). The per-token work (hyper-connections, every weight
+ * product, the routed experts through the expert engine, the head) runs over all n rows, so tokens
+ * of several sessions share each weight read; the attention's per-sequence work runs per run of
+ * consecutive positions (ds4_attn_seq). The batch's buffers come from the first session's scratch
+ * (evaluations of a model do not overlap). */
+static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const int32_t *tok, int n, float *logits,
+                       int all_logits) {
     ds4_model *M = m->priv;
-    ds4_state *st = stp;
     const int d = M->d, Nh = M->Nh;
     const int64_t hd = (int64_t)Nh * d;
     const int dump = mr_model_dumping(m);
     ds4_buf B;
     float *X = NULL, *e = NULL;
     int rc = -1;
-    if (pos0 + n > st->n_ctx) { mr_set_error("deepseek4: %d + %d tokens exceed the session context %d", pos0, n, st->n_ctx); return -1; }
-    if (ds4_buf_carve(M, st, n, &B, &X, &e)) return -1;
+    for (int t = 0; t < n; t++)
+        if (pos[t] >= st[t]->n_ctx) {
+            mr_set_error("deepseek4: position %d is beyond the session context %d", pos[t], st[t]->n_ctx);
+            return -1;
+        }
+    if (ds4_buf_carve(M, st[0], n, &B, &X, &e)) return -1;
     MR_PROF_BEGIN(tem);
     /* embedding copied into every stream (§3.0) */
     for (int t = 0; t < n; t++) {
@@ -921,7 +982,7 @@ static int ds4_eval_batch(mr_model *m, void *stp, const int32_t *tok, int n, int
     }
     MR_PROF_END(tem, "embed");
     for (int il = 0; il < M->L; il++) {
-        if (ds4_attention(m, st, il, n, pos0, X, &B)) goto done;
+        if (ds4_attention(m, st, pos, il, n, X, &B)) goto done;
         if (ds4_ffn(m, il, tok, n, X, &B)) goto done;
     }
     if (logits) {
@@ -954,11 +1015,25 @@ done:
 #define DS4_MAX_BATCH 256
 int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
     const int nv = ((ds4_model *)m->priv)->V;
+    ds4_state *st[DS4_MAX_BATCH];
+    int pos[DS4_MAX_BATCH];
     for (int i = 0; i < n; i += DS4_MAX_BATCH) {
         const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH, last = i + len == n;
         float *lg = !logits ? NULL : all_logits ? logits + (size_t)i * (size_t)nv : last ? logits : NULL;
-        if (ds4_eval_batch(m, stp, tok + i, len, pos0 + i, lg, all_logits)) return -1;
+        for (int t = 0; t < len; t++) { st[t] = stp; pos[t] = pos0 + i + t; }
+        if (ds4_forward(m, st, pos, tok + i, len, lg, all_logits)) return -1;
         ((ds4_state *)stp)->n_past = pos0 + i + len;
+    }
+    return 0;
+}
+
+int ds4_eval_multi(mr_model *m, void *const *stp, const int *pos, const int32_t *tok, int n, float *logits) {
+    const int nv = ((ds4_model *)m->priv)->V;
+    for (int i = 0; i < n; i += DS4_MAX_BATCH) {
+        const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH;
+        if (ds4_forward(m, (ds4_state *const *)stp + i, pos + i, tok + i, len, logits ? logits + (size_t)i * (size_t)nv : NULL, 1))
+            return -1;
+        for (int t = i; t < i + len; t++) ((ds4_state *)stp[t])->n_past = pos[t] + 1;
     }
     return 0;
 }

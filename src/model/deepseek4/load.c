@@ -423,4 +423,5 @@ const struct mr_arch mr_arch_deepseek4 = {
     .state_reset = ds4_state_reset,
     .state_truncate = ds4_state_truncate,
     .eval = ds4_eval,
+    .eval_multi = ds4_eval_multi,
 };
