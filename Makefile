@@ -4,6 +4,7 @@
 #   make test-unit       only the tests that need nothing but this checkout (tests/run.sh)
 #   make test SANITIZE=1 the same suite under ASan+UBSan (objects in build/san)
 #   make sanitize        shorthand for the line above
+#   make tsan            the multi-threaded API tests under ThreadSanitizer (build/tsan)
 #   make test-aarch64    cross-build for ARM64 (build/aarch64) and run the suite under qemu-aarch64
 # Cross builds: make CROSS=aarch64-linux-gnu- (objects in build/aarch64 unless BUILD is given).
 CROSS   ?=
@@ -31,6 +32,11 @@ else
 EP_SKIP := src/ep/ep_mpi.c
 endif
 
+ifeq ($(SANITIZE),thread)
+BUILD   := build/tsan
+CFLAGS_COMMON += -O1 -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=thread
+endif
 ifeq ($(SANITIZE),1)
 BUILD   := build/san
 CFLAGS_COMMON += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -58,7 +64,7 @@ LIB       := $(BUILD)/libmoerun.a
 FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz-replay/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .SECONDARY:
-.PHONY: deps all test test-unit test-clients sanitize alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
+.PHONY: deps all test test-unit test-clients sanitize tsan alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 # Missing Debian packages are installed (or the exact apt-get command printed) before anything is
@@ -152,6 +158,14 @@ test-aarch64:
 
 sanitize:
 	$(MAKE) test SANITIZE=1
+
+# ThreadSanitizer on the tests that use the library from several threads of their own (objects in
+# build/tsan; not part of make test): a reported race fails the run (exit code 66).
+TSAN_TESTS ?= test_approx_threads
+tsan:
+	$(MAKE) SANITIZE=thread $(TSAN_TESTS:%=build/tsan/tests/%)
+	for t in $(TSAN_TESTS); do TSAN_OPTIONS="halt_on_error=1 exitcode=66 $$TSAN_OPTIONS" \
+	    MR_SHARED=$(or $(MR_SHARED),../shared) build/tsan/tests/$$t || exit 1; done
 
 # Allocation-failure walk: every allocation of load, session, prefill and decode of the tiny qwen3moe
 # and deepseek4 models (resident and paged) made to fail in turn, under ASan/LSan

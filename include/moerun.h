@@ -177,8 +177,8 @@ int mr_approx_params_enabled(const mr_approx_params *p); /* 1 if the setting cha
 int mr_approx_parse(const char *spec, mr_approx_params *p);
 /* "prune=0.9 tau=0 min=1 rescale=l2 skip=0.05 skip_abs=0" or "off"; returns snprintf's length. */
 int mr_approx_format(const mr_approx_params *p, char *buf, size_t len);
-/* p NULL = off. Returns -1 on invalid parameters (nothing changes). Not while an eval of m runs in
- * another thread (the first enabled setting allocates the state the eval reads). */
+/* p NULL = off. Returns -1 on invalid parameters (nothing changes). Thread-safe: may be called while
+ * another thread evaluates m; an eval uses the setting requested before it started, throughout. */
 int mr_model_set_approx(mr_model *m, const mr_approx_params *p);
 void mr_model_get_approx(const mr_model *m, mr_approx_params *p);  /* the setting last requested */
 /* Control file (docs/APPROX.md "Switching while running"): a text file with one spec, e.g.
@@ -188,8 +188,8 @@ void mr_model_get_approx(const mr_model *m, mr_approx_params *p);  /* the settin
  * changed. A missing file changes nothing (it may be written later; removing it keeps the setting).
  * mr_approx_file_poll: 1 the file changed and its setting was applied to m (from the next eval),
  * 0 nothing new, -1 the file is bad (mr_last_error says why; the previous setting stays) -- returned
- * once per version of the file, so a caller reports each problem once. Thread-safe; like
- * mr_model_set_approx, not while an eval of m runs in another thread. Write the file
+ * once per version of the file, so a caller reports each problem once. Thread-safe (several
+ * threads may poll one file), also while another thread evaluates m. Write the file
  * atomically (a temporary file renamed over it): a poll may otherwise read it half written. */
 #define MR_APPROX_FILE_MAX 4096
 typedef struct mr_approx_file mr_approx_file;

@@ -99,6 +99,7 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     if (m->params.dump_n <= 0) m->params.dump_n = 8;
     m->path = mr_strdup(path);
     if (!m->path) { mr_set_error("model: out of memory"); goto fail; }
+    if (mr_moe_approx_init(m)) goto fail; /* before any eval can run: mr_model_set_approx never allocates */
     m->gguf = mr_gguf_open(path);
     if (!m->gguf) goto fail;
     const char *arch = NULL;

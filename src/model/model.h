@@ -59,7 +59,7 @@ struct mr_model {
     /* filled by arch->load */
     int n_vocab, n_embd, n_layer, n_ctx_train;
     void *priv;                 /* arch-private */
-    struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); NULL until mr_model_set_approx */
+    struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); allocated at load (settings off) */
     const struct mr_moe_remote *moe_remote; /* experts computed elsewhere (moe.h); NULL: all local */
     int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
     /* repacked copies (quant/repack.h), one per tensor, made by mr_model_weight / init_pager */

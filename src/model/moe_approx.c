@@ -154,24 +154,25 @@ int mr_approx_format(const mr_approx_params *p, char *buf, size_t len) {
                     p->prune_min < 1 ? 1 : p->prune_min, rescale_names[r], extra, p->skip_rel, p->skip_abs, rows);
 }
 
-static struct mr_moe_approx *approx_get(mr_model *m) {
-    if (m->approx) return m->approx;
+/* Allocated with the model (mr_model_load), never later: mr_model_set_approx may then run in any
+ * thread while another evaluates, since the eval only reads m->approx (a pointer fixed at load)
+ * and copies the requested setting under the lock at its start (mr_moe_approx_begin_eval). */
+int mr_moe_approx_init(mr_model *m) {
     struct mr_moe_approx *a = mr_calloc(1, sizeof *a);
-    if (!a) { mr_set_error("approx: out of memory"); return NULL; }
-    if (pthread_mutex_init(&a->mu, NULL)) { free(a); mr_set_error("approx: cannot create a mutex"); return NULL; }
+    if (!a) { mr_set_error("approx: out of memory"); return -1; }
+    if (pthread_mutex_init(&a->mu, NULL)) { free(a); mr_set_error("approx: cannot create a mutex"); return -1; }
     mr_approx_params_default(&a->pending);
     a->cur = a->pending;
     m->approx = a;
-    return a;
+    return 0;
 }
 
 int mr_model_set_approx(mr_model *m, const mr_approx_params *p) {
     mr_approx_params q;
     if (p) q = *p; else mr_approx_params_default(&q);
     if (check_params(&q)) return -1;
-    if (!m->approx && !mr_approx_params_enabled(&q)) return 0; /* stays exact, nothing to allocate */
-    struct mr_moe_approx *a = approx_get(m);
-    if (!a) return -1;
+    struct mr_moe_approx *a = m->approx;
+    if (!a) { mr_set_error("approx: the model was not loaded by mr_model_load"); return -1; }
     pthread_mutex_lock(&a->mu);
     a->pending = q;
     pthread_mutex_unlock(&a->mu);

@@ -49,6 +49,9 @@ struct mr_moe_approx {
     mr_approx_stats stats;
 };
 
+/* Allocates m->approx (settings off); mr_model_load calls it, so that switching settings never
+ * allocates while another thread evaluates. 0, or -1 (error set). */
+int mr_moe_approx_init(mr_model *m);
 /* Called by mr_session_eval before every eval: cur = pending. m->approx may be NULL (nothing to do). */
 void mr_moe_approx_begin_eval(mr_model *m);
 void mr_moe_approx_free(struct mr_moe_approx *a);
