@@ -3,7 +3,8 @@
  * checks, logits files, cache simulation, synthetic models, profiler, perplexity, pager reports) are in
  * moerun_tools.h. The CLI, the server and embedding programs use only these two headers.
  * Conventions: functions return 0 / a pointer on success and -1 / NULL on failure, after which
- * mr_last_error() returns a message. The library never exits the process. */
+ * mr_last_error() returns a message. The library never exits the process, except through the
+ * opt-in handler of mr_file_guard_install (a model file that shrank under a mapping). */
 #ifndef MOERUN_H
 #define MOERUN_H
 #include <stddef.h>
@@ -63,6 +64,21 @@ int mr_model_n_threads(const mr_model *m);
 mr_tokenizer *mr_model_tokenizer(const mr_model *m);
 /* A string metadata value (e.g. "tokenizer.chat_template", "general.name"), NULL if absent. */
 const char *mr_model_meta_str(const mr_model *m, const char *key);
+
+/* The model file changing under the process (docs/RELIABILITY.md). mr_model_check_files: -1 (error
+ * set, naming the file and its sizes) if a file of m is now smaller than when it was mapped (truncated
+ * or rewritten in place; its weights are gone). mr_session_eval and mr_sessions_eval call it first, so
+ * evaluations after such a change fail with that message; one fstat per file. A file replaced by
+ * rename (a new inode) does not affect a loaded model. An in-place rewrite that keeps the size is
+ * not detected. */
+int mr_model_check_files(const mr_model *m);
+/* Opt-in, for programs (the CLI installs it for every command): a SIGBUS handler for the window the
+ * check cannot close (a file truncated during an eval or a load). A bus error inside a mapped model
+ * file writes "moerun: fatal: bus error reading PATH at offset N: the file shrank while mapped (...)"
+ * to stderr and ends the process with _exit(MR_EXIT_FILE_SHRANK); any other bus error goes to the
+ * handler installed before. The only place where the library ends the process. 0, or -1 (error set). */
+#define MR_EXIT_FILE_SHRANK 74 /* EX_IOERR of sysexits.h */
+int mr_file_guard_install(void);
 
 /* n_ctx 0 = the model's default (params.n_ctx). */
 mr_session *mr_session_new(mr_model *m, int n_ctx);

@@ -44,6 +44,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version")) { printf("moerun %s\n", mr_version()); return 0; }
+    /* a model file truncated while mapped: one clear line and exit status 74, not a bare SIGBUS */
+    if (mr_file_guard_install()) fprintf(stderr, "warning: %s\n", mr_last_error());
     /* --ep anywhere: join the MPI job (expert parallelism); every rank runs the command, ranks > 0
      * only serve their experts once the model is loaded (mr_cli_load) */
     if (mr_ep_start(&argc, &argv) < 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }

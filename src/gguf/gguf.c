@@ -578,6 +578,23 @@ static int map_shard(gg_shard *sh, const char *path) {
     if (m == MAP_FAILED) { mr_set_error("%s: cannot map: %s", path, strerror(errno)); return -1; }
     sh->base = m;
     sh->mapped = 1;
+    mr_map_guard_add(m, (size_t)sh->size, sh->path, sh->fd);
+    return 0;
+}
+
+int mr_gguf_check_files(const mr_gguf *g) {
+    for (int i = 0; i < g->n_shards; i++) {
+        const gg_shard *sh = &g->shards[i];
+        struct stat st;
+        if (sh->fd < 0) continue; /* an in-memory image */
+        if (fstat(sh->fd, &st) != 0) { mr_set_error("%s: cannot stat: %s", sh->path, strerror(errno)); return -1; }
+        if ((uint64_t)st.st_size < sh->size) {
+            mr_set_error("%s: the file shrank from %" PRIu64 " to %" PRIu64 " bytes while the model is loaded (truncated "
+                         "or rewritten in place); its weights are gone: load it again", sh->path, sh->size,
+                         (uint64_t)st.st_size);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -585,7 +602,10 @@ void mr_gguf_close(mr_gguf *g) {
     if (!g) return;
     for (int i = 0; i < g->n_shards; i++) {
         gg_shard *sh = &g->shards[i];
-        if (sh->mapped) munmap((void *)sh->base, (size_t)sh->size);
+        if (sh->mapped) {
+            mr_map_guard_remove(sh->base);
+            munmap((void *)sh->base, (size_t)sh->size);
+        }
         if (sh->fd >= 0) close(sh->fd);
         free(sh->path);
     }

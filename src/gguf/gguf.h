@@ -50,6 +50,12 @@ mr_gguf *mr_gguf_open_memory(const void *data, size_t size, const char *name);
  * PATH-without-.gguf + "-%05d-of-%05d.gguf". -1 if path does not end in .gguf or buf is too small. */
 int mr_gguf_split_path(char *buf, size_t size, const char *path, int i, int n);
 
+/* -1 (error set) if a shard's file is now smaller than when it was mapped (map_guard.c). */
+int mr_gguf_check_files(const mr_gguf *g);
+/* The SIGBUS guard's registry of mapped files (map_guard.c; mr_file_guard_install in moerun.h). */
+void mr_map_guard_add(const void *base, size_t size, const char *path, int fd);
+void mr_map_guard_remove(const void *base);
+
 uint32_t mr_gguf_version(const mr_gguf *g);
 uint64_t mr_gguf_alignment(const mr_gguf *g);
 int mr_gguf_n_shards(const mr_gguf *g);

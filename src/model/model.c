@@ -216,6 +216,8 @@ int mr_session_can_truncate(const mr_session *s) { return s->m->arch->state_trun
 int mr_session_n_ctx(const mr_session *s) { return s->n_ctx; }
 mr_model *mr_session_model(const mr_session *s) { return s->m; }
 
+int mr_model_check_files(const mr_model *m) { return mr_gguf_check_files(m->gguf); }
+
 int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, int all_logits) {
     if (n <= 0) { mr_set_error("eval: no tokens"); return -1; }
     if (s->n_past + n > s->n_ctx) {
@@ -227,6 +229,7 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
             mr_set_error("eval: token id %d out of range [0, %d)", tokens[i], s->m->n_vocab);
             return -1;
         }
+    if (mr_model_check_files(s->m)) return -1; /* a shrunk file: an error now, not a SIGBUS below */
     const int phase = n > 1 ? 0 : 1; /* profiler: batch = prefill, one token = decode */
     mr_prof_set_phase(phase);
     mr_moe_approx_begin_eval(s->m); /* approximation settings change only between evals */
@@ -262,6 +265,7 @@ int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *
         if (pos[t] >= s[t]->n_ctx) { mr_set_error("eval: a token beyond the context of %d", s[t]->n_ctx); goto done; }
         st[t] = s[t]->st;
     }
+    if (mr_model_check_files(m)) goto done;
     const int phase = n > 1 ? 0 : 1;
     mr_prof_set_phase(phase);
     mr_moe_approx_begin_eval(m);

@@ -511,7 +511,12 @@ static void srv_handle(void *user, mr_http_req *r) {
     srv_state *st = user;
     double t0 = mr_now();
     if (!strcmp(r->method, "OPTIONS")) { mr_http_reply(r, 204, "text/plain", "", 0); return; }
-    if (path_is(r->path, "/health", "/v1/health")) { mr_http_reply(r, 200, "application/json", "{\"status\":\"ok\"}", 15); return; }
+    if (path_is(r->path, "/health", "/v1/health")) {
+        /* a model file that shrank under the mapping: every request fails now, so say so here too */
+        if (mr_model_check_files(st->m)) { srv_error(r, 503, mr_last_error()); return; }
+        mr_http_reply(r, 200, "application/json", "{\"status\":\"ok\"}", 15);
+        return;
+    }
     if (path_is(r->path, "/v1/admin/moe", NULL)) { ep_admin_moe(st, r); return; } /* its own key */
     if (!srv_authorized(st, r)) {
         static const char body[] = "{\"error\":{\"message\":\"invalid or missing API key\",\"type\":\"authentication_error\",\"code\":401}}";
