@@ -149,6 +149,10 @@ void mr_cli_pick_seed(mr_cli_common *c);
  * training context, and the summary line "load: T s (arch, ...)" on stderr. NULL on failure (error
  * printed). tmpl: the chat template to name in the summary (NULL: none). */
 mr_model *mr_cli_load(mr_cli_common *c, const char *tmpl, int *interrupted);
+/* --ep (docs/MULTIHOST.md), once the model is loaded: ranks > 0 serve their experts until rank 0
+ * ends, then free m and exit here; rank 0 attaches the other ranks to m and returns. Without --ep
+ * nothing. mr_cli_load calls it; commands that load models themselves (logits, server) too. */
+void mr_cli_ep_join(mr_model *m);
 /* Tokenize a whole text (any length) into a malloc'd array; -1 after printing an error. */
 int mr_cli_tokenize(const mr_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                     int32_t **out);

@@ -50,21 +50,24 @@ mr_model *mr_cli_load(mr_cli_common *c, const char *tmpl, int *interrupted) {
         fprintf(stderr, ", pager %d slots = %.1f MiB of %.1f MiB experts%s", ps.n_slots, ps.arena_bytes / 1048576.0,
                 ps.expert_bytes / 1048576.0, c->budget && !strcmp(c->budget, "auto") ? " (auto)" : "");
     fprintf(stderr, ")\n");
-    if (mr_ep_active()) {
-        if (mr_ep_rank() > 0) { /* serve this rank's experts until rank 0 is done, then end here */
-            int rc = mr_ep_serve(m);
-            mr_model_free(m);
-            mr_ep_stop();
-            exit(rc ? 1 : 0);
-        }
-        mr_ep_attach(m);
-        fprintf(stderr, "ep: %d ranks, rank 0 computes experts (layer + expert) %% %d == 0, the others serve the rest\n",
-                mr_ep_size(), mr_ep_size());
-    }
+    mr_cli_ep_join(m);
     if (train > 0 && n_ctx > train)
         fprintf(stderr, "warning: context %d is larger than the %d positions the model was trained on; "
                         "expect degraded output beyond %d\n", n_ctx, train, train);
     return m;
+}
+
+void mr_cli_ep_join(mr_model *m) {
+    if (!mr_ep_active()) return;
+    if (mr_ep_rank() > 0) { /* serve this rank's experts until rank 0 is done, then end here */
+        int rc = mr_ep_serve(m);
+        mr_model_free(m);
+        mr_ep_stop();
+        exit(rc ? 1 : 0);
+    }
+    mr_ep_attach(m);
+    fprintf(stderr, "ep: %d ranks, rank 0 computes experts (layer + expert) %% %d == 0, the others serve the rest\n",
+            mr_ep_size(), mr_ep_size());
 }
 
 int mr_cli_tokenize(const mr_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,

@@ -38,9 +38,10 @@ static void logits_usage(FILE *f) {
     const mr_opt opts[] = {LOGITS_OPTS(&a)};
     fprintf(f, "usage: moerun logits -m MODEL (--tokens 1,2,3 | --tokens-file FILE) [--decode] -o OUT.lgts\n"
                "                     [-t THREADS] [-c CTX] [--kv-f32] [--official] [--dump NAMES]\n"
-               "                     [--ram-budget SIZE|auto] [--stats-file FILE]\n\n"
+               "                     [--ram-budget SIZE|auto] [--stats-file FILE] [--ep]\n\n"
                "Evaluates the ids as one batch (default) or one at a time (--decode, through the KV cache)\n"
-               "and writes the logits of every position (0..n-1) in the LGTS format.\n");
+               "and writes the logits of every position (0..n-1) in the LGTS format. With --ep (an MPI build, under\n"
+               "mpirun) rank 0 evaluates and writes the file, the other ranks compute their share of the experts.\n");
     mr_cli_print_opts(f, opts, MR_NOPTS(opts));
 }
 
@@ -83,9 +84,11 @@ static int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", mr_last_error());
         goto done;
     }
-    if (stats_path && !(stats = fopen(stats_path, "w"))) { fprintf(stderr, "error: cannot write %s\n", stats_path); goto done; }
+    /* with --ep only rank 0 writes files; the other ranks serve experts (mr_cli_ep_join) */
+    if (stats_path && mr_ep_rank() == 0 && !(stats = fopen(stats_path, "w"))) { fprintf(stderr, "error: cannot write %s\n", stats_path); goto done; }
     m = mr_model_load(model, &mp);
     if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
+    mr_cli_ep_join(m);
     s = mr_session_new(m, n > mp.n_ctx ? n : mp.n_ctx);
     if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); goto done; }
     const int V = mr_model_n_vocab(m);

@@ -15,7 +15,7 @@ static void on_signal(int sig) { (void)sig; server_stop = 1; }
 static void server_usage(FILE *f) {
     fprintf(f, "usage: moerun server -m MODEL [--host H] [--port P] [-c CTX] [-t N] [--ram-budget SIZE] [--alias NAME]\n"
                "                    [--parallel N] [--chat-template NAME] [--api-key KEY] [--admin-key KEY]\n"
-               "                    [--moe-approx SPEC] [--moe-approx-file PATH]\n\n"
+               "                    [--moe-approx SPEC] [--moe-approx-file PATH] [--ep]\n\n"
                "Serves the OpenAI API (POST /v1/chat/completions, /v1/completions, GET /v1/models) and the\n"
                "Anthropic Messages API (POST /v1/messages), streamed with \"stream\": true; tools / tool_calls\n"
                "for the chatml and deepseek4 templates; logprobs, n, seed (random when absent). Also GET /health,\n"
@@ -43,7 +43,9 @@ static void server_usage(FILE *f) {
                "  --moe-approx-file PATH  control file with a spec (e.g. \"k=5 layers=3-\"; empty or \"off\": exact),\n"
                "                    re-read when it changes, checked before every evaluation; it holds the whole\n"
                "                    setting and, when present at start, overrides --moe-approx (docs/APPROX.md)\n"
-               "Responses name the active setting: \"moerun\":{\"approx\":SPEC} and an X-Moerun-Approx header.\n");
+               "Responses name the active setting: \"moerun\":{\"approx\":SPEC} and an X-Moerun-Approx header.\n"
+               "  --ep              expert parallelism (an MPI build under mpirun; docs/MULTIHOST.md): rank 0 serves\n"
+               "                    HTTP, the other ranks compute their share of the routed experts\n");
 }
 
 static int cmd_server(int argc, char **argv) {
@@ -91,11 +93,15 @@ static int cmd_server(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", mr_last_error());
         return 1;
     }
-    /* bind first: a taken port fails at once, not after loading the model */
-    sp.listen_fd = mr_server_listen(sp.host, sp.port);
-    if (sp.listen_fd < 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
+    /* bind first: a taken port fails at once, not after loading the model. With --ep only rank 0
+     * serves HTTP; the other ranks load the model and serve their experts to it (mr_cli_ep_join) */
+    if (mr_ep_rank() == 0) {
+        sp.listen_fd = mr_server_listen(sp.host, sp.port);
+        if (sp.listen_fd < 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
+    }
     mr_model *m = mr_model_load(model, &mp);
-    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); close(sp.listen_fd); return 1; }
+    if (!m) { fprintf(stderr, "error: %s\n", mr_last_error()); if (sp.listen_fd >= 0) close(sp.listen_fd); return 1; }
+    mr_cli_ep_join(m);
     if (mr_model_set_approx(m, &ap)) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); return 1; }
     if (mr_approx_params_enabled(&ap)) mr_cli_approx_report(m, stderr);
     struct sigaction sa;

@@ -143,8 +143,15 @@ int mr_ep_start(int *argc, char ***argv) {
     (*argv)[k] = NULL;
     *argc = k;
     if (!want) return 0;
+    /* the server evaluates on its connections' threads, one at a time (its model lock): MPI is
+     * called from several threads, never at once */
     int prov;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS) { mr_set_error("ep: MPI_Init failed"); return -1; }
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &prov) != MPI_SUCCESS) { mr_set_error("ep: MPI_Init failed"); return -1; }
+    if (prov < MPI_THREAD_SERIALIZED) {
+        mr_set_error("ep: the MPI library does not support calls from several threads (MPI_THREAD_SERIALIZED)");
+        MPI_Finalize();
+        return -1;
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &ep_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ep_size);
     ep_peers = mr_calloc((size_t)ep_size, sizeof *ep_peers);
