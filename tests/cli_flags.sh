@@ -105,6 +105,11 @@ assert len(got) == len(want) == 6, (got, want)
 assert all(abs(g - w) <= 1e-3 * w + 0.01 for g, w in zip(got, want)), (got, want)
 PY
 then ok bench_plot_svg; else fail bench_plot_svg "not well-formed or values differ"; fi
+# bench --parallel: each tg test also with N sequences per step ("tg x N" rows, CPU time per token)
+"$MOERUN" bench -m "$M" -p 0 -n 4 -t 1 -r 1 -np 1,3 -o csv >"$TMPD/np.csv" 2>"$TMPD/e"
+rows=$(tail -n +2 "$TMPD/np.csv" | cut -d, -f5,6 | tr '\n' ' ')
+if [ "$rows" = "tg,4 tg x1,4 tg x3,4 " ] && grep -q '^tg4 x3: .* ms CPU per token' "$TMPD/e"; then ok bench_parallel
+else fail bench_parallel "rows: $rows $(head -c 200 "$TMPD/e")"; fi
 
 # chat: /help and /clear are commands, not text for the model; /save and /load round-trip
 printf '/help\nhello\n/clear\nhello\n/save %s\n/load %s\nbye\n/bogus\n/exit\n' "$TMPD/c.txt" "$TMPD/c.txt" |

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 typedef struct { const char *name; int n; double mean, sd; } bench_row;
 
@@ -40,6 +41,48 @@ static int bench_run(mr_session *s, int n_vocab, int depth, int n, int is_pp, in
     free(logits);
     if (rc != 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return -1; }
     *tps = n / dt;
+    return 0;
+}
+
+/* Process CPU time in seconds (all threads): a measure that a loaded machine disturbs less than wall time. */
+static double bench_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* tg with np sequences stepping together (continuous batching's decode step): each session s[q] gets
+ * `depth` tokens of context (at least one, not timed), then n steps of one mr_sessions_eval over one
+ * token of every sequence. Sequences draw different pseudo-random tokens (their own routing). tps
+ * counts every sequence's tokens; cpu_ms is process CPU time per token. */
+static int bench_run_multi(mr_session **s, int np, int n_vocab, int depth, int n, int profile, double *tps, double *cpu_ms) {
+    const int ctx = depth > 0 ? depth : 1;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)np * (size_t)(ctx + n));
+    int32_t *step = malloc(sizeof(int32_t) * (size_t)np);
+    float *logits = malloc(sizeof(float) * (size_t)n_vocab * (size_t)np);
+    if (!tok || !step || !logits) { free(tok); free(step); free(logits); fprintf(stderr, "error: out of memory\n"); return -1; }
+    int rc = 0;
+    mr_profile_enable(0);
+    for (int q = 0; q < np && rc == 0; q++) {
+        int32_t *t = tok + (size_t)q * (size_t)(ctx + n);
+        unsigned x = 54321u + 7919u * (unsigned)q;
+        for (int i = 0; i < ctx + n; i++) { x = x * 1103515245u + 12345u; t[i] = (int32_t)((x >> 8) % (unsigned)n_vocab); }
+        t[0] = 1 % n_vocab;
+        mr_session_reset(s[q]);
+        rc = mr_session_eval(s[q], t, ctx, NULL, 0);
+    }
+    mr_profile_enable(profile);
+    const double t0 = mr_cli_now(), c0 = bench_cpu_now();
+    for (int i = 0; i < n && rc == 0; i++) {
+        for (int q = 0; q < np; q++) step[q] = tok[(size_t)q * (size_t)(ctx + n) + (size_t)(ctx + i)];
+        rc = mr_sessions_eval(s, step, np, logits);
+    }
+    if (profile) mr_profile_eval_time(1, mr_cli_now() - t0);
+    const double dt = mr_cli_now() - t0, dc = bench_cpu_now() - c0;
+    free(tok); free(step); free(logits);
+    if (rc != 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return -1; }
+    *tps = (double)n * np / dt;
+    *cpu_ms = 1e3 * dc / ((double)n * np);
     return 0;
 }
 
@@ -120,7 +163,7 @@ static int bench_opt_list(const char *opt, const char *v, void *dst) {
 
 typedef struct {
     mr_cli_common c;
-    bench_list pp, tg, threads, depth;
+    bench_list pp, tg, threads, depth, par;
     int reps, profile, no_warmup;
     const char *fmt, *plot;
     mr_cli_spec spec;
@@ -140,6 +183,9 @@ typedef struct {
      .dst = &(b)->threads, .fn = bench_opt_list}, \
     {.names = "-d, --depth, --n-depth", .arg = "D[,D..]", .help = "run each test after D tokens already in the context (default 0)", \
      .kind = MR_OPT_FN, .dst = &(b)->depth, .fn = bench_opt_list}, \
+    {.names = "-np, --parallel", .arg = "N[,N..]", .help = "each tg test also with N sequences decoding together, one\n" \
+     "forward pass per step (\"tgM xN\": t/s counts all N; needs multi-sequence evaluation)", .kind = MR_OPT_FN, \
+     .dst = &(b)->par, .fn = bench_opt_list}, \
     MR_CLI_OPT_BUDGET(&(b)->c), \
     {.names = "-o, --output", .arg = "FMT", .help = "output format: md (default), csv, json", .kind = MR_OPT_STR, .dst = &(b)->fmt}, \
     {.names = "--plot", .arg = "FILE.svg", .help = "also draw tok/s per test and thread count as an SVG bar chart", \
@@ -227,6 +273,7 @@ static int cmd_bench(int argc, char **argv) {
     b.tg = (bench_list){{128}, 1, 0, INT_MAX / 4};
     b.threads = (bench_list){{0}, 1, 0, MR_CLI_MAX_THREADS};
     b.depth = (bench_list){{0}, 1, 0, INT_MAX / 4};
+    b.par = (bench_list){{1}, 1, 1, 64};
     b.reps = 3;
     b.fmt = "md";
     const mr_opt opts[] = {BENCH_OPTS(&b)};
@@ -244,7 +291,11 @@ static int cmd_bench(int argc, char **argv) {
     const int n_tg_kinds = b.spec.max ? 4 : 1; /* tg, tg gen, tg spec, tg oracle */
     int32_t *gen_ids = malloc(sizeof(int32_t) * (size_t)(list_max(&b.tg) + 1));
     if (!gen_ids) { fprintf(stderr, "error: out of memory\n"); return 1; }
-    const int max_rows = b.threads.n * b.depth.n * (b.pp.n + b.tg.n * n_tg_kinds);
+    /* --parallel: rows "tgM xN" (also for N = 1 when listed beside others) */
+    const int par_on = b.par.n > 1 || b.par.v[0] > 1;
+    char par_names[BENCH_MAX_LIST][16];
+    for (int k = 0; k < b.par.n; k++) snprintf(par_names[k], sizeof par_names[k], "tg x%d", b.par.v[k]);
+    const int max_rows = b.threads.n * b.depth.n * (b.pp.n + b.tg.n * (n_tg_kinds + b.par.n));
     bench_row *rows = calloc((size_t)max_rows, sizeof *rows);
     int *row_threads = calloc((size_t)max_rows, sizeof *row_threads), *row_depth = calloc((size_t)max_rows, sizeof *row_depth);
     if (!rows || !row_threads || !row_depth) { free(rows); free(row_threads); free(row_depth); free(gen_ids); fprintf(stderr, "error: out of memory\n"); return 1; }
@@ -271,6 +322,15 @@ static int cmd_bench(int argc, char **argv) {
         snprintf(arch, sizeof arch, "%s", mr_model_arch(m));
         mr_session *s = mr_session_new(m, n_ctx);
         if (!s) { fprintf(stderr, "error: %s\n", mr_last_error()); mr_model_free(m); rc = 1; break; }
+        /* the sessions of the parallel rows (ss[0] is s) */
+        mr_session *ss[64] = {s};
+        for (int q = 1; q < list_max(&b.par) && rc == 0; q++)
+            if (!(ss[q] = mr_session_new(m, n_ctx))) { fprintf(stderr, "error: %s\n", mr_last_error()); rc = 1; }
+        if (rc == 0 && par_on && !mr_model_can_batch(m)) {
+            fprintf(stderr, "error: --parallel: %s has no multi-sequence evaluation\n", arch);
+            rc = 1;
+        }
+        if (rc) { for (int q = 0; q < 64; q++) mr_session_free(ss[q]); mr_model_free(m); break; }
         if (b.profile) mr_profile_reset();
         const int nt = mr_model_n_threads(m);
         if (b.spec.max && !b.spec.draft && mr_cli_spec_setup(&b.spec, nt, n_ctx, &(mr_gen_params){0})) { rc = 1; mr_session_free(s); mr_model_free(m); break; }
@@ -354,6 +414,35 @@ static int cmd_bench(int argc, char **argv) {
                 else snprintf(test, sizeof test, "%s%d", br->name, n);
                 bench_print_row(b.fmt, base, arch, gib, nt, test, br->name, n, depth, b.reps, br->mean, br->sd, approx, !nrows);
                 nrows++;
+                if (is_pp || !par_on) continue;
+                /* the same decode with 1..N sequences per step, alternating within each repetition */
+                double psum[BENCH_MAX_LIST] = {0}, psum2[BENCH_MAX_LIST] = {0}, pcpu[BENCH_MAX_LIST] = {0};
+                for (int k = 0; k < b.par.n && rc == 0 && !b.no_warmup; k++)
+                    if (bench_run_multi(ss, b.par.v[k], mr_model_n_vocab(m), depth, 1, 0, &tps, &pcpu[k])) rc = 1;
+                for (int r = 0; r < b.reps && rc == 0; r++)
+                    for (int k = 0; k < b.par.n && rc == 0; k++) {
+                        if (mr_cli_interrupted) { rc = 130; break; }
+                        double cms = 0;
+                        if (bench_run_multi(ss, b.par.v[k], mr_model_n_vocab(m), depth, n, b.profile, &tps, &cms)) rc = 1;
+                        psum[k] += tps;
+                        psum2[k] += tps * tps;
+                        pcpu[k] += cms;
+                    }
+                if (rc) break;
+                for (int k = 0; k < b.par.n; k++) {
+                    br = &rows[nrows];
+                    br->name = par_names[k];
+                    br->n = n;
+                    br->mean = psum[k] / b.reps;
+                    br->sd = b.reps > 1 ? sqrt(fmax(0, (psum2[k] - psum[k] * psum[k] / b.reps) / (b.reps - 1))) : 0;
+                    row_threads[nrows] = nt;
+                    row_depth[nrows] = depth;
+                    snprintf(test, sizeof test, "tg%d x%d", n, b.par.v[k]);
+                    if (depth) snprintf(test + strlen(test), sizeof test - strlen(test), " @ d%d", depth);
+                    bench_print_row(b.fmt, base, arch, gib, nt, test, br->name, n, depth, b.reps, br->mean, br->sd, approx, !nrows);
+                    fprintf(stderr, "%s: %.2f ms CPU per token (process CPU time, mean of %d runs)\n", test, pcpu[k] / b.reps, b.reps);
+                    nrows++;
+                }
             }
         }
         if (rc == 0) {
@@ -361,7 +450,7 @@ static int cmd_bench(int argc, char **argv) {
             if (b.c.budget) mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
             if (mr_approx_params_enabled(&b.c.ap)) mr_cli_approx_report(m, stderr);
         }
-        mr_session_free(s);
+        for (int q = 0; q < 64; q++) mr_session_free(ss[q]);
         mr_model_free(m);
     }
     mr_cli_spec_free(&b.spec);
