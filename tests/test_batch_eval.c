@@ -97,6 +97,7 @@ static void test_llama(void) { check_model("tiny-llama-q4_0.gguf"); }
 #define DS_LEN 150
 static int32_t ds_tok(int q, int p, int V) { return p == 0 ? 1 : (int32_t)((q * 131 + p * 37 + p * p) % (V - 2)) + 2; }
 
+/* paged: 0 experts from the mmap, 1 at the smallest budget, 2 with room for reading ahead */
 static void check_ds4(const char *name, int threads, int paged) {
     char rel[256];
     snprintf(rel, sizeof rel, "models/%s", name);
@@ -107,7 +108,8 @@ static void check_ds4(const char *name, int threads, int paged) {
     if (paged) {
         mr_pager_model_info info;
         if (mr_pager_model_sizes(path, &info)) { CHECK(0, "%s: %s", name, mr_last_error()); return; }
-        mp.ram_budget = info.min_budget;
+        /* 2: room for reading ahead (the pager guesses from 4 times its floor) */
+        mp.ram_budget = paged == 2 ? 4 * info.min_budget + (1 << 20) : info.min_budget;
     }
     mr_model *m = mr_model_load(path, &mp);
     CHECK(m != NULL, "%s: %s", name, mr_last_error());
@@ -132,6 +134,8 @@ static void check_ds4(const char *name, int threads, int paged) {
             if (mr_session_eval(s[q], &toks[q][p], 1, row + (size_t)p * V, 0)) { CHECK(0, "%s", mr_last_error()); goto done; }
     }
     for (int q = 0; q < DS_SEQ; q++) mr_session_reset(s[q]);
+    mr_pager_stats ps0 = {0}, ps1 = {0};
+    if (paged) mr_model_pager_stats(m, &ps0);
     /* the schedule: each step a string of sequence letters, one token of that sequence each; digits
      * repeat the letter before them ("A9" = nine tokens of A). '<' cuts the next letter's session
      * back by 3 positions first. */
@@ -174,6 +178,9 @@ static void check_ds4(const char *name, int threads, int paged) {
     }
     for (int q = 0; q < DS_SEQ && same; q++)
         CHECK(mr_session_n_past(s[q]) == np[q], "%s: sequence %c at %d, expected %d", name, 'A' + q, mr_session_n_past(s[q]), np[q]);
+    /* the next layer's experts are guessed for every sequence of a decode step (moe.c) */
+    if (paged == 2 && same && mr_model_pager_stats(m, &ps1) == 0)
+        CHECK(ps1.hint_reads > ps0.hint_reads, "%s: no read-ahead during the batched steps", name);
 done:
     for (int q = 0; q < DS_SEQ; q++) mr_session_free(s[q]);
     free(ref);
@@ -184,6 +191,7 @@ done:
 static void test_ds4(void) {
     check_ds4("tiny-deepseek4.gguf", 1, 0);
     check_ds4("tiny-deepseek4.gguf", 2, 1);
+    check_ds4("tiny-deepseek4.gguf", 2, 2);
     check_ds4("tiny-deepseek4-idx.gguf", 2, 0);
     check_ds4("tiny-deepseek4-iq3s-mxfp4.gguf", 1, 1);
     check_ds4("tiny-deepseek4-iq3s-mxfp4.gguf", 2, 0);

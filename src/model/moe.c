@@ -459,12 +459,18 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     for (int i = 0; i < P.n_xp; i++) if (!P.xp[i].remote) local[nl++] = P.xp[i].e; /* ascending ids */
     if (mr_pager_prefetch(m->pager, layer, local, nl)) goto done;
     prefetched = 1;
-    if (c->guess_next && n == 1 && mr_pager_guessing(m->pager)) {
-        int next = -1, gids[64];
-        int ng = c->guess_next(c->guess_ctx, x, &next, gids, 64), nk = 0;
-        if (ng < 0) goto done;
-        for (int i = 0; i < ng; i++) /* experts another process owns are not read here */
-            if (!m->moe_remote || !m->moe_remote->owns(m->moe_remote->ctx, next, gids[i])) gids[nk++] = gids[i];
+    if (c->guess_next && n <= MR_MOE_GUESS_ROWS && mr_pager_guessing(m->pager)) {
+        /* every row's guess (the sequences of a decode step), in one hint: the pager skips repeats */
+        int next = -1, gids[MR_MOE_GUESS_ROWS * 64], nk = 0;
+        for (int t = 0; t < n; t++) {
+            int nt = -1, ids[64];
+            const int ng = c->guess_next(c->guess_ctx, t, x + (int64_t)t * P.d, &nt, ids, 64);
+            if (ng < 0) goto done;
+            if (ng == 0 || (next >= 0 && nt != next)) continue;
+            next = nt;
+            for (int i = 0; i < ng; i++) /* experts another process owns are not read here */
+                if (!m->moe_remote || !m->moe_remote->owns(m->moe_remote->ctx, next, ids[i])) gids[nk++] = ids[i];
+        }
         if (nk > 0 && mr_pager_hint(m->pager, next, gids, nk)) goto done;
     }
     for (int k = 0; k < nl; k++) local[k] = P.xidx[local[k]]; /* now indices into P.xp */

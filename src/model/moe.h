@@ -23,6 +23,7 @@
 
 enum { MR_GATING_SOFTMAX = 1, MR_GATING_SIGMOID = 2, MR_GATING_SQRT_SOFTPLUS = 3, MR_GATING_SOFTMAX_WEIGHT = 4 };
 enum { MR_MOE_ACT_SWIGLU = 0, MR_MOE_ACT_SWIGLU_OAI = 1 };
+#define MR_MOE_GUESS_ROWS 8 /* largest batch whose next-layer experts are guessed (mr_moe_cfg.guess_next) */
 
 /* Routed-expert biases of one layer (gpt-oss): gate, up [n_expert][F], down [n_expert][d]; NULL = none. */
 typedef struct { const float *gate, *up, *down; } mr_moe_bias;
@@ -38,13 +39,14 @@ typedef struct {
     int n_group, n_group_used; /* expert groups (<= 1: none) and how many groups may be chosen */
     int act;                 /* MR_MOE_ACT_* */
     const mr_moe_bias *bias; /* [n_layer] expert biases, or NULL */
-    /* Optional guess at the next MoE layer's experts, made while this layer computes (one-token
-     * batches, paging on, MOERUN_PAGER_GUESS not 0): writes up to n_max expert ids of layer
-     * *next_layer for this layer's input x[d] and returns their count (0 = no guess, -1 = error). The
-     * engine hands them to the pager (mr_pager_hint) right after this layer's own reads are queued,
-     * so the device keeps reading while this layer and the next one's attention compute. A guess
-     * never changes a result: it only decides what is read early. */
-    int (*guess_next)(void *ctx, const float *x, int *next_layer, int *ids, int n_max);
+    /* Optional guess at the next MoE layer's experts, made while this layer computes (batches of at
+     * most MR_MOE_GUESS_ROWS tokens: a decode step of one or several sequences; paging on,
+     * MOERUN_PAGER_GUESS not 0): writes up to n_max expert ids of layer *next_layer for row `row` of
+     * the batch, whose input is x[d], and returns their count (0 = no guess, -1 = error). The engine
+     * hands every row's guess to the pager (mr_pager_hint) right after this layer's own reads are
+     * queued, so the device keeps reading while this layer and the next one's attention compute. A
+     * guess never changes a result: it only decides what is read early. */
+    int (*guess_next)(void *ctx, int row, const float *x, int *next_layer, int *ids, int n_max);
     void *guess_ctx;
 } mr_moe_cfg;
 

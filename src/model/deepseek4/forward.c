@@ -799,11 +799,11 @@ static void ds4_swiglu_item(void *arg, long t) {
 }
 
 /* The next layer's experts guessed from this layer's FFN input (mr_moe_cfg.guess_next): a hash layer's
- * are exact (its table row for the token); otherwise the next router applied to this layer's input
+ * are exact (its table row for the row's token); otherwise the next router applied to the row's input
  * [d], top-k with its bias. Only decides what the pager reads early. */
-typedef struct { mr_model *m; int il; int32_t tok; } ds4_guess;
+typedef struct { mr_model *m; int il; const int32_t *tok; } ds4_guess;
 
-static int ds4_guess_next(void *ctx, const float *x, int *next_layer, int *ids, int n_max) {
+static int ds4_guess_next(void *ctx, int row, const float *x, int *next_layer, int *ids, int n_max) {
     const ds4_guess *gc = ctx;
     ds4_model *M = gc->m->priv;
     const int l1 = gc->il + 1, K = M->K;
@@ -811,8 +811,9 @@ static int ds4_guess_next(void *ctx, const float *x, int *next_layer, int *ids, 
     const ds4_layer *ly = &M->layers[l1];
     *next_layer = l1;
     if (ly->tid2eid) {
-        if (gc->tok < 0 || gc->tok >= M->V) return 0;
-        for (int j = 0; j < K; j++) ids[j] = ly->tid2eid[(int64_t)gc->tok * K + j];
+        const int32_t tok = gc->tok[row];
+        if (tok < 0 || tok >= M->V) return 0;
+        for (int j = 0; j < K; j++) ids[j] = ly->tid2eid[(int64_t)tok * K + j];
         return K;
     }
     float *lg = mr_malloc(sizeof(float) * (size_t)M->E);
@@ -845,7 +846,7 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
         if (ds4_matmuls(m, "mm ffn_in", mm, sh_budget ? 1 : 3, n)) return -1;
     }
     DUMP("ffn_moe_logits", il, B->logits, M->E, n);
-    ds4_guess gc = {m, il, n == 1 ? tok[0] : -1};
+    ds4_guess gc = {m, il, tok};
     const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
                             .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim, .guess_next = ds4_guess_next,
                             .guess_ctx = &gc, .hash_routed = ly->tid2eid != NULL};
