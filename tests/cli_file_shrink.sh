@@ -7,14 +7,19 @@ if ! command -v curl >/dev/null 2>&1; then fail shrink_curl "curl is not install
 M=$TMPD/model.gguf
 cp "$SHARED/models/tiny-qwen3moe.gguf" "$M"
 size=$(wc -c <"$M")
-PORT=$((20000 + ($$ + 7919) % 20000))
-"$MOERUN" server -m "$M" --port $PORT -t 1 >"$TMPD/srv.out" 2>"$TMPD/srv.err" &
-SRV=$!
-trap 'kill $SRV 2>/dev/null; rm -rf "$TMPD"' EXIT
 up=0
-for _ in $(seq 1 100); do
-  if curl -s "http://127.0.0.1:$PORT/health" 2>/dev/null | grep -q '"ok"'; then up=1; break; fi
-  sleep 0.1
+for try in 1 2 3; do # another program may hold the port: the next one
+  PORT=$((20000 + ($$ + 7919 * try) % 20000))
+  "$MOERUN" server -m "$M" --port $PORT -t 1 >"$TMPD/srv.out" 2>"$TMPD/srv.err" &
+  SRV=$!
+  trap 'kill $SRV 2>/dev/null; rm -rf "$TMPD"' EXIT
+  for _ in $(seq 1 150); do
+    if curl -s "http://127.0.0.1:$PORT/health" 2>/dev/null | grep -q '"ok"'; then up=1; break; fi
+    kill -0 $SRV 2>/dev/null || break
+    sleep 0.1
+  done
+  [ $up -eq 1 ] && break
+  grep -q "Address already in use" "$TMPD/srv.err" || break
 done
 if [ $up -eq 1 ]; then ok shrink_server_up; else fail shrink_server_up "$(head -c 300 "$TMPD/srv.err")"; exit 1; fi
 req='{"prompt":"Once upon a time","max_tokens":4,"temperature":0}'
