@@ -74,5 +74,26 @@ else
     if [ -s "$TMPD/one.txt" ] && cmp -s "$TMPD/one.txt" "$TMPD/ep.txt" && grep -q "rank 0 of 2 sent [1-9]" "$TMPD/s2" &&
        grep -q "rank 1 of 2 served [1-9]" "$TMPD/s2"; then ok ep_server_np2
     else fail ep_server_np2 "one '$(cat "$TMPD/one.txt")' ep '$(cat "$TMPD/ep.txt")' $(tail -n 3 "$TMPD/s2" | head -c 300)"; fi
+    # rank 1's own copy of the model shrinks under it (mpirun's MPMD form gives each rank its
+    # file): the request fails with rank 1's message, the server stays up and the next request on
+    # rank 0's side is answered (rank 1 keeps answering with the error)
+    A=$TMPD/a.gguf; B=$TMPD/b.gguf
+    cp "$K" "$A"; cp "$K" "$B"; size=$(wc -c <"$B")
+    P3=$((20000 + ($$ + 303) % 20000))
+    mpirun --oversubscribe -np 1 "$MPIBIN" server -m "$A" --port $P3 -t 1 --ep : \
+      -np 1 "$MPIBIN" server -m "$B" --port $P3 -t 1 --ep >/dev/null 2>"$TMPD/s3" &
+    S3=$!
+    serve_one $P3 before.txt
+    truncate -s $((size / 2)) "$B"
+    code=$(curl -s -o "$TMPD/b3" -w '%{http_code}' "http://127.0.0.1:$P3/v1/completions" -d "$req")
+    health=$(curl -s "http://127.0.0.1:$P3/health")
+    for c in $(pgrep -P $S3); do
+      grep -qz '^OMPI_COMM_WORLD_RANK=0$' /proc/$c/environ 2>/dev/null && kill -TERM $c
+    done
+    for _ in $(seq 1 100); do kill -0 $S3 2>/dev/null || break; sleep 0.2; done
+    kill $S3 2>/dev/null; wait $S3 2>/dev/null
+    if cmp -s "$TMPD/one.txt" "$TMPD/before.txt" && [ "$code" = 500 ] && grep -q "ep: rank 1: .*b.gguf: the file shrank" "$TMPD/b3" &&
+       echo "$health" | grep -q '"ok"' && grep -q "rank 1 of 2 served [1-9].*, 1 batches failed" "$TMPD/s3"; then ok ep_server_rank1_file_shrank
+    else fail ep_server_rank1_file_shrank "code $code $(head -c 200 "$TMPD/b3") $(tail -n 3 "$TMPD/s3" | head -c 300)"; fi
   else fail ep_server_curl "curl is not installed"; fi
 fi

@@ -12,7 +12,8 @@
  * Per MoE layer and batch, rank 0 sends each other rank one request before its own experts run (they
  * overlap): int32 {op = 2, layer, n_jobs, d, total rows, 0, 0, 0, then (expert, cnt) per job}, the
  * mr_moe_cfg (bias and guess_next NULL), then floats x[total][d] and w[total]; the reply (tag EP_TAG_REP) is
- * y[total][d], read after rank 0's local experts. op 0 = stop. */
+ * y[total][d], read after rank 0's local experts, or (tag EP_TAG_ERR) the owner's error message when
+ * it could not compute them: rank 0's eval then fails with it. op 0 = stop. */
 #include "moerun.h"
 #include "moerun_tools.h"
 #include "base/base.h"
@@ -22,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EP_TAG_REQ = 71, EP_TAG_REP = 72 };
+enum { EP_TAG_REQ = 71, EP_TAG_REP = 72, EP_TAG_ERR = 73 };
+#define EP_ERR_MAX 1024 /* bytes of an error message sent instead of a reply */
 
 static int ep_rank, ep_size, ep_on;
 static uint64_t ep_sent_rows, ep_calls;
@@ -61,6 +63,7 @@ static int ep_reserve(void **p, size_t *cap, size_t bytes) {
 /* Send every remote job of this batch: one message set per rank (its jobs' rows and weights). */
 static int ep_submit(void *ctx, int layer, const mr_moe_cfg *c, const float *x, int64_t d, const mr_moe_job *jobs, int n_jobs) {
     (void)ctx;
+    for (int r = 1; r < ep_size; r++) ep_peers[r].n_jobs = 0;
     if (ep_reserve((void **)&ep_jobs_copy, &ep_jobs_cap, sizeof *jobs * (size_t)(n_jobs + 1))) return -1;
     memcpy(ep_jobs_copy, jobs, sizeof *jobs * (size_t)n_jobs);
     ep_jobs = ep_jobs_copy;
@@ -76,9 +79,13 @@ static int ep_submit(void *ctx, int layer, const mr_moe_cfg *c, const float *x, 
         for (int j = 0; j < n_jobs; j++)
             if (ep_owner(layer, jobs[j].e) == r) { p->n_jobs++; p->total += jobs[j].cnt; }
         if (!p->n_jobs) continue;
+        /* on a failure, the ranks already sent to are answered by collect(); this one and the
+         * following ones were sent nothing (n_jobs 0: collect skips them) */
         if (ep_reserve((void **)&p->meta, &p->meta_cap, sizeof(int32_t) * (size_t)(8 + 2 * p->n_jobs)) ||
-            ep_reserve((void **)&p->data, &p->data_cap, sizeof(float) * (size_t)p->total * (size_t)(d + 1)))
+            ep_reserve((void **)&p->data, &p->data_cap, sizeof(float) * (size_t)p->total * (size_t)(d + 1))) {
+            p->n_jobs = 0;
             return -1;
+        }
         int32_t *mt = p->meta;
         mt[0] = 2; mt[1] = layer; mt[2] = p->n_jobs; mt[3] = (int32_t)d; mt[4] = p->total; mt[5] = mt[6] = mt[7] = 0;
         float *rows = p->data, *wv = p->data + (size_t)p->total * (size_t)d;
@@ -97,6 +104,7 @@ static int ep_submit(void *ctx, int layer, const mr_moe_cfg *c, const float *x, 
             MPI_Isend(&ep_cfg, (int)sizeof ep_cfg, MPI_BYTE, r, EP_TAG_REQ, MPI_COMM_WORLD, &p->req[1]) != MPI_SUCCESS ||
             MPI_Isend(p->data, (int)((size_t)p->total * (size_t)(d + 1)), MPI_FLOAT, r, EP_TAG_REQ, MPI_COMM_WORLD, &p->req[2]) != MPI_SUCCESS) {
             mr_set_error("ep: MPI send to rank %d failed", r);
+            p->n_jobs = 0;
             return -1;
         }
         ep_calls += (uint64_t)p->n_jobs;
@@ -113,8 +121,22 @@ static int ep_collect(void *ctx) {
         ep_peer *p = &ep_peers[r];
         if (!p->n_jobs) continue;
         const size_t n = (size_t)p->total * (size_t)ep_d;
-        if (ep_reserve((void **)&p->reply, &p->reply_cap, sizeof(float) * n) ||
-            MPI_Recv(p->reply, (int)n, MPI_FLOAT, r, EP_TAG_REP, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        MPI_Status st;
+        /* the owner answers with y, or with a message when it could not compute (EP_TAG_ERR) */
+        if (MPI_Probe(r, MPI_ANY_TAG, MPI_COMM_WORLD, &st) != MPI_SUCCESS) {
+            if (!rc) mr_set_error("ep: MPI receive from rank %d failed", r);
+            rc = -1;
+        } else if (st.MPI_TAG == EP_TAG_ERR) {
+            char msg[EP_ERR_MAX + 1] = "";
+            int len = 0;
+            MPI_Get_count(&st, MPI_CHAR, &len);
+            if (len < 0 || len > EP_ERR_MAX) len = EP_ERR_MAX; /* the sender keeps to the bound */
+            MPI_Recv(msg, len, MPI_CHAR, r, EP_TAG_ERR, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            msg[len] = 0;
+            if (!rc) mr_set_error("ep: rank %d: %s", r, msg);
+            rc = -1;
+        } else if (ep_reserve((void **)&p->reply, &p->reply_cap, sizeof(float) * n) ||
+                   MPI_Recv(p->reply, (int)n, MPI_FLOAT, r, EP_TAG_REP, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
             if (!rc) mr_set_error("ep: MPI receive from rank %d failed", r);
             rc = -1;
         }
@@ -175,7 +197,7 @@ int mr_ep_serve(mr_model *m) {
     int32_t *sel = NULL;
     float *w1 = NULL;
     size_t sel_cap = 0, w_cap = 0;
-    uint64_t n_req = 0, n_rows = 0;
+    uint64_t n_req = 0, n_rows = 0, n_err = 0;
     for (;;) {
         int32_t head[8];
         MPI_Status st;
@@ -213,16 +235,31 @@ int mr_ep_serve(mr_model *m) {
         cfg.bias = NULL;
         cfg.guess_next = NULL;
         cfg.guess_ctx = NULL;
-        if (row != total || mr_moe_experts(m, layer, &cfg, in.data, total, sel, w1, NULL, 0, in.reply)) {
-            fprintf(stderr, "ep rank %d: %s\n", ep_rank, row != total ? "malformed request" : mr_last_error());
+        if (row != total) {
+            fprintf(stderr, "ep rank %d: malformed request\n", ep_rank);
             MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        /* a model file that shrank (the eval's check, here per request) or a failed product (a
+         * pager read error, out of memory): rank 0's eval fails with the message, this rank
+         * goes on serving (a later request may succeed, e.g. after a transient read error) */
+        if (mr_model_check_files(m) || mr_moe_experts(m, layer, &cfg, in.data, total, sel, w1, NULL, 0, in.reply)) {
+            const char *e = mr_last_error();
+            size_t len = strlen(e);
+            if (len > EP_ERR_MAX) len = EP_ERR_MAX;
+            fprintf(stderr, "ep rank %d: %s\n", ep_rank, e);
+            if (m->pager) mr_pager_release(m->pager, layer); /* as mr_session_eval does after a failure */
+            MPI_Send(e, (int)len, MPI_CHAR, 0, EP_TAG_ERR, MPI_COMM_WORLD);
+            n_err++;
+            continue;
         }
         MPI_Send(in.reply, (int)((size_t)total * (size_t)d), MPI_FLOAT, 0, EP_TAG_REP, MPI_COMM_WORLD);
         n_req += (uint64_t)nj;
         n_rows += (uint64_t)total;
     }
-    fprintf(stderr, "ep: rank %d of %d served %llu expert requests (%llu token rows)\n", ep_rank, ep_size,
+    fprintf(stderr, "ep: rank %d of %d served %llu expert requests (%llu token rows)", ep_rank, ep_size,
             (unsigned long long)n_req, (unsigned long long)n_rows);
+    if (n_err) fprintf(stderr, ", %llu batches failed", (unsigned long long)n_err);
+    fprintf(stderr, "\n");
     mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
     free(in.meta); free(in.data); free(in.reply); free(sel); free(w1);
     return 0;

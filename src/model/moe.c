@@ -452,8 +452,8 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
         }
         int src = m->moe_remote->submit(m->moe_remote->ctx, layer, c, x, P.d, jobs, nj);
         free(jobs);
+        submitted = 1; /* even when it failed: what it sent is collected at done */
         if (src) goto done;
-        submitted = 1;
     }
     if (!(local = mr_malloc(sizeof(int) * ((size_t)P.n_xp + 1)))) { mr_set_error("moe: out of memory"); goto done; }
     for (int i = 0; i < P.n_xp; i++) if (!P.xp[i].remote) local[nl++] = P.xp[i].e; /* ascending ids */

@@ -76,7 +76,9 @@ typedef struct mr_moe_remote {
                    int cnt, const float *w, float *y);
     /* optional, instead of compute: submit() gets every remote expert of the batch before the local
      * experts run (so remote work overlaps them); collect() must have filled every job's y when it
-     * returns, after the local experts. Same contract for y as compute(). */
+     * returns, after the local experts. Same contract for y as compute(). collect() is called after
+     * every submit(), also a failed one (it may have sent part of the batch) and also when the
+     * local experts failed: the replies of this batch must not be taken for the next one's. */
     int (*submit)(void *ctx, int layer, const mr_moe_cfg *c, const float *x, int64_t d, const mr_moe_job *jobs, int n_jobs);
     int (*collect)(void *ctx);
 } mr_moe_remote;
