@@ -48,6 +48,8 @@ bad_value perplexity_ctx    perplexity -m "$N" -f "$A" -c 2
 bad_value perplexity_bos    perplexity -m "$N" -f "$A" --bos -2
 bad_value server_port       server -m "$N" --port 80abc
 bad_value server_ctx        server -m "$N" -c -1
+bad_value server_threads_eq server -m "$N" --threads=-2
+bad_value server_parallel   server -m "$N" -np 0
 bad_value bench_pp          bench -m "$N" -p abc
 bad_value bench_reps        bench -m "$N" -r 0
 bad_value synth_layers      synth -o "$TMPD/x.gguf" --layers 0 --shape none

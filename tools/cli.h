@@ -28,17 +28,6 @@ void mr_cli_unescape(char *s);
 /* "1,2,3" (also spaces, newlines, brackets) -> malloc'd non-negative ids; -1 on a malformed list. */
 int mr_cli_parse_ids(const char *s, int32_t **out, int *n);
 
-/* MoE approximation flags (docs/APPROX.md) for a parser without the option table (the server's,
- * until it moves to MR_CLI_OPTS_APPROX): if argv[*i] is one of them, consumes its value (++*i),
- * updates *p and returns 1; 0 if it is not; -1 after printing "error: ..." for a bad value. */
-#define MR_CLI_APPROX_HELP \
-    "  --moe-prune P     MoE: drop the tail of the top-k experts beyond cumulative weight P (0-1)\n" \
-    "  --moe-tau T       MoE: drop experts whose weight is below T * the largest (0-1)\n" \
-    "  --moe-skip T      MoE: skip SwiGLU rows with |silu(gate)| < T * the row max (0-1)\n" \
-    "  --moe-approx S    MoE approximations as one spec, e.g. \"prune=0.9 skip=0.05 rescale=l2\"; keys: prune tau\n" \
-    "                    min k min_w rescale rho layers prune_hash skip skip_abs, rows=M (routed experts keep\n" \
-    "                    M of every 128 SwiGLU rows, by |silu(gate)|), rows_shared=M, rows_dense=M (docs/APPROX.md)\n"
-int mr_cli_approx_flag(int argc, char **argv, int *i, mr_approx_params *p);
 /* One line: the setting and, if evals ran with it, experts/token kept and skipped rows/blocks. */
 void mr_cli_approx_report(const mr_model *m, FILE *out);
 

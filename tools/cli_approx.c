@@ -5,13 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int mr_cli_approx_flag(int argc, char **argv, int *i, mr_approx_params *p) {
-    const char *a = argv[*i];
-    if (strcmp(a, "--moe-prune") && strcmp(a, "--moe-tau") && strcmp(a, "--moe-skip") && strcmp(a, "--moe-approx")) return 0;
-    if (*i + 1 >= argc) { fprintf(stderr, "error: %s needs a value\n", a); return -1; }
-    return mr_cli_opt_approx(a, argv[++*i], p) ? -1 : 1;
-}
-
 void mr_cli_approx_report(const mr_model *m, FILE *out) {
     mr_approx_params p;
     mr_model_get_approx(m, &p);
