@@ -101,6 +101,10 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
  * when it is evaluated alone. logits: [n][n_vocab]. -1 if the architecture has no multi-sequence
  * evaluation (deepseek4) or a session's context is full. */
 int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *logits);
+/* The same pass with logits only for the tokens with want[t] != 0 (want NULL: all): logits
+ * [number wanted][n_vocab] in token order, e.g. a prompt chunk evaluated beside other sequences'
+ * decode tokens wants at most the row of its last token. The rows equal mr_sessions_eval's. */
+int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, const uint8_t *want, float *logits);
 int mr_model_can_batch(const mr_model *m);   /* 1 if mr_sessions_eval works for this architecture */
 
 /* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4, chatglm4,
@@ -377,6 +381,10 @@ int mr_gen_n_pending(const mr_gen *g);                       /* accepted tokens 
  * mr_gen_next only samples. */
 int mr_gen_pending(const mr_gen *g, const int32_t **ids);
 int mr_gen_set_evaluated(mr_gen *g, const float *logits);
+/* The same for a prompt: tokens[0..n) were evaluated in the session by the caller (no tokens may be
+ * pending), logits ([n_vocab]) are the last one's; starts a new reply as mr_gen_prefill does (the
+ * caller times it: mr_gen_stats.prefill_s does not grow). */
+int mr_gen_prefill_evaluated(mr_gen *g, const int32_t *tokens, int n, const float *logits);
 const float *mr_gen_logits(const mr_gen *g);                 /* [n_vocab] of the last evaluated token */
 mr_sampler *mr_gen_sampler(mr_gen *g);  /* e.g. mr_sampler_accept of a prompt prefix reused from a cache */
 void mr_gen_get_stats(const mr_gen *g, mr_gen_stats *out);
@@ -427,7 +435,9 @@ typedef struct {
     const char *chat_template; /* NULL: detected */
     const char *admin_key;  /* key for POST /v1/admin/moe (NULL: api_key; neither: the endpoint answers 403) */
     const char *approx_file; /* MoE approximation control file polled before every eval (NULL: none) */
+    int step_prompt;     /* prompt tokens per batched step beside the decode tokens (0 = MR_SERVER_STEP_PROMPT) */
 } mr_server_params;
+#define MR_SERVER_STEP_PROMPT 32
 void mr_server_params_default(mr_server_params *p);
 /* Binds and listens: the socket, or -1 (mr_last_error) when the address is taken or invalid. */
 int mr_server_listen(const char *host, int port);

@@ -155,9 +155,10 @@ else fail server_bind_fails_first "rc $rc $(head -c 200 "$TMPD/e2")"; fi
 kill $SRV; wait $SRV 2>/dev/null
 
 # --parallel 4: four concurrent greedy requests decode in shared batched steps, each with exactly the
-# text it gets alone
+# text it gets alone. -b 1: one prompt token per step, so a prompt is read over many steps beside the
+# others' decode tokens (-c 4096: room for a prompt long enough to be cancelled half-read)
 PORT4=$((PORT + 3))
-"$MOERUN" server -m "$K" --port $PORT4 -t 1 --parallel 4 >/dev/null 2>"$TMPD/srv4.err" &
+"$MOERUN" server -m "$K" --port $PORT4 -t 1 --parallel 4 -b 1 -c 4096 >/dev/null 2>"$TMPD/srv4.err" &
 SRV=$!
 for i in $(seq 1 100); do curl -s "http://127.0.0.1:$PORT4/health" 2>/dev/null | grep -q '"ok"' && break; sleep 0.1; done
 PROMPTS="And God said|In the beginning|The LORD is my shepherd|Blessed are the"
@@ -173,6 +174,60 @@ steps=$(echo "$m" | sed -n 's/^moerun_decode_steps_total //p'); toks=$(echo "$m"
 case "$(cat "$TMPD/solo1")" in "\"$got"*) ;; *) same=0;; esac # the solo run is `moerun run`'s text
 if [ $same = 4 ]; then ok server_parallel_same_as_solo; else fail server_parallel_same_as_solo "$same of 4 equal to their solo runs"; fi
 if [ -n "$steps" ] && [ "$toks" -gt "$steps" ]; then ok server_parallel_batched; else fail server_parallel_batched "steps $steps tokens $toks"; fi
+
+# A long prompt arrives while three streamed requests decode: its tokens are read in the same steps
+# as their decode tokens (mixed steps), and every reply, streamed, is still exactly its solo text.
+# Then two long prompts at once take turns (neither waits for the other's whole prompt).
+LONG=$(for i in 1 2 3 4 5 6 7 8 9; do printf 'And the earth was without form, and void; and darkness was upon the face of the deep. '; done)
+LONG2=$(for i in 1 2 3 4 5 6 7 8 9; do printf 'In the beginning God created the heaven and the earth. And God saw the light. '; done)
+"$MOERUN" run -m "$K" -p "$LONG" --temp 0 -n 16 -t 1 --no-display-prompt >"$TMPD/runL" 2>/dev/null
+"$MOERUN" run -m "$K" -p "$LONG2" --temp 0 -n 16 -t 1 --no-display-prompt >"$TMPD/runL2" 2>/dev/null
+sgen() { curl -sN "http://127.0.0.1:$PORT4/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":$2,\"temperature\":0,\"stream\":true}"; }
+stext() { printf '"%s"' "$(sed -n 's/^data: .*"text":"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$1" | tr -d '\n')"; }
+mixed0=$(curl -s "http://127.0.0.1:$PORT4/metrics" | sed -n 's/^moerun_mixed_steps_total //p')
+PIDS=""
+for i in 1 2 3; do sgen "$(echo "$PROMPTS" | cut -d'|' -f$i)" 120 >"$TMPD/str$i" & PIDS="$PIDS $!"; done
+for w in $(seq 1 200); do # each of the three has streamed a token
+  n=0; for i in 1 2 3; do grep -q '"text"' "$TMPD/str$i" 2>/dev/null && n=$((n + 1)); done
+  [ $n = 3 ] && break; sleep 0.02
+done
+sgen "$LONG" 16 >"$TMPD/strL"
+wait $PIDS
+same=0
+for i in 1 2 3; do [ "$(stext "$TMPD/str$i")" = "$(cat "$TMPD/solo$i")" ] && same=$((same + 1)); done
+gotL=$(stext "$TMPD/strL")
+m=$(curl -s "http://127.0.0.1:$PORT4/metrics")
+mixed=$(echo "$m" | sed -n 's/^moerun_mixed_steps_total //p')
+if [ $same = 3 ] && [ "$gotL" = "\"$(cat "$TMPD/runL")\"" ]; then ok server_mixed_same_as_solo
+else fail server_mixed_same_as_solo "$same of 3 streamed replies equal their solo runs; long prompt $gotL want \"$(cat "$TMPD/runL")\""; fi
+if [ -n "$mixed" ] && [ "$mixed" -gt "$((mixed0 + 20))" ]; then ok server_mixed_steps
+else fail server_mixed_steps "mixed steps $mixed0 -> $mixed: the long prompt was not read beside the decode tokens"; fi
+# two long prompts of the same length at once: a step's prompt budget goes to them in turns, so both
+# replies end together (one prompt after the other would end the first when about half the time has
+# passed: the measure is the gap between the two ends over the time both took)
+"$MOERUN" run -m "$K" -p "Then $LONG2" --temp 0 -n 8 -t 1 --no-display-prompt >"$TMPD/runA" 2>/dev/null
+"$MOERUN" run -m "$K" -p "Now $LONG2" --temp 0 -n 8 -t 1 --no-display-prompt >"$TMPD/runB" 2>/dev/null
+t0=$(date +%s.%N)
+(sgen "Then $LONG2" 8 >"$TMPD/strA"; date +%s.%N >"$TMPD/endA") & PA=$!
+(sgen "Now $LONG2" 8 >"$TMPD/strB"; date +%s.%N >"$TMPD/endB") & PB=$!
+wait $PA $PB
+fair=$(awk -v t0="$t0" -v a="$(cat "$TMPD/endA")" -v b="$(cat "$TMPD/endB")" 'BEGIN { e = (a > b ? a : b) - t0; d = a > b ? a - b : b - a; printf "%d %.3f %.3f", d < e / 4, d, e }')
+if [ "$(stext "$TMPD/strA")" = "\"$(cat "$TMPD/runA")\"" ] && [ "$(stext "$TMPD/strB")" = "\"$(cat "$TMPD/runB")\"" ]; then ok server_two_long_prompts
+else fail server_two_long_prompts "$(stext "$TMPD/strA") / $(stext "$TMPD/strB")"; fi
+case "$fair" in 1*) ok server_two_long_prompts_take_turns;; *) fail server_two_long_prompts_take_turns "ends apart, both took (s): $fair";; esac
+
+# a client that leaves while its long prompt is read: the prefill stops between pieces, the request
+# counts as aborted, what was read stays in the slot's cache (the same prompt again re-uses it)
+HUGE=$(for i in $(seq 1 100); do printf 'And the earth was without form, and void; and darkness was upon the face of the deep. '; done)
+ab0=$(curl -s "http://127.0.0.1:$PORT4/metrics" | sed -n 's/^moerun_requests_aborted_total //p')
+curl -sN --max-time 1 "http://127.0.0.1:$PORT4/v1/completions" -d "{\"prompt\":\"$HUGE\",\"max_tokens\":4,\"temperature\":0,\"stream\":true}" >"$TMPD/strH" 2>/dev/null
+sleep 0.3
+ab1=$(curl -s "http://127.0.0.1:$PORT4/metrics" | sed -n 's/^moerun_requests_aborted_total //p')
+code=$(curl -s -o "$TMPD/body" -w '%{http_code}' "http://127.0.0.1:$PORT4/v1/completions" -d "{\"prompt\":\"$HUGE\",\"max_tokens\":1,\"temperature\":0}")
+cached=$(sed -n 's/.*"cached_tokens":\([0-9]*\).*/\1/p' "$TMPD/body"); np=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$TMPD/body")
+if [ "$ab1" = "$((ab0 + 1))" ] && ! grep -q '"text"' "$TMPD/strH" && [ "$code" = 200 ] \
+   && [ -n "$cached" ] && [ "$cached" -gt 0 ] && [ "$cached" -lt "$((np - 1))" ]; then ok server_cancel_during_prefill
+else fail server_cancel_during_prefill "aborted $ab0 -> $ab1, code $code, cached $cached of $np, stream $(head -c 200 "$TMPD/strH")"; fi
 kill $SRV; wait $SRV 2>/dev/null
 
 # --api-key: every endpoint but /health needs it (Bearer or x-api-key)

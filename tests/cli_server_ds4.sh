@@ -17,7 +17,7 @@ for i in $(seq 1 100); do
   sleep 0.1
 done
 if [ $up -eq 1 ]; then ok server_ds4_health; else fail server_ds4_health "server did not start: $(head -c 300 "$TMPD/srv.err")"; exit 1; fi
-if grep -q 'batched decoding' "$TMPD/srv.err" && ! grep -q 'no batched' "$TMPD/srv.err"; then ok server_ds4_can_batch
+if grep -q 'batched steps' "$TMPD/srv.err" && ! grep -q 'no batched' "$TMPD/srv.err"; then ok server_ds4_can_batch
 else fail server_ds4_can_batch "$(head -c 300 "$TMPD/srv.err")"; fi
 PROMPTS="And God said|In the beginning was|The LORD is my shepherd, I shall not want|Blessed"
 gen() { curl -s "http://127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":150,\"temperature\":0}" >"$2"; }

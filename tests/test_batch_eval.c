@@ -73,6 +73,26 @@ static void check_model(const char *name) {
         mr_session *r = mr_session_new(m, 64);
         if (ref && r && mr_session_eval(r, prompts[0], 3, ref, 1) == 0)
             CHECK(!memcmp(lg, ref, sizeof(float) * (size_t)V * 3), "%s: prompt chunk next to a decode token differs", name);
+        /* the same pass with logits only for the chunk's last token and the decode token (what the
+         * server's mixed step asks for): the same two rows; then a piece that wants none */
+        static const uint8_t want[4] = {0, 0, 1, 1};
+        mr_session_truncate(s[0], 0);
+        mr_session_truncate(s[1], plen[1] + STEPS - 1);
+        float *two = malloc(sizeof(float) * (size_t)V * 2);
+        if (two && mr_sessions_eval_rows(ms, mt, 4, want, two) == 0) {
+            CHECK(!memcmp(two, lg + 2 * (size_t)V, sizeof(float) * (size_t)V * 2), "%s: selected rows differ from all rows", name);
+            CHECK(mr_session_n_past(s[0]) == 3 && mr_session_n_past(s[1]) == plen[1] + STEPS, "%s: positions advanced (rows)", name);
+            static const uint8_t none[2] = {0, 0};
+            int32_t more[2] = {prompts[0][3], prompts[0][4]};
+            mr_session *ms2[2] = {s[0], s[0]};
+            CHECK(mr_sessions_eval_rows(ms2, more, 2, none, NULL) == 0 && mr_session_n_past(s[0]) == 5,
+                  "%s: a piece without logits: %s", name, mr_last_error());
+            /* its state is that of the whole prompt: the next token's logits equal the solo run's */
+            int32_t next = toks[0][0];
+            if (mr_session_eval(s[0], &next, 1, two, 0) == 0)
+                CHECK(!memcmp(two, solo + (size_t)1 * V, sizeof(float) * (size_t)V), "%s: after pieces without logits", name);
+        } else CHECK(0, "%s: rows: %s", name, mr_last_error());
+        free(two);
         free(ref);
         mr_session_free(r);
     }

@@ -231,6 +231,25 @@ int mr_gen_set_evaluated(mr_gen *g, const float *logits) {
     return 0;
 }
 
+/* The prompt tokens[0..n) are in the session: the sampler and the draft history see them, and a new
+ * reply starts. */
+static int reply_begin(mr_gen *g, const int32_t *tokens, int n) {
+    for (int j = 0; j < n; j++) mr_sampler_accept(g->smp, tokens[j]);
+    if (hist_add(g, tokens, n)) return -1;
+    g->st.n_prompt += n;
+    g->n_gen = 0;
+    g->text_len = g->sent = 0;
+    g->finish = MR_GEN_RUNNING;
+    return 0;
+}
+
+int mr_gen_prefill_evaluated(mr_gen *g, const int32_t *tokens, int n, const float *logits) {
+    if (n <= 0 || g->n_pending) { mr_set_error("generate: an evaluated prompt needs tokens and no pending ones"); return -1; }
+    memcpy(g->logits, logits, sizeof(float) * (size_t)g->n_vocab);
+    g->have_logits = 1;
+    return reply_begin(g, tokens, n);
+}
+
 int mr_gen_prefill(mr_gen *g, const int32_t *tokens, int n) {
     if (n < 0 || (n == 0 && !g->n_pending && !g->have_logits)) { mr_set_error("generate: nothing to evaluate"); return -1; }
     const int n_past = mr_session_n_past(g->s), n_ctx = mr_session_n_ctx(g->s);
@@ -262,15 +281,8 @@ int mr_gen_prefill(mr_gen *g, const int32_t *tokens, int n) {
             return 1;
         }
     }
-    for (int j = 0; j < n; j++) mr_sampler_accept(g->smp, tokens[j]);
-    if (hist_add(g, tokens, n)) return -1;
-    g->st.n_prompt += n;
     g->st.prefill_s += mr_now() - t0;
-    /* a new reply */
-    g->n_gen = 0;
-    g->text_len = g->sent = 0;
-    g->finish = MR_GEN_RUNNING;
-    return 0;
+    return reply_begin(g, tokens, n);
 }
 
 /* Bytes of s[0..n) that end on a whole UTF-8 character (an incomplete tail waits for more bytes). */

@@ -283,9 +283,12 @@ int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr
 /* One forward pass over n tokens; token t belongs to state st[t] at position pos[t] (the tokens of
  * one state in order). Everything but RoPE/KV store and attention is per token, so tokens of several
  * sequences share every weight read (the experts of a MoE layer are read once for all of them).
- * The batch's buffers come from the first state's scratch (evaluations of a model do not overlap). */
+ * The batch's buffers come from the first state's scratch (evaluations of a model do not overlap).
+ * logits: the rows of the tokens with want[t] != 0 (a prompt chunk beside decode tokens needs at most
+ * its last one: the output matrix is ~10% of a token's work on qwen3moe); want NULL: every token if
+ * all_logits, else the last. */
 static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, const int32_t *tok, int n, float *logits,
-                       int all_logits) {
+                       int all_logits, const uint8_t *want) {
     mr_llm *L = m->priv;
     mr_llm_state *s = st[0];
     const int64_t d = m->n_embd, hd = L->head_dim, nq = hd * L->n_head, nkv = hd * L->n_head_kv, V = m->n_vocab;
@@ -401,11 +404,14 @@ static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, con
         mr_model_dump(m, "l_out", il, x, d, n);
     }
     if (logits) {
-        const int first = all_logits ? 0 : n - 1, nr = all_logits ? n : 1;
-        mr_rms_norm_rows(h, x + first * d, L->output_norm, d, nr, L->eps);
-        mr_model_dump(m, "result_norm", -1, h, d, nr);
-        if (mr_model_matmul(m, &L->output, h, nr, logits)) goto done;
-        mr_model_dump(m, "result_output", -1, logits, V, nr);
+        int nr = 0; /* the wanted rows, normed into h (row by row: the same as in any batch) */
+        for (int t = 0; t < n; t++)
+            if (want ? want[t] != 0 : all_logits || t == n - 1) mr_rms_norm(h + (int64_t)nr++ * d, x + t * d, L->output_norm, d, L->eps);
+        if (nr) {
+            mr_model_dump(m, "result_norm", -1, h, d, nr);
+            if (mr_model_matmul(m, &L->output, h, nr, logits)) goto done;
+            mr_model_dump(m, "result_output", -1, logits, V, nr);
+        }
     }
     rc = 0;
 done:
@@ -424,13 +430,14 @@ int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, floa
     if (!pos || !sts) mr_set_error("eval: out of memory");
     else {
         for (int t = 0; t < n; t++) { pos[t] = pos0 + t; sts[t] = s; }
-        rc = llm_forward(m, sts, pos, tok, n, logits, all_logits);
+        rc = llm_forward(m, sts, pos, tok, n, logits, all_logits, NULL);
     }
     if (pos != pos_small) free(pos);
     if (sts != sts_small) free(sts);
     return rc;
 }
 
-int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, float *logits) {
-    return llm_forward(m, (mr_llm_state *const *)st, pos, tok, n, logits, 1);
+int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
+                      float *logits) {
+    return llm_forward(m, (mr_llm_state *const *)st, pos, tok, n, logits, 1, want);
 }

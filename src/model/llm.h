@@ -76,5 +76,6 @@ int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr
 int mr_llm_ffn_act(mr_model *m, int kind, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g,
                    float *u);
 int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
-int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, float *logits);
+int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
+                      float *logits);
 #endif

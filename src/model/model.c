@@ -248,6 +248,10 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
 int mr_model_can_batch(const mr_model *m) { return m->arch->eval_multi != NULL; }
 
 int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *logits) {
+    return mr_sessions_eval_rows(s, tokens, n, NULL, logits);
+}
+
+int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, const uint8_t *want, float *logits) {
     if (n <= 0) { mr_set_error("eval: no tokens"); return -1; }
     mr_model *m = s[0]->m;
     if (!m->arch->eval_multi) { mr_set_error("eval: %s has no multi-sequence evaluation", m->arch->name); return -1; }
@@ -269,7 +273,7 @@ int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *
     const int phase = n > 1 ? 0 : 1;
     mr_prof_set_phase(phase);
     mr_moe_approx_begin_eval(m);
-    if (m->arch->eval_multi(m, st, pos, tokens, n, logits)) goto done;
+    if (m->arch->eval_multi(m, st, pos, tokens, n, want, logits)) goto done;
     mr_prof_tokens(phase, n);
     for (int t = 0; t < n; t++) s[t]->n_past++;
     rc = 0;

@@ -42,8 +42,9 @@ struct mr_arch {
     /* optional: keep only the first n positions (prompt cache); NULL if the state cannot be cut */
     int (*state_truncate)(mr_model *m, void *st, int n);
     /* optional: tokens of several sequences in one pass, token t in state st[t] at position pos[t];
-     * logits [n][n_vocab] */
-    int (*eval_multi)(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, float *logits);
+     * logits [rows][n_vocab] for the tokens with want[t] != 0 in token order (want NULL: every token) */
+    int (*eval_multi)(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
+                      float *logits);
 };
 
 struct mr_model {

@@ -215,8 +215,9 @@ static void flush(cctx *c) {
 
 /* ---- one choice ---- */
 
-/* Between prefill chunks: the model goes to whoever waits (other slots' decode steps), the stream
- * gets a keep-alive comment, a client that left ends the prefill. */
+/* Between prefill chunks (architectures without batched steps): the model goes to whoever waits
+ * (other slots' decode steps), the stream gets a keep-alive comment, a client that left ends the
+ * prefill. */
 static int on_prefill(void *user, int done, int total) {
     cctx *c = user;
     if (done == 0 || done >= total) return mr_http_client_gone(c->r);
@@ -341,6 +342,25 @@ static void choice_end(cctx *c, int finish) {
     mr_chat_tool_calls_free(calls, n_calls > 0 ? n_calls : 0);
 }
 
+/* The prompt tokens [from, n) through the batched steps, a piece per step beside the other slots'
+ * decode tokens; then g starts its reply from the last token's logits. A streamed reply gets a
+ * keep-alive comment at most once a second; a client that left ends the prefill between pieces.
+ * 0 done, 1 the client left, -1 error. */
+static int prefill_batched(cctx *c, mr_gen *g, const int32_t *prompt, int from, int n) {
+    double t_comment = mr_now();
+    for (int done = from; done < n;) {
+        if (mr_http_client_gone(c->r)) return 1;
+        int k = srv_batch_prompt(c->st, c->slot, prompt + done, n - done, c->blog);
+        if (k < 0) return -1;
+        done += k;
+        if (done < n && c->r->streaming && mr_now() - t_comment >= 1.0) {
+            mr_http_sse_comment(c->r, "prefill");
+            t_comment = mr_now();
+        }
+    }
+    return mr_gen_prefill_evaluated(g, prompt + from, n - from, c->blog) ? -1 : 0;
+}
+
 /* Generates choice c->choice. 0 done, 1 the client left, -1 error (session reset, error set). */
 static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     srv_state *st = c->st;
@@ -367,9 +387,15 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     mr_gen *g = mr_gen_new(sl->s, &gp);
     if (!g) return -1;
     for (int j = 0; j < reuse; j++) mr_sampler_accept(mr_gen_sampler(g), prompt[j]);
-    srv_model_lock(st);
-    int rc = mr_gen_prefill(g, prompt + reuse, n_prompt - reuse);
-    srv_model_unlock(st);
+    const double t_pre = mr_now(); /* wall time, waits for the model or the steps included */
+    int rc;
+    if (st->can_batch) rc = prefill_batched(c, g, prompt, reuse, n_prompt);
+    else {
+        srv_model_lock(st);
+        rc = mr_gen_prefill(g, prompt + reuse, n_prompt - reuse);
+        srv_model_unlock(st);
+    }
+    c->t_prefill += mr_now() - t_pre;
     if (rc != 0) {
         if (rc > 0) { /* the client left: what was evaluated stays cached */
             sl->n_cache = mr_session_n_past(sl->s);
@@ -394,11 +420,6 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     mr_gen_step step = {0};
     int err = 0;
     const double t_dec = mr_now(); /* wall time: with batching the evaluations run outside mr_gen */
-    if (st->can_batch) {
-        pthread_mutex_lock(&st->bmu);
-        st->n_decoding++;
-        pthread_mutex_unlock(&st->bmu);
-    }
     while (!step.finish) {
         if (mr_http_client_gone(c->r)) { mr_gen_stop(g, &step); break; }
         if (st->can_batch) {
@@ -420,16 +441,9 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
         if (c->reply.oom) { mr_set_error("server: out of memory"); err = 1; break; }
         if (c->r->streaming) flush(c);
     }
-    if (st->can_batch) {
-        pthread_mutex_lock(&st->bmu);
-        st->n_decoding--;
-        pthread_cond_broadcast(&st->bcv); /* a step waiting for this request can run */
-        pthread_mutex_unlock(&st->bmu);
-    }
     mr_gen_stats gs;
     mr_gen_get_stats(g, &gs);
     c->n_gen += gs.n_gen;
-    c->t_prefill += gs.prefill_s;
     c->t_decode += mr_now() - t_dec;
     if (err) {
         mr_gen_free(g);
@@ -612,7 +626,9 @@ void srv_complete(srv_state *st, mr_http_req *r, int api) {
     pthread_mutex_unlock(&st->qmu);
     if (q.stream) stream_begin(&c);
     int rc = 0;
+    if (st->can_batch) srv_step_join(st, 1); /* from here on the steps wait for this request */
     for (c.choice = 0; c.choice < q.n && rc == 0; c.choice++) rc = run_choice(&c, toks, n);
+    if (st->can_batch) srv_step_join(st, -1);
     if (rc < 0) srv_error(r, 500, mr_last_error());
     else if (rc == 0 && q.stream) stream_end(&c);
     else if (rc == 0) reply_whole(&c);

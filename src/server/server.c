@@ -156,67 +156,98 @@ struct srv_entry {
     srv_entry *next;
     mr_session *s;
     const int32_t *ids;
-    int n;
-    float *logits;           /* [n_vocab] of the entry's last token */
+    int n;                   /* tokens offered */
+    int prompt;              /* the rest of a prompt: a step takes its first `taken` tokens (at most the budget) */
+    float *logits;           /* [n_vocab] of the last token offered, once it is evaluated */
+    int taken;               /* tokens the step evaluated */
     int done, rc;
     char err[256];
 };
 
-/* The leader's step: every submitted entry in one mr_sessions_eval. */
+/* The leader's step: the chosen entries in one mr_sessions_eval_rows; logits only for decode tokens
+ * and a prompt's last token. */
 static void batch_step(srv_state *st, srv_entry *list) {
-    int n = 0;
-    for (srv_entry *e = list; e; e = e->next) n += e->n;
+    int n = 0, nw = 0, n_prompt = 0;
+    for (srv_entry *e = list; e; e = e->next) {
+        n += e->taken;
+        nw += !e->prompt || e->taken == e->n;
+        if (e->prompt) n_prompt += e->taken;
+    }
     mr_session **ss = mr_malloc(sizeof *ss * (size_t)n);
     int32_t *toks = mr_malloc(sizeof *toks * (size_t)n);
-    float *lg = mr_malloc(sizeof(float) * (size_t)n * (size_t)st->n_vocab);
+    uint8_t *want = mr_malloc((size_t)n);
+    float *lg = nw ? mr_malloc(sizeof(float) * (size_t)nw * (size_t)st->n_vocab) : NULL;
     int rc = -1;
-    if (ss && toks && lg) {
+    if (ss && toks && want && (lg || !nw)) {
         int k = 0;
         for (srv_entry *e = list; e; e = e->next)
-            for (int i = 0; i < e->n; i++, k++) { ss[k] = e->s; toks[k] = e->ids[i]; }
+            for (int i = 0; i < e->taken; i++, k++) {
+                ss[k] = e->s;
+                toks[k] = e->ids[i];
+                want[k] = i == e->n - 1;
+            }
         srv_model_lock(st);
-        rc = mr_sessions_eval(ss, toks, n, lg);
+        rc = mr_sessions_eval_rows(ss, toks, n, want, lg);
         srv_model_unlock(st);
     } else mr_set_error("server: out of memory");
-    int k = 0;
+    int r = 0;
     for (srv_entry *e = list; e; e = e->next) {
-        k += e->n;
         e->rc = rc;
         if (rc) snprintf(e->err, sizeof e->err, "%s", mr_last_error());
-        else memcpy(e->logits, lg + (size_t)(k - 1) * st->n_vocab, sizeof(float) * (size_t)st->n_vocab);
+        else if (e->taken == e->n) memcpy(e->logits, lg + (size_t)r++ * st->n_vocab, sizeof(float) * (size_t)st->n_vocab);
     }
     free(ss);
     free(toks);
+    free(want);
     free(lg);
     pthread_mutex_lock(&st->qmu);
     st->n_steps++;
-    st->n_step_tokens += (unsigned long long)n;
+    st->n_step_tokens += (unsigned long long)(n - n_prompt);
+    st->n_step_prompt += (unsigned long long)n_prompt;
+    st->n_mixed += n_prompt > 0 && n > n_prompt;
     pthread_mutex_unlock(&st->qmu);
 }
 
-/* Requests in their decode loop submit their pending token and wait; the step runs when every
- * decoding request has submitted, or 20 ms after the first submission (a request stuck writing to a
- * slow client does not hold the others longer), led by whichever waiting thread sees it first. */
-int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits) {
-    const int32_t *ids;
-    int n = mr_gen_pending(g, &ids);
-    if (n == 0) return 0;
-    srv_entry e = {.s = slot->s, .ids = ids, .n = n, .logits = logits};
+/* Under bmu: the next step's entries, taken off the queue: every decode entry, and prompt pieces in
+ * queue order up to the step's prompt budget (a prompt served re-joins at the tail, so two long
+ * prompts take turns; one that got nothing stays queued first). */
+static srv_entry *step_take(srv_state *st) {
+    srv_entry *list = NULL, **lt = &list, **pp = &st->sub;
+    int budget = st->step_prompt;
+    st->sub_tail = NULL;
+    while (*pp) {
+        srv_entry *e = *pp;
+        if (e->prompt && budget == 0) { st->sub_tail = e; pp = &e->next; continue; } /* stays queued */
+        e->taken = e->prompt ? (e->n < budget ? e->n : budget) : e->n;
+        if (e->prompt) budget -= e->taken;
+        *pp = e->next;
+        e->next = NULL;
+        *lt = e;
+        lt = &e->next;
+        st->n_sub--;
+    }
+    return list;
+}
+
+/* Entry e joins the next step; returns once a step evaluated it. Requests in their decode loop and
+ * in their prefill all submit; the step runs when every active request has submitted, or 20 ms after
+ * this one did (a request stuck writing to a slow client does not hold the others longer), led by
+ * whichever waiting thread sees it first. */
+static int step_wait(srv_state *st, srv_entry *e) {
     pthread_mutex_lock(&st->bmu);
-    e.next = st->sub;
-    st->sub = &e;
+    if (st->sub_tail) st->sub_tail->next = e;
+    else st->sub = e;
+    st->sub_tail = e;
     st->n_sub++;
     double deadline = mr_now() + 0.020;
-    while (!e.done) {
-        if (!st->stepping && st->sub && (st->n_sub >= st->n_decoding || mr_now() >= deadline)) {
-            srv_entry *list = st->sub;
-            st->sub = NULL;
-            st->n_sub = 0;
+    while (!e->done) {
+        if (!st->stepping && st->sub && (st->n_sub >= st->n_active || mr_now() >= deadline)) {
+            srv_entry *list = step_take(st);
             st->stepping = 1;
             pthread_mutex_unlock(&st->bmu);
             batch_step(st, list);
             pthread_mutex_lock(&st->bmu);
-            for (srv_entry *x = list; x; x = x->next) x->done = 1;
+            for (srv_entry *x = list, *nx; x; x = nx) { nx = x->next; x->done = 1; }
             st->stepping = 0;
             pthread_cond_broadcast(&st->bcv);
             deadline = mr_now() + 0.020;
@@ -229,8 +260,30 @@ int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits) {
         pthread_cond_timedwait(&st->bcv, &st->bmu, &ts);
     }
     pthread_mutex_unlock(&st->bmu);
-    if (e.rc) { mr_set_error("%s", e.err); return -1; }
+    if (e->rc) { mr_set_error("%s", e->err); return -1; }
+    return 0;
+}
+
+void srv_step_join(srv_state *st, int delta) {
+    pthread_mutex_lock(&st->bmu);
+    st->n_active += delta;
+    pthread_cond_broadcast(&st->bcv); /* a step waiting for a request that left can run */
+    pthread_mutex_unlock(&st->bmu);
+}
+
+int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits) {
+    const int32_t *ids;
+    int n = mr_gen_pending(g, &ids);
+    if (n == 0) return 0;
+    srv_entry e = {.s = slot->s, .ids = ids, .n = n, .logits = logits};
+    if (step_wait(st, &e)) return -1;
     return mr_gen_set_evaluated(g, logits);
+}
+
+int srv_batch_prompt(srv_state *st, srv_slot *slot, const int32_t *ids, int n, float *logits) {
+    srv_entry e = {.s = slot->s, .ids = ids, .n = n, .prompt = 1, .logits = logits};
+    if (step_wait(st, &e)) return -1;
+    return e.taken;
 }
 
 int srv_tokenize(const srv_state *st, const char *text, int add_special, int32_t **out) {
@@ -407,8 +460,10 @@ static void ep_metrics(srv_state *st, mr_http_req *r) {
     M("requests_aborted_total", "counter", "Requests whose client left before the end.", "%lu", c.n_aborted);
     M("requests_processing", "gauge", "Requests holding a slot now.", "%d", c.n_busy);
     M("slots", "gauge", "Slots (sessions) of the server.", "%d", c.n_slots);
-    M("decode_steps_total", "counter", "Batched decode evaluations.", "%llu", c.n_steps);
-    M("decode_step_tokens_total", "counter", "Tokens evaluated by batched decode steps (over steps: the mean batch).", "%llu", c.n_step_tokens);
+    M("decode_steps_total", "counter", "Batched steps (decode tokens and prompt pieces of the slots in one evaluation).", "%llu", c.n_steps);
+    M("decode_step_tokens_total", "counter", "Decode tokens evaluated by batched steps (over steps: the mean decode batch).", "%llu", c.n_step_tokens);
+    M("step_prompt_tokens_total", "counter", "Prompt tokens evaluated by batched steps, beside the decode tokens.", "%llu", c.n_step_prompt);
+    M("mixed_steps_total", "counter", "Batched steps that evaluated prompt tokens and decode tokens together.", "%llu", c.n_mixed);
     M("requests_waiting", "gauge", "Requests queued for the model.", "%d", c.n_waiting);
     M("prompt_tokens_total", "counter", "Prompt tokens of finished requests (cached ones included).", "%llu", c.n_prompt);
     M("prompt_cached_tokens_total", "counter", "Prompt tokens taken from the prompt cache.", "%llu", c.n_cached);
@@ -579,6 +634,7 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     st.n_vocab = mr_model_n_vocab(m);
     st.n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
     st.can_batch = st.n_slots > 1 && mr_model_can_batch(m);
+    st.step_prompt = p->step_prompt > 0 ? p->step_prompt : MR_SERVER_STEP_PROMPT;
     st.slots = mr_calloc((size_t)st.n_slots, sizeof *st.slots);
     if (!st.slots) { mr_set_error("server: out of memory"); goto done; }
     for (int i = 0; i < st.n_slots; i++) {
@@ -604,10 +660,13 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     char paging[96] = "";
     if (mr_model_pager_stats(m, &ps) == 0 && ps.paging)
         snprintf(paging, sizeof paging, ", experts paged: %d slots of %.1f MiB", ps.n_slots, ps.slot_bytes / 1048576.0);
+    char steps[96] = "";
+    if (st.n_slots > 1)
+        snprintf(steps, sizeof steps, st.can_batch ? ", batched steps: decode tokens + %d prompt tokens" : ", no batched steps for this architecture",
+                 st.step_prompt);
     mr_log(1, "listening on http://%s:%d (model %s, %s, chat template %s, context %d, %d threads, %d slot%s%s%s%s)\n",
            p->host, p->port, st.model_name, mr_model_arch(m), st.tmpl, st.n_ctx, mr_model_n_threads(m), st.n_slots,
-           st.n_slots > 1 ? "s" : "", st.n_slots > 1 ? (st.can_batch ? ", batched decoding" : ", no batched decoding for this architecture") : "",
-           paging, st.api_key ? ", API key required" : "");
+           st.n_slots > 1 ? "s" : "", steps, paging, st.api_key ? ", API key required" : "");
     if (st.admin_key || st.api_key || st.approx_file)
         mr_log(1, "moe approx: %s%s%s%s\n", st.approx, st.admin_key || st.api_key ? "; POST /v1/admin/moe changes it" : "",
                st.approx_file ? "; control file " : "", st.approx_file ? p->approx_file : "");

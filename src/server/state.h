@@ -26,7 +26,8 @@ typedef struct {
     const mr_tokenizer *tok;
     srv_slot *slots;
     int n_slots;
-    int can_batch;           /* decode steps of the slots go through one mr_sessions_eval */
+    int can_batch;           /* steps of the slots (decode tokens and prompt pieces) go through one mr_sessions_eval_rows */
+    int step_prompt;         /* prompt tokens per step (the budget shared by the prefilling slots) */
     int n_ctx, n_vocab;
     const char *model_name, *api_key, *admin_key, *tmpl;
     /* MoE approximations switched while serving (POST /v1/admin/moe, the control file): set only while
@@ -48,12 +49,13 @@ typedef struct {
     pthread_mutex_t mmu;
     pthread_cond_t mcv;
     unsigned long m_next, m_serving;
-    /* the batcher (under bmu): decode tokens submitted by the requests, evaluated together */
+    /* the batcher (under bmu): decode tokens and prompt pieces submitted by the active requests (in
+     * their prefill or decode loop), evaluated together; a FIFO queue */
     pthread_mutex_t bmu;
     pthread_cond_t bcv;
-    srv_entry *sub;
-    int n_sub, n_decoding, stepping;
-    unsigned long long n_steps, n_step_tokens;
+    srv_entry *sub, *sub_tail;
+    int n_sub, n_active, stepping;
+    unsigned long long n_steps, n_step_tokens, n_step_prompt, n_mixed; /* (under qmu) */
     /* counters (under qmu) */
     unsigned long req_id;
     unsigned long n_requests, n_errors, n_aborted;
@@ -72,8 +74,15 @@ void srv_release(srv_state *st, int slot);
  * change applies from this eval on. */
 void srv_model_lock(srv_state *st);
 void srv_model_unlock(srv_state *st);
-/* The pending tokens of g evaluated in one pass with the other requests' (continuous batching). */
+/* Continuous batching (can_batch): a request joins the steps (delta 1) before its prefill and leaves
+ * them (-1) after its decode loop; a step waits for every active request's submission (or 20 ms). */
+void srv_step_join(srv_state *st, int delta);
+/* The pending tokens of g evaluated in one step with the other requests' tokens. */
 int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits);
+/* The next piece of a prompt (ids[0..n), the rest of it) evaluated in one step beside the decode
+ * tokens: returns how many tokens the step took (1..n; at most step_prompt), -1 on error. logits
+ * ([n_vocab]) get the last token's when all n were taken. */
+int srv_batch_prompt(srv_state *st, srv_slot *slot, const int32_t *ids, int n, float *logits);
 /* The active approximation setting in a response: "moerun":{"approx":"SPEC"} (SPEC as
  * mr_approx_format writes it, "off" when exact), and the X-Moerun-Approx header line. */
 void srv_put_approx(srv_state *st, mr_sbuf *b);

@@ -95,7 +95,9 @@ typedef struct {
 
 /* forward.c: the mr_arch eval (model.h's contract), any n (cut into batches internally) */
 int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
-/* forward.c: the mr_arch eval_multi: token t of session st[t] at position pos[t], logits [n][V] */
-int ds4_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, float *logits);
+/* forward.c: the mr_arch eval_multi: token t of session st[t] at position pos[t], logits [rows][V] of
+ * the tokens with want[t] (want NULL: all) */
+int ds4_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
+                   float *logits);
 
 #endif

@@ -961,7 +961,7 @@ static void ds4_head_item(void *arg, long t) {
  * consecutive positions (ds4_attn_seq). The batch's buffers come from the first session's scratch
  * (evaluations of a model do not overlap). */
 static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const int32_t *tok, int n, float *logits,
-                       int all_logits) {
+                       int all_logits, const uint8_t *want) {
     ds4_model *M = m->priv;
     const int d = M->d, Nh = M->Nh;
     const int64_t hd = (int64_t)Nh * d;
@@ -986,9 +986,17 @@ static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const 
         if (ds4_attention(m, st, pos, il, n, X, &B)) goto done;
         if (ds4_ffn(m, il, tok, n, X, &B)) goto done;
     }
-    if (logits) {
+    int t0 = all_logits ? 0 : n - 1, no = n - t0;
+    if (logits && want) { /* the wanted rows moved to the front (X is not read again) */
+        t0 = no = 0;
+        for (int t = 0; t < n; t++)
+            if (want[t]) {
+                if (no != t) memmove(X + no * hd, X + t * hd, sizeof(float) * (size_t)hd);
+                no++;
+            }
+    }
+    if (logits && no) {
         /* HC head, norm and LM head for the output rows (§3.2, §3.10) */
-        const int t0 = all_logits ? 0 : n - 1, no = n - t0;
         float *Xo = X + t0 * hd;
         MR_PROF_BEGIN(th0);
         ds4_hc_job nj = {.M = M, .X = Xo, .zn = B.zn};
@@ -1022,18 +1030,22 @@ int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float 
         const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH, last = i + len == n;
         float *lg = !logits ? NULL : all_logits ? logits + (size_t)i * (size_t)nv : last ? logits : NULL;
         for (int t = 0; t < len; t++) { st[t] = stp; pos[t] = pos0 + i + t; }
-        if (ds4_forward(m, st, pos, tok + i, len, lg, all_logits)) return -1;
+        if (ds4_forward(m, st, pos, tok + i, len, lg, all_logits, NULL)) return -1;
         ((ds4_state *)stp)->n_past = pos0 + i + len;
     }
     return 0;
 }
 
-int ds4_eval_multi(mr_model *m, void *const *stp, const int *pos, const int32_t *tok, int n, float *logits) {
+int ds4_eval_multi(mr_model *m, void *const *stp, const int *pos, const int32_t *tok, int n, const uint8_t *want,
+                   float *logits) {
     const int nv = ((ds4_model *)m->priv)->V;
+    size_t row = 0; /* logits rows written by the earlier pieces */
     for (int i = 0; i < n; i += DS4_MAX_BATCH) {
         const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH;
-        if (ds4_forward(m, (ds4_state *const *)stp + i, pos + i, tok + i, len, logits ? logits + (size_t)i * (size_t)nv : NULL, 1))
+        if (ds4_forward(m, (ds4_state *const *)stp + i, pos + i, tok + i, len, logits ? logits + row * (size_t)nv : NULL, 1,
+                        want ? want + i : NULL))
             return -1;
+        for (int t = i; t < i + len; t++) row += !want || want[t];
         for (int t = i; t < i + len; t++) ((ds4_state *)stp[t])->n_past = pos[t] + 1;
     }
     return 0;
