@@ -161,7 +161,7 @@ sanitize:
 
 # ThreadSanitizer on the tests that use the library from several threads of their own (objects in
 # build/tsan; not part of make test): a reported race fails the run (exit code 66).
-TSAN_TESTS ?= test_approx_threads
+TSAN_TESTS ?= test_approx_threads test_pager_faults test_batch_eval test_server_abuse
 tsan:
 	$(MAKE) SANITIZE=thread $(TSAN_TESTS:%=build/tsan/tests/%)
 	for t in $(TSAN_TESTS); do TSAN_OPTIONS="halt_on_error=1 exitcode=66 $$TSAN_OPTIONS" \

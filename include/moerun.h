@@ -427,7 +427,7 @@ typedef struct {
     int port;
     int n_ctx;           /* 0 = model default */
     const char *alias;   /* model id reported by /v1/models (NULL = general.name) */
-    volatile int *stop;  /* serve until *stop != 0 (set it from a signal handler) */
+    volatile int *stop;  /* serve until *stop != 0 (set from a signal handler, or from another thread with __atomic_store_n: it is read with an atomic load) */
     int listen_fd;       /* >= 0: a socket from mr_server_listen (bound before the model loads); -1: bind host:port */
     const char *api_key; /* NULL: open; else every endpoint but /health needs "Authorization: Bearer KEY" or
                             "x-api-key: KEY" */

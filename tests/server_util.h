@@ -16,6 +16,9 @@
 
 typedef struct { mr_model *m; int port; volatile int stop; int rc; char err[256]; } srv_thread;
 
+/* ask the server to stop (its thread reads the flag with an atomic load) */
+static inline void srv_thread_stop(srv_thread *t) { __atomic_store_n(&t->stop, 1, __ATOMIC_RELAXED); }
+
 static void *srv_thread_main(void *arg) {
     srv_thread *t = arg;
     mr_server_params p;

@@ -17,6 +17,15 @@
 #endif
 #endif
 
+/* T_TSAN: built with ThreadSanitizer (make tsan) */
+#if defined(__SANITIZE_THREAD__)
+#define T_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define T_TSAN 1
+#endif
+#endif
+
 static int t_passed, t_failed, t_skipped, t_case_failed;
 static const char *t_case_name;
 

@@ -227,7 +227,7 @@ static void walk_server(const char *name, const char *file, int stream) {
     char *ref = NULL;
     for (int i = 0; i < 100 && !ref; i++) { ref = http_post(t.port, "/v1/chat/completions", body); if (!ref) usleep(50000); }
     CHECK(ref && status_of(ref) == 200, "%s: reference request: %s", name, ref ? ref : "no answer");
-    if (!ref || status_of(ref) != 200) { t.stop = 1; pthread_join(th, NULL); mr_model_free(t.m); free(ref); return; }
+    if (!ref || status_of(ref) != 200) { srv_thread_stop(&t); pthread_join(th, NULL); mr_model_free(t.m); free(ref); return; }
     normalize(ref);
     /* the same request again, counting its allocations (the prompt cache is warm from now on,
      * and after a failure: both paths get walked) */
@@ -259,7 +259,7 @@ static void walk_server(const char *name, const char *file, int stream) {
         free(r);
         if (leak_check()) { leaks++; CHECK(0, "%s: leak after failing allocation %ld", name, n); }
     }
-    t.stop = 1;
+    srv_thread_stop(&t);
     pthread_join(th, NULL);
     CHECK(t.rc == 0, "%s: server returned %d: %s", name, t.rc, mr_get_error());
     printf("# %s: %ld allocations per request, %ld tried (%s): %ld error replies, %ld identical replies, %ld leaks, %ld bad\n",

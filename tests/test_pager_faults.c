@@ -51,14 +51,14 @@ static int start(server *s, const char *fault, uint64_t budget, int port) {
         if (ok) return 0;
         usleep(50000);
     }
-    s->t.stop = 1;
+    srv_thread_stop(&s->t);
     pthread_join(s->th, NULL);
     mr_model_free(s->t.m);
     return -1;
 }
 
 static void stop(server *s) {
-    s->t.stop = 1;
+    srv_thread_stop(&s->t);
     pthread_join(s->th, NULL);
     mr_model_free(s->t.m);
 }

@@ -252,8 +252,12 @@ void mr_http_sse_end(mr_http_req *r) {
     if (r->chunked) write_all(r, "0\r\n\r\n", 5);
 }
 
+/* the stop flag: set by a signal handler (the CLI) or by another thread (tests, embedding
+ * programs), so read with an atomic load */
+static int stop_set(volatile int *s) { return s && __atomic_load_n(s, __ATOMIC_RELAXED) != 0; }
+
 int mr_http_client_gone(mr_http_req *r) {
-    if (r->broken || (r->stop && *r->stop)) return 1;
+    if (r->broken || stop_set(r->stop)) return 1;
     struct pollfd p = {r->fd, POLLRDHUP, 0};
     if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) { r->broken = 1; return 1; }
     return 0;
@@ -301,7 +305,7 @@ static int read_more(conn_ctx *c, char **buf, size_t *cap, size_t *len, long lon
         *cap = ncap;
     }
     for (;;) {
-        if (*c->stop) return 0;
+        if (stop_set(c->stop)) return 0;
         long long left = deadline - now_ms();
         if (left <= 0) return 0;
         struct pollfd pfd = {c->fd, POLLIN, 0};
@@ -351,7 +355,7 @@ static void *conn_main(void *arg) {
         while ((pr = mr_http_parse_head(buf, len, &req, &hl, &status)) == 0) {
             int rr = read_more(c, &buf, &cap, &len, deadline);
             if (rr <= 0) {
-                if (rr == 0 && len && !*c->stop && now_ms() >= deadline) reply_error(&req, 408, "request head timed out");
+                if (rr == 0 && len && !stop_set(c->stop) && now_ms() >= deadline) reply_error(&req, 408, "request head timed out");
                 goto out;
             }
         }
@@ -363,7 +367,7 @@ static void *conn_main(void *arg) {
             while (len - hl < clen) {
                 int rr = read_more(c, &buf, &cap, &len, bdl);
                 if (rr <= 0) {
-                    if (rr == 0 && !*c->stop && now_ms() >= bdl) reply_error(&req, 408, "request body timed out");
+                    if (rr == 0 && !stop_set(c->stop) && now_ms() >= bdl) reply_error(&req, 408, "request body timed out");
                     goto out;
                 }
             }
@@ -374,7 +378,7 @@ static void *conn_main(void *arg) {
         req.body[clen] = 0;
         c->h(c->user, &req);
         req.body[clen] = save;
-        if (!req.replied || req.broken || !req.keep_alive || (req.streaming && !req.chunked) || *c->stop) break;
+        if (!req.replied || req.broken || !req.keep_alive || (req.streaming && !req.chunked) || stop_set(c->stop)) break;
         /* keep what follows (a pipelined request) */
         size_t used = hl + clen;
         memmove(buf, buf + used, len - used);
@@ -422,7 +426,7 @@ int mr_http_serve_fd(int fd, const mr_http_limits *lim, mr_http_handler h, void 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    while (!*stop) {
+    while (!stop_set(stop)) {
         struct pollfd pfd = {fd, POLLIN, 0};
         if (poll(&pfd, 1, 250) <= 0) continue;
         int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
