@@ -148,13 +148,19 @@ AARCH64_BUILD ?= build/aarch64
 QEMU_AARCH64  ?= qemu-aarch64 $(if $(wildcard /lib/ld-linux-aarch64.so.1),,-L /usr/aarch64-linux-gnu)
 AARCH64_TESTS ?= all
 AARCH64_SKIP  ?= cli_ep
-.PHONY: test-bins aarch64 test-aarch64
+.PHONY: test-bins aarch64 test-aarch64 bench-aarch64-insn
 aarch64:
 	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) $(AARCH64_BUILD)/moerun
 
 test-aarch64:
 	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) test-bins
 	MR_RUNNER="$(QEMU_AARCH64)" MR_ONLY="$(filter-out all,$(AARCH64_TESTS))" MR_SKIP="$(AARCH64_SKIP)" sh tests/run.sh $(AARCH64_BUILD)
+
+# executed AArch64 instructions per 256 weights of the MoE types' kernels (scalar, neon, dotprod),
+# counted by the emulator, not timed (bench/aarch64_insn.sh): BENCH_TYPES="q4_0 iq3_s" for some
+bench-aarch64-insn:
+	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) $(AARCH64_BUILD)/bench/bench_insn
+	QEMU_AARCH64="$(QEMU_AARCH64)" nice -n 10 sh bench/aarch64_insn.sh $(AARCH64_BUILD) "$(BENCH_TYPES)"
 
 sanitize:
 	$(MAKE) test SANITIZE=1
