@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
             else k->dot(cols, s, w + (size_t)r * wrow, y);
             sum += s[0] + s[3];
         }
-    printf("%g\n", (double)sum);
+    printf("%.9g\n", (double)sum);
     mr_aligned_free(w);
     mr_aligned_free(y);
     return 0;

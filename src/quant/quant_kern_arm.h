@@ -33,6 +33,17 @@
 #endif
 
 #define KA static inline __attribute__((always_inline))
+/* before each loop over the nc <= 4 columns: unrolled, the columns' accumulators stay in registers
+ * (a rolled loop keeps them in an array on the stack: a load and a store per block and column) */
+#define KA_COLS _Pragma("GCC unroll 4")
+/* the 8 sub-blocks of a Q4_K/Q5_K column: unrolled with sdot only; plain NEON's widening products
+ * run out of registers when unrolled (233 instead of 193 instructions per 256 weights and column of
+ * the 4-column Q4_K kernel, bench/aarch64_insn.sh) */
+#if KA_DOTPROD
+#define KA_UNROLL_J _Pragma("GCC unroll 8")
+#else
+#define KA_UNROLL_J
+#endif
 /* activation column c of nc, by bytes apart, as type T */
 #define KA_ACT(T, y, by, c) ((const T *)((const uint8_t *)(y) + (size_t)(c) * (by)))
 
@@ -62,11 +73,18 @@ KA int32x4_t ka_dot32(int8x16_t w0, int8x16_t w1, const int8_t *q) {
     return ka_dot(ka_dot(vdupq_n_s32(0), w0, vld1q_s8(q)), w1, vld1q_s8(q + 16));
 }
 
-/* 8 sign bits (bit j set: value j negative) of two bytes -> 16 byte masks (0xff where negative) */
+/* 32 sign bits (bit j of byte k set: value 8k + j negative) -> byte masks (0xff where negative)
+ * of values 0..15 in *m0 and 16..31 in *m1: each byte spread over 8 lanes by a table lookup, then
+ * one bit tested per lane */
 static const uint8_t ka_bit_sel[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-KA uint8x16_t ka_sign_mask16(uint8_t s0, uint8_t s1) {
-    const uint8x16_t v = vcombine_u8(vdup_n_u8(s0), vdup_n_u8(s1));
-    return vtstq_u8(v, vld1q_u8(ka_bit_sel));
+static const uint8_t ka_sign_byte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+KA void ka_sign_masks32(const uint8_t *sg, uint8x16_t *m0, uint8x16_t *m1) {
+    uint32_t w;
+    memcpy(&w, sg, 4);
+    const uint8x16_t b = vreinterpretq_u8_u32(vdupq_n_u32(w)), sel = vld1q_u8(ka_bit_sel);
+    *m0 = vtstq_u8(vqtbl1q_u8(b, vld1q_u8(ka_sign_byte)), sel);
+    *m1 = vtstq_u8(vqtbl1q_u8(b, vld1q_u8(ka_sign_byte + 16)), sel);
 }
 
 /* v with the lanes where mask is 0xff negated: (v ^ m) - m */
@@ -157,12 +175,12 @@ KA void ka_blk32(int kind, size_t bsz, int n, float *s, const void *w, const voi
     const uint8_t *x = w;
     const int nb = n / 32;
     float32x4_t acc[4][2];
-    for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = vdupq_n_f32(0);
+    KA_COLS for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = vdupq_n_f32(0);
     for (int i = 0; i < nb; i++) {
         int8x16_t lo, hi;
         float dw;
         ka_dec32(kind, x + (size_t)i * bsz, &lo, &hi, &dw);
-        for (int c = 0; c < nc; c++) {
+        KA_COLS for (int c = 0; c < nc; c++) {
             const mr_block_q8_0 *a = KA_ACT(mr_block_q8_0, y, by, c) + i;
             const float d = dw * ka_h2f(a->d);
             const int32x4_t plo = ka_dot(vdupq_n_s32(0), lo, vld1q_s8(a->qs));
@@ -171,7 +189,7 @@ KA void ka_blk32(int kind, size_t bsz, int n, float *s, const void *w, const voi
             acc[c][1] = vfmaq_n_f32(acc[c][1], vcvtq_f32_s32(phi), d);
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = ka_hsum8(acc[c][0], acc[c][1]);
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = ka_hsum8(acc[c][0], acc[c][1]);
 }
 
 /* ---- K-quants with Q8_K activations ----
@@ -213,10 +231,10 @@ KA float ka_k_acc(float acc, float d, float dmin, float dy, int32_t isum, int32_
 KA void ka_k4_cols(const int8x16_t v[16], const uint8_t sc[8], const uint8_t m[8], float dw, float dmw, int i,
                    const void *y, size_t by, int nc, float32x4_t (*acc)[3]) {
     const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
-    for (int c = 0; c < nc; c++) {
+    KA_COLS for (int c = 0; c < nc; c++) {
         const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
         int32x4_t ilo = vdupq_n_s32(0), ihi = ilo;
-        for (int j = 0; j < 8; j++) {
+        KA_UNROLL_J for (int j = 0; j < 8; j++) {
             ilo = vmlaq_n_s32(ilo, ka_dot(vdupq_n_s32(0), v[2 * j], vld1q_s8(a->qs + 32 * j)), sc[j]);
             ihi = vmlaq_n_s32(ihi, ka_dot(vdupq_n_s32(0), v[2 * j + 1], vld1q_s8(a->qs + 32 * j + 16)), sc[j]);
         }
@@ -238,7 +256,7 @@ KA float ka_k4_sum(const float32x4_t acc[3]) {
 KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q4_k *x = w;
     float32x4_t acc[4][3];
-    for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = acc[c][2] = vdupq_n_f32(0);
+    KA_COLS for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = acc[c][2] = vdupq_n_f32(0);
     for (int i = 0; i < n / MR_QK_K; i++) {
         uint8_t sc[8], m[8];
         ka_k4_scales(x[i].scales, sc, m);
@@ -252,13 +270,13 @@ KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc
         }
         ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, acc);
     }
-    for (int c = 0; c < nc; c++) s[c] = ka_k4_sum(acc[c]);
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = ka_k4_sum(acc[c]);
 }
 
 KA void ka_q5_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q5_k *x = w;
     float32x4_t acc[4][3];
-    for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = acc[c][2] = vdupq_n_f32(0);
+    KA_COLS for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = acc[c][2] = vdupq_n_f32(0);
     const uint8x16_t one = vdupq_n_u8(1);
     for (int i = 0; i < n / MR_QK_K; i++) {
         uint8_t sc[8], m[8];
@@ -277,14 +295,14 @@ KA void ka_q5_k(int n, float *s, const void *w, const void *y, size_t by, int nc
         }
         ka_k4_cols(v, sc, m, ka_h2f(x[i].d), ka_h2f(x[i].dmin), i, y, by, nc, acc);
     }
-    for (int c = 0; c < nc; c++) s[c] = ka_k4_sum(acc[c]);
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = ka_k4_sum(acc[c]);
 }
 
 /* 16 signed weight vectors of 16 values (activation order) times 16 int scales (Q6_K, Q2_K):
  * the exact isum in 4 lanes */
 KA int32x4_t ka_dot16x16(const int8x16_t v[16], const int8_t *scales, const int8_t *q) {
     int32x4_t isum = vdupq_n_s32(0);
-    for (int k = 0; k < 16; k++) isum = vmlaq_n_s32(isum, ka_dot(vdupq_n_s32(0), v[k], vld1q_s8(q + 16 * k)), scales[k]);
+    _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) isum = vmlaq_n_s32(isum, ka_dot(vdupq_n_s32(0), v[k], vld1q_s8(q + 16 * k)), scales[k]);
     return isum;
 }
 
@@ -311,14 +329,14 @@ KA void ka_q6_k(int n, float *s, const void *w, const void *y, size_t by, int nc
             for (int k = 0; k < 8; k++) v[8 * h + k] = vsubq_s8(vreinterpretq_s8_u8(u[k]), off);
         }
         const float dw = ka_h2f(x[i].d);
-        for (int c = 0; c < nc; c++) {
+        KA_COLS for (int c = 0; c < nc; c++) {
             const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
             /* (q - 32) . y summed exactly: the AVX2 kernel's q . y - 32 * bsum */
             const int32_t isum = vaddvq_s32(ka_dot16x16(v, x[i].scales, a->qs));
             acc[c] = __builtin_fmaf(dw * a->d, (float)isum, acc[c]);
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = acc[c];
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 
 KA void ka_q2_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
@@ -343,7 +361,7 @@ KA void ka_q2_k(int n, float *s, const void *w, const void *y, size_t by, int nc
         const uint8x16_t mn = vshrq_n_u8(scb, 4);
         const int16x8_t mlo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mn))), mhi = vreinterpretq_s16_u16(vmovl_high_u8(mn));
         const float dw = ka_h2f(x[i].d), dmw = ka_h2f(x[i].dmin);
-        for (int c = 0; c < nc; c++) {
+        KA_COLS for (int c = 0; c < nc; c++) {
             const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
             const int32x4_t isum = ka_dot16x16(v, sc, a->qs);
             const int16x8_t b0 = vld1q_s16(a->bsums), b1 = vld1q_s16(a->bsums + 8);
@@ -354,17 +372,24 @@ KA void ka_q2_k(int n, float *s, const void *w, const void *y, size_t by, int nc
             acc[c] = ka_k_acc(acc[c], dw, dmw, a->d, vaddvq_s32(isum), vaddvq_s32(mm));
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = acc[c];
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 
 /* ---- i-quants with Q8_K activations ----
  * Per 32 values: weights decoded to signed bytes, exact dot times the integer sub-block scale into
  * an int32x4 per super-block, then one fused multiply-add with d * dy per super-block. */
 
+/* the exact int32 lanes of sum_ib ls[ib] * (32 weights v[2ib], v[2ib + 1] . 32 activations at q + 32 ib) */
+KA int32x4_t ka_isum8(const int8x16_t v[16], const int ls[8], const int8_t *q) {
+    int32x4_t isum = vdupq_n_s32(0);
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * ib], v[2 * ib + 1], q + 32 * ib), ls[ib]);
+    return isum;
+}
+
 KA void ka_iq4_xs(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_iq4_xs *x = w;
     float32x4_t accv[4];
-    for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+    KA_COLS for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
     const int8x16_t levels = vld1q_s8(mr_kvalues_iq4nl);
     for (int i = 0; i < n / MR_QK_K; i++) {
         int8x16_t v[16];
@@ -376,44 +401,47 @@ KA void ka_iq4_xs(int n, float *s, const void *w, const void *y, size_t by, int 
             ls[ib] = (((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((x[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
         }
         const float dw = ka_h2f(x[i].d);
-        for (int c = 0; c < nc; c++) {
+        KA_COLS for (int c = 0; c < nc; c++) {
             const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
-            int32x4_t isum = vdupq_n_s32(0);
-            for (int ib = 0; ib < 8; ib++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * ib], v[2 * ib + 1], a->qs + 32 * ib), ls[ib]);
+            const int32x4_t isum = ka_isum8(v, ls, a->qs);
             accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
 }
 
 /* IQ3_S: per 8 values two 9-bit indices into iq3s_grid (4 magnitudes each), explicit sign bytes,
- * a 4-bit scale per 32 values used as 2 * ls + 1 */
+ * a 4-bit scale per 32 values used as 2 * ls + 1. The 8 indices of 32 values, qs[l] | (bit l of
+ * qh) << 8, are formed in one vector (bit l moved to bit 8 by a left shift of 8 - l), so that each
+ * lookup is a load and the address arithmetic of the scalar formula is done 8 at a time. */
+static const int16_t ka_iq3s_shift[8] = {8, 7, 6, 5, 4, 3, 2, 1};
 KA void ka_iq3_s(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_iq3_s *x = w;
     float32x4_t accv[4];
-    for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+    KA_COLS for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
     for (int i = 0; i < n / MR_QK_K; i++) {
         int8x16_t v[16];
         int ls[8];
         for (int ib = 0; ib < 8; ib++) {
-            const uint8_t *qs = x[i].qs + 8 * ib;
-            const unsigned qh = x[i].qh[ib];
+            const uint16x8_t hb = vshlq_u16(vdupq_n_u16(x[i].qh[ib]), vld1q_s16(ka_iq3s_shift));
+            uint16_t idx[8];
+            vst1q_u16(idx, vorrq_u16(vmovl_u8(vld1_u8(x[i].qs + 8 * ib)), vandq_u16(hb, vdupq_n_u16(256))));
             uint32_t g[8];
-            for (int l = 0; l < 8; l++) g[l] = mr_iq3s_grid[qs[l] | ((qh << (8 - l)) & 256)];
-            const uint8_t *sg = x[i].signs + 4 * ib;
-            v[2 * ib] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g)), ka_sign_mask16(sg[0], sg[1]));
-            v[2 * ib + 1] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g + 4)), ka_sign_mask16(sg[2], sg[3]));
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) g[l] = mr_iq3s_grid[idx[l]];
+            uint8x16_t m0, m1;
+            ka_sign_masks32(x[i].signs + 4 * ib, &m0, &m1);
+            v[2 * ib] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g)), m0);
+            v[2 * ib + 1] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g + 4)), m1);
             ls[ib] = 2 * ((x[i].scales[ib / 2] >> (4 * (ib & 1))) & 15) + 1;
         }
         const float dw = ka_h2f(x[i].d);
-        for (int c = 0; c < nc; c++) {
+        KA_COLS for (int c = 0; c < nc; c++) {
             const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
-            int32x4_t isum = vdupq_n_s32(0);
-            for (int ib = 0; ib < 8; ib++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * ib], v[2 * ib + 1], a->qs + 32 * ib), ls[ib]);
+            const int32x4_t isum = ka_isum8(v, ls, a->qs);
             accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
 }
 
 /* IQ2_XXS: per 32 values 4 byte indices into iq2xxs_grid (8 magnitudes each), then 4 x 7 sign bits
@@ -421,7 +449,7 @@ KA void ka_iq3_s(int n, float *s, const void *w, const void *y, size_t by, int n
 KA void ka_iq2_xxs(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_iq2_xxs *x = w;
     float32x4_t accv[4];
-    for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+    KA_COLS for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
     for (int i = 0; i < n / MR_QK_K; i++) {
         int8x16_t v[16];
         int ls[8];
@@ -437,14 +465,13 @@ KA void ka_iq2_xxs(int n, float *s, const void *w, const void *y, size_t by, int
             ls[ib] = 2 * (int)(a1 >> 28) + 1;
         }
         const float dw = ka_h2f(x[i].d);
-        for (int c = 0; c < nc; c++) {
+        KA_COLS for (int c = 0; c < nc; c++) {
             const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
-            int32x4_t isum = vdupq_n_s32(0);
-            for (int ib = 0; ib < 8; ib++) isum = vmlaq_n_s32(isum, ka_dot32(v[2 * ib], v[2 * ib + 1], a->qs + 32 * ib), ls[ib]);
+            const int32x4_t isum = ka_isum8(v, ls, a->qs);
             accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
         }
     }
-    for (int c = 0; c < nc; c++) s[c] = 0.125f * vaddvq_f32(accv[c]);
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = 0.125f * vaddvq_f32(accv[c]);
 }
 
 /* ---- entry points and the tables of the including file's ISA ---- */
