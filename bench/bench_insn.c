@@ -6,6 +6,7 @@
  *   TYPE  a weight type (q4_0, iq3_s, ...), ISA scalar|neon|dotprod|avx2|avx512
  *   MODE  dot   REPS passes of one vec_dot per row (ROWS rows of COLS values, one column)
  *         dot4  REPS passes of one 4-column call per row (the multi-column path: dot4)
+ *         gemm  REPS passes of one GEMM block call: ROWS rows (<= MR_GEMM_NR) x MR_GEMM_NC columns
  * Exit status 2 when the ISA has no kernel of its own for the type (mr_kern_get would fall back).
  * The script runs it with two REPS values and divides the difference of the counts by the extra
  * weights, so set-up, start-up and loop overhead cancel out. */
@@ -20,7 +21,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: %s TYPE scalar|neon|dotprod|avx2|avx512 dot|dot4 REPS [ROWS COLS]\n", argv[0]);
+        fprintf(stderr, "usage: %s TYPE scalar|neon|dotprod|avx2|avx512 dot|dot4|gemm REPS [ROWS COLS]\n", argv[0]);
         return 1;
     }
     const int type = mr_type_from_name(argv[1]);
@@ -36,20 +37,27 @@ int main(int argc, char **argv) {
     const mr_type_traits *t = mr_type_get(type);
     const mr_kern *k = mr_kern_get(type, isa);
     if (!k || !k->dot || k->isa != isa) return 2;
-    const int four = !strcmp(mode, "dot4");
-    if (four && !k->dot4) return 2;
+    const int four = !strcmp(mode, "dot4"), gemm = !strcmp(mode, "gemm");
+    if ((four && !k->dot4) || (gemm && (!k->gemm || rows > MR_GEMM_NR))) return 2;
     const size_t wrow = mr_row_size(type, cols), yrow = mr_row_size(t->vec_dot_type, cols);
-    uint8_t *w = mr_aligned_alloc(64, wrow * rows), *y = mr_aligned_alloc(64, yrow * 4);
+    uint8_t *w = mr_aligned_alloc(64, wrow * rows), *y = mr_aligned_alloc(64, yrow * MR_GEMM_NC);
     if (!w || !y) return 1;
     sd_weights(type, w, (int64_t)rows * cols, 0);
-    sd_acts(t->vec_dot_type, y, (int64_t)cols * 4, 0, NULL);
+    sd_acts(t->vec_dot_type, y, (int64_t)cols * MR_GEMM_NC, 0, NULL);
     float s[4] = {0, 0, 0, 0}, sum = 0;
-    for (int i = 0; i < reps; i++)
+    static float sg[MR_GEMM_NR * MR_GEMM_NC];
+    for (int i = 0; i < reps; i++) {
+        if (gemm) {
+            k->gemm(cols, w, wrow, rows, y, yrow, MR_GEMM_NC, sg, (size_t)rows);
+            for (int j = 0; j < rows * MR_GEMM_NC; j++) sum += sg[j];
+            continue;
+        }
         for (int r = 0; r < rows; r++) {
             if (four) k->dot4(cols, s, w + (size_t)r * wrow, y, yrow);
             else k->dot(cols, s, w + (size_t)r * wrow, y);
             sum += s[0] + s[3];
         }
+    }
     printf("%.9g\n", (double)sum);
     mr_aligned_free(w);
     mr_aligned_free(y);

@@ -1,6 +1,6 @@
 /* SIMD vec_dot kernels against the scalar reference of the same type, for every ISA this CPU has:
  * |simd - ref| <= 1e-5 * sum_i |w_i| |x_i| on random rows (and on saturation corners), and the
- * 4-column kernels equal vec_dot bit for bit; some types equal the scalar reference bit for bit. */
+ * 4-column and GEMM kernels equal vec_dot bit for bit; some types equal the scalar reference bit for bit. */
 #include "test.h"
 #include "simd_data.h"
 #include "quant/quant_simd.h"
@@ -149,6 +149,47 @@ static void test_vec_dot_vs_scalar(void) {
     CHECK(n_tested > 0 || mr_cpu_best_isa() == MR_ISA_SCALAR, "no SIMD kernel tested");
 }
 
+/* Every GEMM block kernel (mr_gemm_fn) of every ISA here equals vec_dot bit for bit for each row
+ * and column, over tile edges (rows and columns not multiples of the kernels' tiles), and writes
+ * nothing outside its nr x nc block. */
+static void test_gemm_vs_dot(void) {
+    static const int nrs[] = {1, 3, 4, 5, 8, 16}, ncs[] = {1, 2, 3, 4, 5, 7, 9, 32};
+    const float sentinel = -12345.0f;
+    for (int type = 0; type < MR_TYPE_COUNT; type++) {
+        const mr_type_traits *t = mr_type_get(type);
+        if (!t || !t->vec_dot) continue;
+        for (int isa = MR_ISA_SCALAR + 1; isa < MR_ISA_COUNT; isa++) {
+            const mr_kern *k = mr_isa_available(isa) ? mr_kern_isa(type, isa) : NULL;
+            if (!k || !k->gemm || !k->dot) continue;
+            const int n = 8 * (t->block_size > 32 ? t->block_size : 32);
+            const size_t wb = mr_row_size(type, n), xb = mr_row_size(t->vec_dot_type, n), s_col = MR_GEMM_NR + 3;
+            uint8_t *w = malloc(wb * MR_GEMM_NR), *x = malloc(xb * MR_GEMM_NC);
+            float *s = malloc(sizeof(float) * s_col * MR_GEMM_NC);
+            sd_weights(type, w, (int64_t)n * MR_GEMM_NR, 0);
+            sd_acts(t->vec_dot_type, x, (int64_t)n * MR_GEMM_NC, 0, NULL);
+            int bad = 0;
+            for (size_t a = 0; a < sizeof nrs / sizeof nrs[0]; a++)
+                for (size_t b = 0; b < sizeof ncs / sizeof ncs[0]; b++) {
+                    const int nr = nrs[a], nc = ncs[b];
+                    for (size_t i = 0; i < s_col * MR_GEMM_NC; i++) s[i] = sentinel;
+                    k->gemm(n, w, wb, nr, x, xb, nc, s, s_col);
+                    for (int c = 0; c < MR_GEMM_NC; c++)
+                        for (int r = 0; r < (int)s_col; r++) {
+                            const float got = s[(size_t)c * s_col + (size_t)r];
+                            float want = sentinel;
+                            if (r < nr && c < nc) k->dot(n, &want, w + (size_t)r * wb, x + (size_t)c * xb);
+                            if (memcmp(&got, &want, sizeof got) && bad++ < 3)
+                                CHECK(0, "%s %s gemm nr=%d nc=%d row %d col %d: %.9g, vec_dot %.9g", t->name,
+                                      mr_isa_name(isa), nr, nc, r, c, got, want);
+                        }
+                }
+            CHECK(bad == 0, "%s %s gemm: %d results differ from vec_dot", t->name, mr_isa_name(isa), bad);
+            printf("# %-8s %-7s gemm == vec_dot bit for bit\n", t->name, mr_isa_name(isa));
+            free(w); free(x); free(s);
+        }
+    }
+}
+
 /* SIMD activation quantizers of every ISA here: the same bytes as the scalar reference, also on
  * special values (AVX2 must have all five; other ISAs are checked for those they have) */
 static void test_quantizers_bit_exact(void) {
@@ -199,6 +240,7 @@ int main(void) {
     RUN(test_tables_cover_required_types);
     RUN(test_isa_override);
     RUN(test_vec_dot_vs_scalar);
+    RUN(test_gemm_vs_dot);
     RUN(test_quantizers_bit_exact);
     return t_finish();
 }

@@ -4,7 +4,8 @@
  * same int32 lanes (lane l: the sum of products 4l..4l+3 of 16 bytes), so the two ISAs give the
  * same bits. Q8_0 and Q4_K run the scalar references' float operations in their order (that of
  * ggml-cpu's x86 kernels, which made the golden logits; quant_ref.c), so they give the scalar bits;
- * the other types differ from the scalar reference in float summation order.
+ * Q4_0, IQ4_NL and MXFP4 run the AVX2 kernels' block sums (their bits); the other types differ
+ * from the scalar reference in float summation order.
  *
  * This header contains intrinsics: include it ONLY from *_neon.c / *_dotprod.c, which are compiled
  * with their -march (Makefile). Define KA_DOTPROD (0 or 1) and KA_SUFFIX before including it.
@@ -12,7 +13,7 @@
  * Every kernel is written for nc activation columns (nc = 1 or 4, a constant after inlining), y,
  * y + by, ...: the weights are decoded once for all columns and column c runs the same float
  * operations in the same order whatever nc, so the 4-column kernel equals four vec_dot calls bit
- * for bit (quant_simd.h). Signs and offsets go onto the weights (at most 6 bits of magnitude), never
+ * for bit (quant_simd.h); the GEMM of the block-sum types likewise equals vec_dot per row and column. Signs and offsets go onto the weights (at most 6 bits of magnitude), never
  * onto the activations, so no product leaves int16 and no sum leaves int32.
  *
  * Block layouts: quant_blocks.h, quant_blocks_iq.h (ggml's). Scalar references: quant_ref*.c. */
@@ -133,8 +134,9 @@ KA void ka_f16(int n, float *s, const void *w, const void *y, size_t by, int nc)
     }
 }
 
-/* ---- 32-value blocks with Q8_0 activations: Q8_0, Q4_0, IQ4_NL, MXFP4 ----
- * The float order of ggml-cpu's x86 kernels (and of the scalar Q8_0 reference, quant_ref.c): 8
+/* ---- 32-value blocks with Q8_0 activations: the block decoder of Q8_0, Q4_0, IQ4_NL, MXFP4, and
+ * the Q8_0 kernels ----
+ * Q8_0: the float order of ggml-cpu's x86 kernels (and of the scalar Q8_0 reference, quant_ref.c): 8
  * float lanes per column, two vectors here (values 0..15 -> lanes 0..3, 16..31 -> lanes 4..7);
  * per block, lane l gets the exact int32 sum of products 4l..4l+3, converted and fused-multiply-
  * added with dw * dy; at the end lanes l and l + 4 are added, then (0 + 2) and (1 + 3), then those. */
@@ -190,6 +192,126 @@ KA void ka_blk32(int kind, size_t bsz, int n, float *s, const void *w, const voi
         }
     }
     KA_COLS for (int c = 0; c < nc; c++) s[c] = ka_hsum8(acc[c][0], acc[c][1]);
+}
+
+/* ---- Q4_0, IQ4_NL, MXFP4: block-sum numerics, and a GEMM ----
+ * The AVX2 kernels' numerics (q4_0_avx2.c, fp4_avx2.c), so NEON, dotprod and AVX2 give the same
+ * bits for these types: per row and column, acc = 0, then per 32-value block b in order
+ *     isum_b = the exact int32 sum of the 32 products, acc = fmaf(dw_b * dy_b, (float)isum_b, acc)
+ * and the result is acc. Integer sums are exact in any lanes, so each kernel puts in a vector's
+ * lanes what saves most: vec_dot one block's partial sums (one across-lanes add); the 4-column
+ * kernel the 4 columns (one vector fma per block for 4 columns); the GEMM 4 rows (per block and
+ * column one activation load and one vector fma for 4 rows; each weight block decoded once for up
+ * to 4 columns). */
+
+/* int32 lanes whose TOTAL is the dot of 32 weights (w0: values 0..15, w1: 16..31) with 32
+ * activations at q; which products land in which lane is left open (block sums only). Without
+ * sdot the int16 products of the two halves are added before widening: 4 instructions fewer than
+ * ka_dot32, exact while |w|, |q| <= 127 (Q4_0, IQ4_NL and MXFP4 levels, Q8_0 activations), so
+ * that a pair stays within 2 x 127^2 < 2^15. */
+KA int32x4_t ka_dot32_total(int8x16_t w0, int8x16_t w1, const int8_t *q) {
+#if KA_DOTPROD
+    return ka_dot32(w0, w1, q);
+#else
+    const int8x16_t q0 = vld1q_s8(q), q1 = vld1q_s8(q + 16);
+    const int16x8_t a = vmlal_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(q0)), vget_low_s8(w1), vget_low_s8(q1));
+    const int16x8_t b = vmlal_high_s8(vmull_high_s8(w0, q0), w1, q1);
+    return vpadalq_s16(vpaddlq_s16(a), b);
+#endif
+}
+
+/* [total of a, of b, of c, of d] (pairwise adds: exact) */
+KA int32x4_t ka_sum4x4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+    return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
+}
+
+/* the fp16 scales of 4 Q8_0 blocks, p0..p3 -> 4 floats */
+KA float32x4_t ka_h2f_4(const uint16_t *p0, const uint16_t *p1, const uint16_t *p2, const uint16_t *p3) {
+    uint16x4_t h = vld1_dup_u16(p0);
+    h = vld1_lane_u16(p1, h, 1);
+    h = vld1_lane_u16(p2, h, 2);
+    h = vld1_lane_u16(p3, h, 3);
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+
+/* vec_dot (nc = 1) and the 4-column kernel (nc = 4, lane c: column c) */
+KA void ka_bs32(int kind, size_t bsz, int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const uint8_t *x = w;
+    if (nc == 1) {
+        float acc = 0.0f;
+        for (int i = 0; i < n / 32; i++) {
+            int8x16_t lo, hi;
+            float dw;
+            ka_dec32(kind, x + (size_t)i * bsz, &lo, &hi, &dw);
+            const mr_block_q8_0 *a = (const mr_block_q8_0 *)y + i;
+            acc = __builtin_fmaf(dw * ka_h2f(a->d), (float)vaddvq_s32(ka_dot32_total(lo, hi, a->qs)), acc);
+        }
+        *s = acc;
+        return;
+    }
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int i = 0; i < n / 32; i++) {
+        int8x16_t lo, hi;
+        float dw;
+        ka_dec32(kind, x + (size_t)i * bsz, &lo, &hi, &dw);
+        const mr_block_q8_0 *a[4];
+        int32x4_t p[4];
+        KA_COLS for (int c = 0; c < 4; c++) {
+            a[c] = KA_ACT(mr_block_q8_0, y, by, c) + i;
+            p[c] = ka_dot32_total(lo, hi, a[c]->qs);
+        }
+        const float32x4_t d = vmulq_n_f32(ka_h2f_4(&a[0]->d, &a[1]->d, &a[2]->d, &a[3]->d), dw);
+        acc = vfmaq_f32(acc, vcvtq_f32_s32(ka_sum4x4(p[0], p[1], p[2], p[3])), d);
+    }
+    vst1q_f32(s, acc);
+}
+
+/* 4 rows (w, w + w_row, ...) x nc <= 4 columns (a constant after inlining): s[c * s_col + r] */
+KA void ka_bs32_tile(int kind, size_t bsz, int n, const uint8_t *w, size_t w_row, const void *y, size_t by, int nc,
+                     float *s, size_t s_col) {
+    float32x4_t acc[4];
+    KA_COLS for (int c = 0; c < nc; c++) acc[c] = vdupq_n_f32(0);
+    for (int i = 0; i < n / 32; i++) {
+        int8x16_t lo[4], hi[4];
+        float dwr[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) ka_dec32(kind, w + (size_t)r * w_row + (size_t)i * bsz, &lo[r], &hi[r], &dwr[r]);
+        const float32x4_t dw = vld1q_f32(dwr);
+        KA_COLS for (int c = 0; c < nc; c++) {
+            const mr_block_q8_0 *a = KA_ACT(mr_block_q8_0, y, by, c) + i;
+            const int32x4_t isum = ka_sum4x4(ka_dot32_total(lo[0], hi[0], a->qs), ka_dot32_total(lo[1], hi[1], a->qs),
+                                             ka_dot32_total(lo[2], hi[2], a->qs), ka_dot32_total(lo[3], hi[3], a->qs));
+            acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(isum), vmulq_n_f32(dw, ka_h2f(a->d)));
+        }
+    }
+    KA_COLS for (int c = 0; c < nc; c++) vst1q_f32(s + (size_t)c * s_col, acc[c]);
+}
+
+/* mr_gemm_fn: nr rows x nc columns, 4-row tiles; rows left over through the 4-column and
+ * single-column kernels (the same numerics, so the same bits) */
+KA void ka_bs32_gemm(int kind, size_t bsz, int n, const void *w, size_t w_row, int nr, const void *y, size_t by,
+                     int nc, float *s, size_t s_col) {
+    const uint8_t *x = w, *ya = y;
+    int r = 0;
+    for (; r + 4 <= nr; r += 4) {
+        const uint8_t *wr = x + (size_t)r * w_row;
+        int c = 0;
+        for (; c + 4 <= nc; c += 4) ka_bs32_tile(kind, bsz, n, wr, w_row, ya + (size_t)c * by, by, 4, s + (size_t)c * s_col + r, s_col);
+        float *sc = s + (size_t)c * s_col + r;
+        const uint8_t *yc = ya + (size_t)c * by;
+        if (nc - c == 3) ka_bs32_tile(kind, bsz, n, wr, w_row, yc, by, 3, sc, s_col);
+        else if (nc - c == 2) ka_bs32_tile(kind, bsz, n, wr, w_row, yc, by, 2, sc, s_col);
+        else if (nc - c == 1) ka_bs32_tile(kind, bsz, n, wr, w_row, yc, by, 1, sc, s_col);
+    }
+    for (; r < nr; r++) {
+        const uint8_t *wr = x + (size_t)r * w_row;
+        int c = 0;
+        for (; c + 4 <= nc; c += 4) {
+            float t[4];
+            ka_bs32(kind, bsz, n, t, wr, ya + (size_t)c * by, by, 4);
+            for (int k = 0; k < 4; k++) s[(size_t)(c + k) * s_col + r] = t[k];
+        }
+        for (; c < nc; c++) ka_bs32(kind, bsz, n, s + (size_t)c * s_col + r, wr, ya + (size_t)c * by, by, 1);
+    }
 }
 
 /* ---- K-quants with Q8_K activations ----
@@ -489,9 +611,18 @@ KA void ka_iq2_xxs(int n, float *s, const void *w, const void *y, size_t by, int
         ka_blk32(kind, sizeof(T), n, s, w, y, by, nc);                                                  \
     }
 KA_BLK32(q8_0, KA_Q8_0, mr_block_q8_0)
-KA_BLK32(q4_0, KA_Q4_0, mr_block_q4_0)
-KA_BLK32(iq4_nl, KA_IQ4_NL, mr_block_iq4_nl)
-KA_BLK32(mxfp4, KA_MXFP4, mr_block_mxfp4)
+/* the block-sum types: dot, dot4 and gemm */
+#define KA_BS32(name, kind, T)                                                                          \
+    KA void ka_##name(int n, float *s, const void *w, const void *y, size_t by, int nc) {              \
+        ka_bs32(kind, sizeof(T), n, s, w, y, by, nc);                                                   \
+    }                                                                                                   \
+    static void KA_CAT(ka_gemm_##name##_, KA_SUFFIX)(int n, const void *w, size_t w_row, int nr, const void *y, \
+                                                     size_t by, int nc, float *s, size_t s_col) {      \
+        ka_bs32_gemm(kind, sizeof(T), n, w, w_row, nr, y, by, nc, s, s_col);                            \
+    }
+KA_BS32(q4_0, KA_Q4_0, mr_block_q4_0)
+KA_BS32(iq4_nl, KA_IQ4_NL, mr_block_iq4_nl)
+KA_BS32(mxfp4, KA_MXFP4, mr_block_mxfp4)
 
 KA_ENTRIES(f32, ka_f32)
 KA_ENTRIES(f16, ka_f16)
@@ -510,10 +641,11 @@ KA_ENTRIES(iq2_xxs, ka_iq2_xxs)
 /* the designated initializers of this ISA's kernel table (quant_simd.h mr_kern): dot and dot4, and
  * for Q8_0 (weights and partner) the activation quantizer Q8_0_FF (NULL: the one of a lower ISA) */
 #define KA_K(T) {.dot = KA_CAT(ka_vd_##T##_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_##T##_, KA_SUFFIX)}
+#define KA_KG(T) {.dot = KA_CAT(ka_vd_##T##_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_##T##_, KA_SUFFIX), .gemm = KA_CAT(ka_gemm_##T##_, KA_SUFFIX)}
 #define KA_TABLE(Q8_0_FF)                                                                               \
     [MR_TYPE_F32] = KA_K(f32), [MR_TYPE_F16] = KA_K(f16),                                               \
     [MR_TYPE_Q8_0] = {.dot = KA_CAT(ka_vd_q8_0_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_q8_0_, KA_SUFFIX), .from_float = Q8_0_FF}, \
-    [MR_TYPE_Q4_0] = KA_K(q4_0), [MR_TYPE_IQ4_NL] = KA_K(iq4_nl), [MR_TYPE_MXFP4] = KA_K(mxfp4),          \
+    [MR_TYPE_Q4_0] = KA_KG(q4_0), [MR_TYPE_IQ4_NL] = KA_KG(iq4_nl), [MR_TYPE_MXFP4] = KA_KG(mxfp4),       \
     [MR_TYPE_Q2_K] = KA_K(q2_k), [MR_TYPE_Q4_K] = KA_K(q4_k), [MR_TYPE_Q5_K] = KA_K(q5_k),               \
     [MR_TYPE_Q6_K] = KA_K(q6_k), [MR_TYPE_IQ4_XS] = KA_K(iq4_xs), [MR_TYPE_IQ3_S] = KA_K(iq3_s),         \
     [MR_TYPE_IQ2_XXS] = KA_K(iq2_xxs)
