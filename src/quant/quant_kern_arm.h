@@ -4,8 +4,8 @@
  * same int32 lanes (lane l: the sum of products 4l..4l+3 of 16 bytes), so the two ISAs give the
  * same bits. Q8_0 and Q4_K run the scalar references' float operations in their order (that of
  * ggml-cpu's x86 kernels, which made the golden logits; quant_ref.c), so they give the scalar bits;
- * Q4_0, IQ4_NL and MXFP4 run the AVX2 kernels' block sums (their bits); the other types differ
- * from the scalar reference in float summation order.
+ * Q4_0, IQ4_NL, MXFP4, IQ4_XS and IQ3_S run the AVX2 kernels' block sums (their bits); the other
+ * types differ from the scalar reference in float summation order.
  *
  * This header contains intrinsics: include it ONLY from *_neon.c / *_dotprod.c, which are compiled
  * with their -march (Makefile). Define KA_DOTPROD (0 or 1) and KA_SUFFIX before including it.
@@ -377,7 +377,7 @@ KA float ka_k4_sum(const float32x4_t acc[3]) {
 
 KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q4_k *x = w;
-    float32x4_t acc[4][3];
+    float32x4_t acc[MR_GEMM_NC][3];
     KA_COLS for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = acc[c][2] = vdupq_n_f32(0);
     for (int i = 0; i < n / MR_QK_K; i++) {
         uint8_t sc[8], m[8];
@@ -397,7 +397,7 @@ KA void ka_q4_k(int n, float *s, const void *w, const void *y, size_t by, int nc
 
 KA void ka_q5_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q5_k *x = w;
-    float32x4_t acc[4][3];
+    float32x4_t acc[MR_GEMM_NC][3];
     KA_COLS for (int c = 0; c < nc; c++) acc[c][0] = acc[c][1] = acc[c][2] = vdupq_n_f32(0);
     const uint8x16_t one = vdupq_n_u8(1);
     for (int i = 0; i < n / MR_QK_K; i++) {
@@ -430,7 +430,7 @@ KA int32x4_t ka_dot16x16(const int8x16_t v[16], const int8_t *scales, const int8
 
 KA void ka_q6_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q6_k *x = w;
-    float acc[4] = {0, 0, 0, 0};
+    float acc[MR_GEMM_NC] = {0};
     const uint8x16_t m4 = vdupq_n_u8(15), m2 = vdupq_n_u8(3 << 4);
     const int8x16_t off = vdupq_n_s8(32);
     for (int i = 0; i < n / MR_QK_K; i++) {
@@ -463,7 +463,7 @@ KA void ka_q6_k(int n, float *s, const void *w, const void *y, size_t by, int nc
 
 KA void ka_q2_k(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_q2_k *x = w;
-    float acc[4] = {0, 0, 0, 0};
+    float acc[MR_GEMM_NC] = {0};
     const uint8x16_t m3 = vdupq_n_u8(3);
     for (int i = 0; i < n / MR_QK_K; i++) {
         /* vector k = 8h + 2(shift/2) + half holds values 16k..16k+15: bits shift of q[32h + 16 half + l] */
@@ -499,7 +499,8 @@ KA void ka_q2_k(int n, float *s, const void *w, const void *y, size_t by, int nc
 
 /* ---- i-quants with Q8_K activations ----
  * Per 32 values: weights decoded to signed bytes, exact dot times the integer sub-block scale into
- * an int32x4 per super-block, then one fused multiply-add with d * dy per super-block. */
+ * an int32x4 per super-block; IQ2_XXS then one fused multiply-add of those 4 lanes with d * dy per
+ * super-block (lanes added at the end), IQ4_XS and IQ3_S the AVX2 block sums below. */
 
 /* the exact int32 lanes of sum_ib ls[ib] * (32 weights v[2ib], v[2ib + 1] . 32 activations at q + 32 ib) */
 KA int32x4_t ka_isum8(const int8x16_t v[16], const int ls[8], const int8_t *q) {
@@ -508,28 +509,32 @@ KA int32x4_t ka_isum8(const int8x16_t v[16], const int ls[8], const int8_t *q) {
     return isum;
 }
 
-KA void ka_iq4_xs(int n, float *s, const void *w, const void *y, size_t by, int nc) {
-    const mr_block_iq4_xs *x = w;
-    float32x4_t accv[4];
-    KA_COLS for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+/* ka_isum8's total, lanes left open (ka_dot32_total; |w| <= 127) */
+KA int32x4_t ka_isum8_total(const int8x16_t v[16], const int ls[8], const int8_t *q) {
+    int32x4_t isum = vdupq_n_s32(0);
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) isum = vmlaq_n_s32(isum, ka_dot32_total(v[2 * ib], v[2 * ib + 1], q + 32 * ib), ls[ib]);
+    return isum;
+}
+
+/* IQ4_XS and IQ3_S: the AVX2 kernels' numerics (fp4_avx2.c, quant_iq_avx2.c), so NEON, dotprod and
+ * AVX2 give the same bits: per row and column, acc = 0, then per super-block i in order
+ *     isum_i = sum_ib ls_ib * (w_ib . y_ib) (exact int32), acc = fmaf(d_i * dy_i, (float)isum_i, acc)
+ * and the result is acc. Each super-block's weights are decoded once (16 vectors, the sub-block
+ * scales) for all the columns of a call: 1 (vec_dot), 4, or up to MR_GEMM_NC (the GEMM, one row at
+ * a time, so decoding is shared by 32 columns). */
+typedef void (*ka_sb_dec_fn)(const void *blk, int8x16_t v[16], int ls[8], float *d);
+
+/* IQ4_XS: IQ4_NL codes, a 6-bit scale l - 32 per 32 values */
+KA void ka_dec_iq4_xs(const void *blk, int8x16_t v[16], int ls[8], float *d) {
+    const mr_block_iq4_xs *x = blk;
     const int8x16_t levels = vld1q_s8(mr_kvalues_iq4nl);
-    for (int i = 0; i < n / MR_QK_K; i++) {
-        int8x16_t v[16];
-        int ls[8];
-        for (int ib = 0; ib < 8; ib++) {
-            const uint8x16_t b = vld1q_u8(x[i].qs + 16 * ib);
-            v[2 * ib] = vqtbl1q_s8(levels, vandq_u8(b, vdupq_n_u8(15)));
-            v[2 * ib + 1] = vqtbl1q_s8(levels, vshrq_n_u8(b, 4));
-            ls[ib] = (((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((x[i].scales_h >> (2 * ib)) & 3) << 4)) - 32;
-        }
-        const float dw = ka_h2f(x[i].d);
-        KA_COLS for (int c = 0; c < nc; c++) {
-            const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
-            const int32x4_t isum = ka_isum8(v, ls, a->qs);
-            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
-        }
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+        const uint8x16_t b = vld1q_u8(x->qs + 16 * ib);
+        v[2 * ib] = vqtbl1q_s8(levels, vandq_u8(b, vdupq_n_u8(15)));
+        v[2 * ib + 1] = vqtbl1q_s8(levels, vshrq_n_u8(b, 4));
+        ls[ib] = (((x->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((x->scales_h >> (2 * ib)) & 3) << 4)) - 32;
     }
-    KA_COLS for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
+    *d = ka_h2f(x->d);
 }
 
 /* IQ3_S: per 8 values two 9-bit indices into iq3s_grid (4 magnitudes each), explicit sign bytes,
@@ -537,40 +542,43 @@ KA void ka_iq4_xs(int n, float *s, const void *w, const void *y, size_t by, int 
  * qh) << 8, are formed in one vector (bit l moved to bit 8 by a left shift of 8 - l), so that each
  * lookup is a load and the address arithmetic of the scalar formula is done 8 at a time. */
 static const int16_t ka_iq3s_shift[8] = {8, 7, 6, 5, 4, 3, 2, 1};
-KA void ka_iq3_s(int n, float *s, const void *w, const void *y, size_t by, int nc) {
-    const mr_block_iq3_s *x = w;
-    float32x4_t accv[4];
-    KA_COLS for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
+KA void ka_dec_iq3_s(const void *blk, int8x16_t v[16], int ls[8], float *d) {
+    const mr_block_iq3_s *x = blk;
+    for (int ib = 0; ib < 8; ib++) {
+        const uint16x8_t hb = vshlq_u16(vdupq_n_u16(x->qh[ib]), vld1q_s16(ka_iq3s_shift));
+        uint16_t idx[8];
+        vst1q_u16(idx, vorrq_u16(vmovl_u8(vld1_u8(x->qs + 8 * ib)), vandq_u16(hb, vdupq_n_u16(256))));
+        uint32_t g[8];
+        _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) g[l] = mr_iq3s_grid[idx[l]];
+        uint8x16_t m0, m1;
+        ka_sign_masks32(x->signs + 4 * ib, &m0, &m1);
+        v[2 * ib] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g)), m0);
+        v[2 * ib + 1] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g + 4)), m1);
+        ls[ib] = 2 * ((x->scales[ib / 2] >> (4 * (ib & 1))) & 15) + 1;
+    }
+    *d = ka_h2f(x->d);
+}
+
+KA void ka_sb(ka_sb_dec_fn dec, size_t bsz, int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    float acc[MR_GEMM_NC] = {0};
     for (int i = 0; i < n / MR_QK_K; i++) {
         int8x16_t v[16];
         int ls[8];
-        for (int ib = 0; ib < 8; ib++) {
-            const uint16x8_t hb = vshlq_u16(vdupq_n_u16(x[i].qh[ib]), vld1q_s16(ka_iq3s_shift));
-            uint16_t idx[8];
-            vst1q_u16(idx, vorrq_u16(vmovl_u8(vld1_u8(x[i].qs + 8 * ib)), vandq_u16(hb, vdupq_n_u16(256))));
-            uint32_t g[8];
-            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) g[l] = mr_iq3s_grid[idx[l]];
-            uint8x16_t m0, m1;
-            ka_sign_masks32(x[i].signs + 4 * ib, &m0, &m1);
-            v[2 * ib] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g)), m0);
-            v[2 * ib + 1] = ka_apply_sign(vreinterpretq_u8_u32(vld1q_u32(g + 4)), m1);
-            ls[ib] = 2 * ((x[i].scales[ib / 2] >> (4 * (ib & 1))) & 15) + 1;
-        }
-        const float dw = ka_h2f(x[i].d);
+        float dw;
+        dec((const uint8_t *)w + (size_t)i * bsz, v, ls, &dw);
         KA_COLS for (int c = 0; c < nc; c++) {
             const mr_block_q8_k *a = KA_ACT(mr_block_q8_k, y, by, c) + i;
-            const int32x4_t isum = ka_isum8(v, ls, a->qs);
-            accv[c] = vfmaq_n_f32(accv[c], vcvtq_f32_s32(isum), dw * a->d);
+            acc[c] = __builtin_fmaf(dw * a->d, (float)vaddvq_s32(ka_isum8_total(v, ls, a->qs)), acc[c]);
         }
     }
-    KA_COLS for (int c = 0; c < nc; c++) s[c] = vaddvq_f32(accv[c]);
+    KA_COLS for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 
 /* IQ2_XXS: per 32 values 4 byte indices into iq2xxs_grid (8 magnitudes each), then 4 x 7 sign bits
  * (even parity gives the 8th: ksigns64 holds the byte masks) and the scale in the top 4 bits */
 KA void ka_iq2_xxs(int n, float *s, const void *w, const void *y, size_t by, int nc) {
     const mr_block_iq2_xxs *x = w;
-    float32x4_t accv[4];
+    float32x4_t accv[MR_GEMM_NC];
     KA_COLS for (int c = 0; c < nc; c++) accv[c] = vdupq_n_f32(0);
     for (int i = 0; i < n / MR_QK_K; i++) {
         int8x16_t v[16];
@@ -634,6 +642,31 @@ KA_ENTRIES(q2_k, ka_q2_k)
 KA_ENTRIES(q4_k, ka_q4_k)
 KA_ENTRIES(q5_k, ka_q5_k)
 KA_ENTRIES(q6_k, ka_q6_k)
+#define KA_SB(name, T)                                                                                  \
+    KA void ka_##name(int n, float *s, const void *w, const void *y, size_t by, int nc) {              \
+        ka_sb(ka_dec_##name, sizeof(T), n, s, w, y, by, nc);                                            \
+    }
+KA_SB(iq4_xs, mr_block_iq4_xs)
+KA_SB(iq3_s, mr_block_iq3_s)
+/* mr_gemm_fn from a kernel body of up to MR_GEMM_NC columns: row by row, so each weight block is
+ * decoded once for all nc columns (for the types whose decoding costs more than the accumulators
+ * the column loop then keeps in memory: bench/aarch64_insn.sh) */
+#define KA_ROW_GEMM(name)                                                                              \
+    static void KA_CAT(ka_gemm_##name##_, KA_SUFFIX)(int n, const void *w, size_t w_row, int nr, const void *y, \
+                                                     size_t by, int nc, float *s, size_t s_col) {      \
+        for (int r = 0; r < nr; r++) {                                                                  \
+            float t[MR_GEMM_NC];                                                                        \
+            ka_##name(n, t, (const uint8_t *)w + (size_t)r * w_row, y, by, nc);                         \
+            for (int c = 0; c < nc; c++) s[(size_t)c * s_col + r] = t[c];                               \
+        }                                                                                               \
+    }
+KA_ROW_GEMM(iq4_xs)
+KA_ROW_GEMM(iq3_s)
+KA_ROW_GEMM(iq2_xxs)
+KA_ROW_GEMM(q2_k)
+KA_ROW_GEMM(q4_k)
+KA_ROW_GEMM(q5_k)
+KA_ROW_GEMM(q6_k)
 KA_ENTRIES(iq4_xs, ka_iq4_xs)
 KA_ENTRIES(iq3_s, ka_iq3_s)
 KA_ENTRIES(iq2_xxs, ka_iq2_xxs)
@@ -646,8 +679,8 @@ KA_ENTRIES(iq2_xxs, ka_iq2_xxs)
     [MR_TYPE_F32] = KA_K(f32), [MR_TYPE_F16] = KA_K(f16),                                               \
     [MR_TYPE_Q8_0] = {.dot = KA_CAT(ka_vd_q8_0_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_q8_0_, KA_SUFFIX), .from_float = Q8_0_FF}, \
     [MR_TYPE_Q4_0] = KA_KG(q4_0), [MR_TYPE_IQ4_NL] = KA_KG(iq4_nl), [MR_TYPE_MXFP4] = KA_KG(mxfp4),       \
-    [MR_TYPE_Q2_K] = KA_K(q2_k), [MR_TYPE_Q4_K] = KA_K(q4_k), [MR_TYPE_Q5_K] = KA_K(q5_k),               \
-    [MR_TYPE_Q6_K] = KA_K(q6_k), [MR_TYPE_IQ4_XS] = KA_K(iq4_xs), [MR_TYPE_IQ3_S] = KA_K(iq3_s),         \
-    [MR_TYPE_IQ2_XXS] = KA_K(iq2_xxs)
+    [MR_TYPE_Q2_K] = KA_KG(q2_k), [MR_TYPE_Q4_K] = KA_KG(q4_k), [MR_TYPE_Q5_K] = KA_KG(q5_k),            \
+    [MR_TYPE_Q6_K] = KA_KG(q6_k), [MR_TYPE_IQ4_XS] = KA_KG(iq4_xs), [MR_TYPE_IQ3_S] = KA_KG(iq3_s),        \
+    [MR_TYPE_IQ2_XXS] = KA_KG(iq2_xxs)
 
 #endif
