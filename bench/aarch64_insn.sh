@@ -12,8 +12,8 @@
 #
 # Usage: bench/aarch64_insn.sh BUILD_DIR [TYPES]    (BUILD_DIR holds bench/bench_insn for AArch64)
 # Output: a markdown table; columns: instructions per 256 weights for one column (dot), and per 256
-# weights and column for the 4-column kernel (x4) and the GEMM block (8 rows x 32 columns), per ISA;
-# "-" where the ISA has no such kernel.
+# weights and column for the 4-column kernel (x4), the GEMM block (8 rows x 32 columns) and the
+# repacked layout's kernel (1 and 8 columns per call), per ISA; "-" where the ISA has no such kernel.
 set -eu
 B=${1:?usage: aarch64_insn.sh BUILD_DIR [TYPES]}
 TYPES=${2:-"q4_0 q8_0 q4_K q6_K iq4_xs iq4_nl mxfp4 iq3_s iq2_xxs q2_K f16"}
@@ -40,12 +40,13 @@ per256() {
     cols=1
     [ "$3" = dot4 ] && cols=4
     [ "$3" = gemm ] && cols=32
+    [ "$3" = rp8 ] && cols=8
     awk -v a="$c1" -v b="$c3" -v w=$((ROWS * COLS / 256 * cols)) 'BEGIN { printf "%.0f\n", (b - a) / 2 / w }'
 }
 
 echo "# $($QEMU --version | head -1); $ROWS rows x $COLS values per pass; instructions per 256 weights (x4: and column)"
-echo "| type | scalar dot | neon dot | neon x4 | neon gemm | dotprod dot | dotprod x4 | dotprod gemm |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| type | scalar dot | neon dot | neon x4 | neon gemm | dotprod dot | dotprod x4 | dotprod gemm | dotprod repacked 1 / 8 columns |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for t in $TYPES; do
     s=$(per256 "$t" scalar dot)
     n1=$(per256 "$t" neon dot)
@@ -54,5 +55,7 @@ for t in $TYPES; do
     d1=$(per256 "$t" dotprod dot)
     d4=$(per256 "$t" dotprod dot4)
     dg=$(per256 "$t" dotprod gemm)
-    echo "| $t | $s | $n1 | $n4 | $ng | $d1 | $d4 | $dg |"
+    r1=$(per256 "$t" dotprod rp1)
+    r8=$(per256 "$t" dotprod rp8)
+    echo "| $t | $s | $n1 | $n4 | $ng | $d1 | $d4 | $dg | $r1 / $r8 |"
 done

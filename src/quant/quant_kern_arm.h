@@ -574,6 +574,83 @@ KA void ka_sb(ka_sb_dec_fn dec, size_t bsz, int n, float *s, const void *w, cons
     KA_COLS for (int c = 0; c < nc; c++) s[c] = acc[c];
 }
 
+/* IQ3_S repacked (quant_simd.h mr_repack_kern, one row per group): the grid lookups and signs done
+ * once at load. Each weight w (odd, -15..15) is stored as the nibble u = (w + 15) / 2, so
+ * w . y = 2 u . y - 15 sum(y), sum(y) from the Q8_K bsums; per super-block the exact isum of the
+ * numerics above, so the same bits as vec_dot. 144 bytes per 256 values (110 plain). */
+typedef struct {
+    uint8_t q[8][16];        /* sub-block ib: low nibbles values 0..15, high nibbles 16..31 */
+    int8_t ls[8];            /* 2 l + 1 */
+    uint16_t d;
+    uint8_t pad[6];
+} ka_iq3s_rp;
+_Static_assert(sizeof(ka_iq3s_rp) == 144, "repacked iq3_s super-block");
+
+KA void ka_iq3s_pack(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
+    const int64_t nb = cols / MR_QK_K;
+    const mr_block_iq3_s *w = src;
+    ka_iq3s_rp *out = dst;
+    for (int64_t i = g0 * nb; i < g1 * nb; i++) {
+        int8x16_t v[16];
+        int ls[8];
+        float d;
+        ka_dec_iq3_s(&w[i], v, ls, &d);
+        ka_iq3s_rp *o = &out[i];
+        memset(o, 0, sizeof *o);
+        for (int ib = 0; ib < 8; ib++) {
+            const uint8x16_t lo = vreinterpretq_u8_s8(vshrq_n_s8(vaddq_s8(v[2 * ib], vdupq_n_s8(15)), 1));
+            const uint8x16_t hi = vreinterpretq_u8_s8(vshrq_n_s8(vaddq_s8(v[2 * ib + 1], vdupq_n_s8(15)), 1));
+            vst1q_u8(o->q[ib], vsliq_n_u8(lo, hi, 4));
+            o->ls[ib] = (int8_t)ls[ib];
+        }
+        o->d = w[i].d;
+    }
+}
+
+/* ka_isum8_total with the 8 scales as int32 lanes l0 (0..3), l1 (4..7): multiplied by lane, no
+ * scalar copies */
+KA int32x4_t ka_isum8_lanes(const int8x16_t v[16], int32x4_t l0, int32x4_t l1, const int8_t *q) {
+    int32x4_t s = vmulq_laneq_s32(ka_dot32_total(v[0], v[1], q), l0, 0);
+    s = vmlaq_laneq_s32(s, ka_dot32_total(v[2], v[3], q + 32), l0, 1);
+    s = vmlaq_laneq_s32(s, ka_dot32_total(v[4], v[5], q + 64), l0, 2);
+    s = vmlaq_laneq_s32(s, ka_dot32_total(v[6], v[7], q + 96), l0, 3);
+    s = vmlaq_laneq_s32(s, ka_dot32_total(v[8], v[9], q + 128), l1, 0);
+    s = vmlaq_laneq_s32(s, ka_dot32_total(v[10], v[11], q + 160), l1, 1);
+    s = vmlaq_laneq_s32(s, ka_dot32_total(v[12], v[13], q + 192), l1, 2);
+    return vmlaq_laneq_s32(s, ka_dot32_total(v[14], v[15], q + 224), l1, 3);
+}
+
+/* one row of repacked super-blocks x nc columns (act[c]: Q8_K rows) */
+KA void ka_iq3s_rp_row(const ka_iq3s_rp *w, int nb, const void *const *act, float *const *y, int nc) {
+    float acc[MR_RP_MAX_NC] = {0};
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    for (int i = 0; i < nb; i++) {
+        const ka_iq3s_rp *b = &w[i];
+        int8x16_t u[16];
+        _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+            const uint8x16_t p = vld1q_u8(b->q[ib]);
+            u[2 * ib] = vreinterpretq_s8_u8(vandq_u8(p, m4));
+            u[2 * ib + 1] = vreinterpretq_s8_u8(vshrq_n_u8(p, 4));
+        }
+        const int16x8_t lsv = vmovl_s8(vld1_s8(b->ls));
+        const int32x4_t l0 = vmovl_s16(vget_low_s16(lsv)), l1 = vmovl_high_s16(lsv);
+        const float dw = ka_h2f(b->d);
+        KA_COLS for (int c = 0; c < nc; c++) {
+            const mr_block_q8_k *a = (const mr_block_q8_k *)act[c] + i;
+            const int32_t uy = vaddvq_s32(ka_isum8_lanes(u, l0, l1, a->qs));
+            /* sum_ib ls_ib (S_2ib + S_2ib+1): |S| <= 4064, products within int32 */
+            const int16x8_t sb = vpaddq_s16(vld1q_s16(a->bsums), vld1q_s16(a->bsums + 8));
+            const int32_t sy = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(sb), vget_low_s16(lsv)), sb, lsv));
+            acc[c] = __builtin_fmaf(dw * a->d, (float)(2 * uy - 15 * sy), acc[c]);
+        }
+    }
+    KA_COLS for (int c = 0; c < nc; c++) y[c][0] = acc[c];
+}
+
+KA void ka_iq3s_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
+    ka_iq3s_rp_row(w, (int)(cols / MR_QK_K), act, y, nc);
+}
+
 /* IQ2_XXS: per 32 values 4 byte indices into iq2xxs_grid (8 magnitudes each), then 4 x 7 sign bits
  * (even parity gives the 8th: ksigns64 holds the byte masks) and the scale in the top 4 bits */
 KA void ka_iq2_xxs(int n, float *s, const void *w, const void *y, size_t by, int nc) {
@@ -660,6 +737,14 @@ KA_SB(iq3_s, mr_block_iq3_s)
             for (int c = 0; c < nc; c++) s[(size_t)c * s_col + r] = t[c];                               \
         }                                                                                               \
     }
+static void KA_CAT(ka_iq3s_pack_, KA_SUFFIX)(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
+    ka_iq3s_pack(src, cols, g0, g1, dst);
+}
+static void KA_CAT(ka_iq3s_group_, KA_SUFFIX)(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
+    ka_iq3s_group(w, cols, act, y, nc);
+}
+static const mr_repack_kern KA_CAT(ka_rp_iq3_s_, KA_SUFFIX) = {1, sizeof(ka_iq3s_rp) / 8, KA_CAT(ka_iq3s_pack_, KA_SUFFIX),
+                                                               KA_CAT(ka_iq3s_group_, KA_SUFFIX), MR_RP_MAX_NC};
 KA_ROW_GEMM(iq4_xs)
 KA_ROW_GEMM(iq3_s)
 KA_ROW_GEMM(iq2_xxs)
@@ -680,7 +765,7 @@ KA_ENTRIES(iq2_xxs, ka_iq2_xxs)
     [MR_TYPE_Q8_0] = {.dot = KA_CAT(ka_vd_q8_0_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_q8_0_, KA_SUFFIX), .from_float = Q8_0_FF}, \
     [MR_TYPE_Q4_0] = KA_KG(q4_0), [MR_TYPE_IQ4_NL] = KA_KG(iq4_nl), [MR_TYPE_MXFP4] = KA_KG(mxfp4),       \
     [MR_TYPE_Q2_K] = KA_KG(q2_k), [MR_TYPE_Q4_K] = KA_KG(q4_k), [MR_TYPE_Q5_K] = KA_KG(q5_k),            \
-    [MR_TYPE_Q6_K] = KA_KG(q6_k), [MR_TYPE_IQ4_XS] = KA_KG(iq4_xs), [MR_TYPE_IQ3_S] = KA_KG(iq3_s),        \
+    [MR_TYPE_Q6_K] = KA_KG(q6_k), [MR_TYPE_IQ4_XS] = KA_KG(iq4_xs), [MR_TYPE_IQ3_S] = {.dot = KA_CAT(ka_vd_iq3_s_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_iq3_s_, KA_SUFFIX), .gemm = KA_CAT(ka_gemm_iq3_s_, KA_SUFFIX), .rp = &KA_CAT(ka_rp_iq3_s_, KA_SUFFIX)},        \
     [MR_TYPE_IQ2_XXS] = KA_KG(iq2_xxs)
 
 #endif
