@@ -368,19 +368,22 @@ static void check_simd(int isa, const char *variant) {
     mr_set_isa(mr_cpu_best_isa());
 }
 
-/* AVX-512 GEMM blocks: every (row, column) result equals vec_dot's bit for bit, for partial blocks
+/* x86 GEMM blocks (AVX-512, and AVX2 IQ3_S: rows repacked on the fly): every (row, column) result equals vec_dot's bit for bit, for partial blocks
  * too (nr 1..MR_GEMM_NR, nc 1..MR_GEMM_NC), and for the 32-value types with lengths that leave 1, 2
  * or 3 blocks after the groups of 4 and span several scratch segments */
 static void check_gemm(const char *variant) {
-    if (mr_set_isa(MR_ISA_AVX512) != 0) return;
+    static const int isas[] = {MR_ISA_AVX2, MR_ISA_AVX512};
     static const int nrs[] = {1, 2, 3, 4, 5, 8, 15, 16}, ncs[] = {1, 2, 3, 5, 14, 31, 32};
+    for (int ii = 0; ii < 2; ii++)
     for (int ti = 0; ti < N_IQ; ti++) {
-        const int type = iq_types[ti].type;
-        mr_gemm_fn gm = mr_kern_isa(type, MR_ISA_AVX512)->gemm;
-        mr_vec_dot_fn f = mr_type_vec_dot_isa(type, MR_ISA_AVX512);
+        const int type = iq_types[ti].type, isa = isas[ii];
+        if (mr_set_isa(isa) != 0) continue;
+        mr_gemm_fn gm = mr_kern_isa(type, isa)->gemm;
+        mr_vec_dot_fn f = mr_type_vec_dot_isa(type, isa);
         if (!gm || !f) continue;
         const int bs = mr_type_get(type)->block_size;
-        const int lens[3] = {1024, bs < 256 ? 32 * 131 : 2048, bs < 256 ? 32 * 37 : 512};
+        /* 2304: more than one chunk of the AVX2 IQ3_S on-the-fly repack (8 super-blocks) */
+        const int lens[3] = {1024, bs < 256 ? 32 * 131 : 2304, bs < 256 ? 32 * 37 : 512};
         int bad = 0, calls = 0;
         for (int li = 0; li < 3; li++) {
             const int n = lens[li], R = 18, C = 37, at = mr_type_get(type)->vec_dot_type;
@@ -412,8 +415,9 @@ static void check_gemm(const char *variant) {
                 }
             free(w); free(x); free(xf); free(y); free(ref);
         }
-        printf("# %s avx512%s GEMM blocks: %d calls, %d results differ from vec_dot\n", iq_types[ti].name, variant, calls, bad);
-        CHECK(bad == 0, "%s avx512%s: %d GEMM block results differ from vec_dot", iq_types[ti].name, variant, bad);
+        printf("# %s %s%s GEMM blocks: %d calls, %d results differ from vec_dot\n", iq_types[ti].name, mr_isa_name(isa),
+               variant, calls, bad);
+        CHECK(bad == 0, "%s %s%s: %d GEMM block results differ from vec_dot", iq_types[ti].name, mr_isa_name(isa), variant, bad);
     }
     mr_set_isa(mr_cpu_best_isa());
 }

@@ -74,7 +74,8 @@ const mr_kern mr_kern_avx2[MR_TYPE_COUNT] = {
     KX(Q5_0, q5_0), KX(Q4_1, q4_1), KX(Q5_1, q5_1),
     KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q5_K, q5_k), KX(NVFP4, nvfp4),
     /* IQ3_S: per-super-block integer numerics and an 8-row repacked layout (quant_iq_avx2.c) */
-    [MR_TYPE_IQ3_S] = {.dot = mr_vec_dot_iq3_s_avx2, .dot4 = mr_vec_dot_x4_iq3_s_avx2, .rp = &mr_rp_iq3_s_avx2},
+    [MR_TYPE_IQ3_S] = {.dot = mr_vec_dot_iq3_s_avx2, .dot4 = mr_vec_dot_x4_iq3_s_avx2, .gemm = mr_gemm_iq3_s_avx2,
+                       .rp = &mr_rp_iq3_s_avx2},
     KI(IQ2_XXS, iq2_xxs), KI(IQ1_S, iq1_s), KI(IQ1_M, iq1_m),
     KI(IQ3_XXS, iq3_xxs), KI(IQ2_XS, iq2_xs), KI(IQ2_S, iq2_s),
 };

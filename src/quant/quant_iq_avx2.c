@@ -217,16 +217,80 @@ static inline int hsum_i32(__m256i v) {
     return _mm_cvtsi128_si32(a);
 }
 
+/* Per super-block, the unrepacked kernels first turn qs/qh into 64 16-bit grid indices (four
+ * vector steps and stores), the 8 scales 2 l + 1 into words of one vector and the 32 sign bytes
+ * into two lane-broadcast vectors; per 32 values the scale and the signs are then one byte shuffle
+ * each, and the 8 grid entries are scalar loads paired into 64-bit words (four 64-bit inserts
+ * instead of eight 32-bit ones). */
+static const uint8_t iq3s_sign_rep[4][32] = {
+#define R4(b) b, b, b, b, b, b, b, b
+    {R4(0), R4(1), R4(2), R4(3)}, {R4(4), R4(5), R4(6), R4(7)}, {R4(8), R4(9), R4(10), R4(11)}, {R4(12), R4(13), R4(14), R4(15)},
+#undef R4
+};
+static const uint8_t iq3s_sc_rep[8][32] = {
+#define W16(b) b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1
+    {W16(0), W16(0)}, {W16(2), W16(2)}, {W16(4), W16(4)}, {W16(6), W16(6)},
+    {W16(8), W16(8)}, {W16(10), W16(10)}, {W16(12), W16(12)}, {W16(14), W16(14)},
+#undef W16
+};
+
+typedef struct {
+    uint16_t idx[64];
+    __m256i sgn[2], ls;
+} iq3s_pre;
+
+KI void iq3s_prepare(const mr_block_iq3_s *x, iq3s_pre *p) {
+    /* index j of 16-index group k (sub-blocks 2k, 2k+1) takes bit j of the 16-bit qh word k */
+    const __m256i bits = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, (short)32768);
+    const __m256i b8 = _mm256_set1_epi16(0x100);
+    for (int k = 0; k < 4; k++) {
+        const __m256i q = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x->qs + 16 * k)));
+        uint16_t h16;
+        memcpy(&h16, x->qh + 2 * k, 2);
+        const __m256i h = _mm256_and_si256(_mm256_set1_epi16((short)h16), bits);
+        _mm256_storeu_si256((__m256i *)(p->idx + 16 * k), _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi16(h, bits), b8)));
+    }
+    p->sgn[0] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x->signs));
+    p->sgn[1] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x->signs + 16)));
+    /* scales: byte ib of 4 nibbles -> words 2 l + 1 in both lanes */
+    const __m128i sb = _mm_cvtsi32_si128((int)ld32(x->scales));
+    const __m128i l = _mm_unpacklo_epi8(_mm_and_si128(sb, _mm_set1_epi8(0x0f)), _mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0f)));
+    const __m128i w = _mm_cvtepu8_epi16(l);
+    p->ls = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_add_epi16(w, w), _mm_set1_epi16(1)));
+}
+
+/* grid magnitudes of sub-block ib from the prepared indices */
+KI __m256i iq3s_grid_pre(const iq3s_pre *p, int ib) {
+    const uint32_t *G = mr_iq3s_grid;
+    const uint16_t *k = p->idx + 8 * ib;
+    uint64_t a = G[k[0]] | (uint64_t)G[k[1]] << 32, b = G[k[2]] | (uint64_t)G[k[3]] << 32;
+    uint64_t c = G[k[4]] | (uint64_t)G[k[5]] << 32, d = G[k[6]] | (uint64_t)G[k[7]] << 32;
+    /* keep the pairing in general registers (GCC's SLP vectorizer turns it into 32-bit inserts
+     * and vector shifts, slower than the 64-bit inserts) */
+    __asm__("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d));
+    return _mm256_setr_epi64x((long long)a, (long long)b, (long long)c, (long long)d);
+}
+
+/* +-1 bytes of sub-block ib (sign bit set: -1) */
+KI __m256i iq3s_sign_pre(const iq3s_pre *p, int ib) {
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(p->sgn[ib >> 2], _mm256_loadu_si256((const __m256i *)iq3s_sign_rep[ib & 3])), bit);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(1));
+}
+
 KI void k_iq3_s(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const mr_block_iq3_s *x = w;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int i = 0; i < n / MR_QK_K; i++) {
+        iq3s_pre p;
+        iq3s_prepare(x + i, &p);
         __m256i sumi[4];
         UNROLL4 for (int c = 0; c < nc; c++) sumi[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
-            const __m256i grid = iq3s_grid32(x + i, ib);
-            const __m256i sv = signs32(ld32(x[i].signs + 4 * ib));
-            const __m256i ls = _mm256_set1_epi16((short)(2 * ((x[i].scales[ib / 2] >> (4 * (ib & 1))) & 0xf) + 1));
+            const __m256i grid = iq3s_grid_pre(&p, ib);
+            const __m256i sv = iq3s_sign_pre(&p, ib);
+            const __m256i ls = _mm256_shuffle_epi8(p.ls, _mm256_loadu_si256((const __m256i *)iq3s_sc_rep[ib]));
             UNROLL4 for (int c = 0; c < nc; c++) {
                 const __m256i yv = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(ACT(mr_block_q8_k, vy, by, c)[i].qs + 32 * ib)), sv);
                 sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(grid, yv), ls));
@@ -254,27 +318,35 @@ typedef struct {
 } iq3s_rp8;
 _Static_assert(sizeof(iq3s_rp8) == MR_IQ3_S_RP8_BLOCK_BYTES, "repacked iq3_s super-block (8 rows x 256 values)");
 
+/* super-block i of the 8 rows at w0 (w_row bytes apart) -> o */
+KI void iq3s_pack_sb(const uint8_t *w0, size_t w_row, int64_t i, iq3s_rp8 *o) {
+    const __m256i k15 = _mm256_set1_epi8(15), m7f = _mm256_set1_epi8(0x7f);
+    for (int r = 0; r < 8; r++) {
+        const mr_block_iq3_s *b = (const mr_block_iq3_s *)(w0 + (size_t)r * w_row) + i;
+        iq3s_pre p;
+        iq3s_prepare(b, &p);
+        o->d[r] = b->d;
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ib++) {
+            o->sc[ib][r] = (uint8_t)(2 * ((b->scales[ib / 2] >> (4 * (ib & 1))) & 0xf) + 1);
+            const __m256i v = _mm256_sign_epi8(iq3s_grid_pre(&p, ib), iq3s_sign_pre(&p, ib));
+            const __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_add_epi8(v, k15), 1), m7f);
+            const __m128i nib = _mm_or_si128(_mm256_castsi256_si128(u), _mm_slli_epi16(_mm256_extracti128_si256(u, 1), 4));
+            /* dword m of the nibbles -> row r's lane of vector m */
+            _mm_storeu_si32(&o->q[ib][0][4 * r], nib);
+            _mm_storeu_si32(&o->q[ib][1][4 * r], _mm_srli_si128(nib, 4));
+            _mm_storeu_si32(&o->q[ib][2][4 * r], _mm_srli_si128(nib, 8));
+            _mm_storeu_si32(&o->q[ib][3][4 * r], _mm_srli_si128(nib, 12));
+        }
+    }
+}
+
 void mr_iq3_s_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
     const int64_t nb = cols / MR_QK_K;
-    const mr_block_iq3_s *w = src;
+    const size_t w_row = (size_t)nb * sizeof(mr_block_iq3_s);
     iq3s_rp8 *out = dst;
-    const __m256i k15 = _mm256_set1_epi8(15), m7f = _mm256_set1_epi8(0x7f);
     for (int64_t g = g0; g < g1; g++)
-        for (int64_t i = 0; i < nb; i++) {
-            iq3s_rp8 *o = &out[g * nb + i];
-            for (int r = 0; r < 8; r++) {
-                const mr_block_iq3_s *b = &w[(8 * g + r) * nb + i];
-                o->d[r] = b->d;
-                for (int ib = 0; ib < 8; ib++) {
-                    o->sc[ib][r] = (uint8_t)(2 * ((b->scales[ib / 2] >> (4 * (ib & 1))) & 0xf) + 1);
-                    const __m256i v = _mm256_sign_epi8(iq3s_grid32(b, ib), signs32(ld32(b->signs + 4 * ib)));
-                    const __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_add_epi8(v, k15), 1), m7f);
-                    uint8_t nib[16];
-                    _mm_storeu_si128((__m128i *)nib, _mm_or_si128(_mm256_castsi256_si128(u), _mm_slli_epi16(_mm256_extracti128_si256(u, 1), 4)));
-                    for (int m = 0; m < 4; m++) memcpy(&o->q[ib][m][4 * r], nib + 4 * m, 4);
-                }
-            }
-        }
+        for (int64_t i = 0; i < nb; i++) iq3s_pack_sb((const uint8_t *)src + (size_t)(8 * g) * w_row, w_row, i, &out[g * nb + i]);
 }
 
 /* 8 bytes (one per row) -> int16 pairs (2 v, 2 v) per lane */
@@ -283,10 +355,11 @@ KI __m256i iq3s_pair2(const uint8_t *p) {
     return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-KI void iq3s_rows(const iq3s_rp8 *w, int nb, const mr_block_q8_k *const *y, float *const *out, const int nc) {
+/* carry: the accumulators start from out (a previous run over the row's earlier super-blocks) */
+KI void iq3s_rows(const iq3s_rp8 *w, int nb, const mr_block_q8_k *const *y, float *const *out, const int nc, int carry) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4];
-    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = _mm256_setzero_ps();
+    UNROLL4 for (int c = 0; c < nc; c++) acc[c] = carry ? _mm256_loadu_ps(out[c]) : _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const iq3s_rp8 *b = &w[i];
         __m256i isum[4], corr[4];
@@ -325,8 +398,49 @@ void mr_iq3_s_rp8_group(const void *w, int64_t cols, const void *const *act, flo
     const int nb = (int)(cols / MR_QK_K);
     const mr_block_q8_k *const *a = (const mr_block_q8_k *const *)act;
     int c = 0;
-    for (; c + 4 <= nc; c += 4) iq3s_rows(w, nb, a + c, y + c, 4);
-    for (; c < nc; c++) iq3s_rows(w, nb, a + c, y + c, 1);
+    for (; c + 4 <= nc; c += 4) iq3s_rows(w, nb, a + c, y + c, 4, 0);
+    for (; c < nc; c++) iq3s_rows(w, nb, a + c, y + c, 1, 0);
+}
+
+/* GEMM block (mr_gemm_fn) on unrepacked rows (paged experts): each group of 8 rows is repacked
+ * IQ3S_CHUNK super-blocks at a time into a stack buffer and multiplied by the repacked kernel for
+ * every column, its float accumulators carried between chunks through s (stored and reloaded: the
+ * same float operations in the same order), so each grid lookup serves all nc columns. Rows after
+ * the last whole group go through the 4-column and one-column kernels. Bit for bit dot. */
+#define IQ3S_CHUNK 8   /* super-blocks: 8 x 1104 bytes */
+void mr_gemm_iq3_s_avx2(int n, const void *w, size_t w_row, int nr, const void *vy, size_t by, int nc, float *s, size_t s_col) {
+    const int nb = n / MR_QK_K;
+    const uint8_t *W = w;
+    int r0 = 0;
+    for (; r0 + 8 <= nr; r0 += 8) {
+        iq3s_rp8 buf[IQ3S_CHUNK];
+        for (int i0 = 0; i0 < nb; i0 += IQ3S_CHUNK) {
+            const int k = nb - i0 < IQ3S_CHUNK ? nb - i0 : IQ3S_CHUNK;
+            for (int i = 0; i < k; i++) iq3s_pack_sb(W + (size_t)r0 * w_row, w_row, i0 + i, &buf[i]);
+            for (int c = 0; c < nc; c += 4) {
+                const int m = nc - c < 4 ? nc - c : 4;
+                const mr_block_q8_k *a[4];
+                float *o[4];
+                for (int j = 0; j < m; j++) {
+                    a[j] = ACT(mr_block_q8_k, vy, by, c + j) + i0;
+                    o[j] = s + (size_t)(c + j) * s_col + r0;
+                }
+                if (m == 4) iq3s_rows(buf, k, a, o, 4, i0 > 0);
+                else
+                    for (int j = 0; j < m; j++) iq3s_rows(buf, k, a + j, o + j, 1, i0 > 0);
+            }
+        }
+    }
+    for (; r0 < nr; r0++) {
+        const uint8_t *row = W + (size_t)r0 * w_row;
+        int c = 0;
+        for (; c + 4 <= nc; c += 4) {
+            float t[4];
+            k_iq3_s(n, t, row, ACT(uint8_t, vy, by, c), by, 4);
+            for (int j = 0; j < 4; j++) s[(size_t)(c + j) * s_col + r0] = t[j];
+        }
+        for (; c < nc; c++) k_iq3_s(n, &s[(size_t)c * s_col + r0], row, ACT(uint8_t, vy, by, c), 0, 1);
+    }
 }
 
 /* -------------------------------------------------------------------------------------- IQ1_S

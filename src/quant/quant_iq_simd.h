@@ -30,6 +30,8 @@ void mr_vec_dot_x4_iq1_m_avx2(int n, float *s, const void *w, const void *y, siz
 void mr_vec_dot_x4_iq3_xxs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq2_xs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq2_s_avx2(int n, float *s, const void *w, const void *y, size_t by);
+/* GEMM block (mr_gemm_fn): rows repacked on the fly in groups of 8, bit for bit the above */
+void mr_gemm_iq3_s_avx2(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 
 /* quant_iq_avx512.c. Some AVX-512 kernels have a faster variant for CPUs with AVX512_VBMI, chosen
  * at run time; tests set mr_avx512_no_vbmi = 1 to check the variants without it too. */
