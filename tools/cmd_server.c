@@ -33,11 +33,11 @@ static int opt_template(const char *opt, const char *v, void *dst) {
     MR_CLI_OPT_BUDGET(&(a)->c), \
     {.names = "-a, --alias", .arg = "NAME", .help = "model id to report (default: general.name)", .kind = MR_OPT_STR, \
      .dst = &(a)->sp.alias}, \
-    {.names = "-np, --parallel", .arg = "N", .help = "N slots (sessions) served at once (default 1); for qwen3moe / llama\n" \
-     "a step evaluates the decode tokens of all slots and a piece of a\nprompt in one pass (experts read once per step; docs/SERVER.md)", \
+    {.names = "-np, --parallel", .arg = "N", .help = "N slots (sessions) served at once (default 1); for qwen3moe, llama,\n" \
+     "deepseek4 a step evaluates the decode tokens of all slots and a piece\nof a prompt in one pass (experts read once per step; docs/SERVER.md)", \
      .kind = MR_OPT_INT, .dst = &(a)->sp.n_parallel, .lo = 1, .hi = 256}, \
-    {.names = "-b, --batch-size, -ub, --ubatch-size", .arg = "N", .help = "with --parallel > 1: prompt tokens per step beside the decode\n" \
-     "tokens (default 32): smaller keeps the other slots' tokens coming\nsooner, larger reads a long prompt faster", \
+    {.names = "-b, --batch-size, -ub, --ubatch-size", .arg = "N", .help = "with --parallel > 1 (qwen3moe / llama / deepseek4): prompt tokens\n" \
+     "per step beside the decode tokens (default 32): smaller keeps the\nother slots' tokens coming sooner, larger reads a long prompt faster", \
      .kind = MR_OPT_INT, .dst = &(a)->sp.step_prompt, .lo = 1, .hi = 4096}, \
     {.names = "--chat-template", .arg = "NAME", .help = "chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4, chatglm4,\n" \
      "gpt-oss, kimi-k2 (default: detected)", .kind = MR_OPT_FN, .dst = &(a)->sp.chat_template, .fn = opt_template}, \
