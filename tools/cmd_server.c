@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 static volatile int server_stop;
-static void on_signal(int sig) { (void)sig; server_stop = 1; }
+/* an atomic store: the server's threads read the flag with an atomic load (http.c) */
+static void on_signal(int sig) { (void)sig; __atomic_store_n(&server_stop, 1, __ATOMIC_RELAXED); }
 
 typedef struct {
     mr_cli_common c;
