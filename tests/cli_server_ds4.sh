@@ -7,14 +7,20 @@
 export LC_ALL=C # the random-weight model's text has bytes that are not UTF-8: sed compares bytes
 D=$SHARED/models/tiny-deepseek4.gguf
 if ! command -v curl >/dev/null 2>&1; then fail server_ds4_curl "curl is not installed"; exit 1; fi
-PORT=$((20000 + ($$ + 7919) % 20000))
-"$MOERUN" server -m "$D" --port $PORT -t 2 -c 512 --parallel 4 >/dev/null 2>"$TMPD/srv.err" &
-SRV=$!
-trap 'kill $SRV 2>/dev/null; rm -rf "$TMPD"' EXIT
 up=0
-for i in $(seq 1 100); do
-  if curl -s "http://127.0.0.1:$PORT/health" 2>/dev/null | grep -q '"ok"'; then up=1; break; fi
-  sleep 0.1
+for try in 1 2 3; do # another program may hold the port: the next one (ours says "listening" once bound)
+  PORT=$((20000 + ($$ * 7 + 4241 * try) % 20000))
+  "$MOERUN" server -m "$D" --port $PORT -t 2 -c 512 --parallel 4 >/dev/null 2>"$TMPD/srv.err" &
+  SRV=$!
+  trap 'kill $SRV 2>/dev/null; rm -rf "$TMPD"' EXIT
+  for _ in $(seq 1 150); do
+    if grep -q '^listening' "$TMPD/srv.err" && curl -s "http://127.0.0.1:$PORT/health" 2>/dev/null | grep -q '"ok"'; then up=1; break; fi
+    kill -0 $SRV 2>/dev/null || break
+    sleep 0.1
+  done
+  [ $up -eq 1 ] && break
+  kill $SRV 2>/dev/null; wait $SRV 2>/dev/null
+  grep -q "cannot listen" "$TMPD/srv.err" || break
 done
 if [ $up -eq 1 ]; then ok server_ds4_health; else fail server_ds4_health "server did not start: $(head -c 300 "$TMPD/srv.err")"; exit 1; fi
 if grep -q 'batched steps' "$TMPD/srv.err" && ! grep -q 'no batched' "$TMPD/srv.err"; then ok server_ds4_can_batch
