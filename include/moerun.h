@@ -340,6 +340,7 @@ typedef struct {
     int spec_max;                /* draft tokens per step, 0..64 */
     int spec_ngram;              /* n-gram size for prompt lookup (default 3) */
     int spec_ngram_min;          /* shortest n-gram that may propose a draft (default 1) */
+    int spec_min;                /* drafts shorter than this are not verified (a plain step instead; 0..spec_max) */
     mr_session *draft;
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
      * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */
@@ -385,6 +386,14 @@ int mr_gen_set_evaluated(mr_gen *g, const float *logits);
  * pending), logits ([n_vocab]) are the last one's; starts a new reply as mr_gen_prefill does (the
  * caller times it: mr_gen_stats.prefill_s does not grow). */
 int mr_gen_prefill_evaluated(mr_gen *g, const int32_t *tokens, int n, const float *logits);
+/* The same with speculative decoding: mr_gen_batch returns how many tokens (*ids) to evaluate in the
+ * generator's session for the next step -- the pending ones and, when speculative decoding is on and
+ * found a draft, the draft (0: nothing to evaluate) -- and where the logits of the last *n_rows of
+ * them go (*rows, [n_rows][n_vocab], owned by the generator). After the caller evaluated them (e.g.
+ * with other sessions' tokens in one mr_sessions_eval), mr_gen_batch_done verifies the draft and
+ * samples: the step mr_gen_next would take, with the same tokens (greedy) or distribution. */
+int mr_gen_batch(mr_gen *g, const int32_t **ids, float **rows, int *n_rows);
+int mr_gen_batch_done(mr_gen *g, mr_gen_step *out);
 const float *mr_gen_logits(const mr_gen *g);                 /* [n_vocab] of the last evaluated token */
 mr_sampler *mr_gen_sampler(mr_gen *g);  /* e.g. mr_sampler_accept of a prompt prefix reused from a cache */
 void mr_gen_get_stats(const mr_gen *g, mr_gen_stats *out);
@@ -436,6 +445,9 @@ typedef struct {
     const char *admin_key;  /* key for POST /v1/admin/moe (NULL: api_key; neither: the endpoint answers 403) */
     const char *approx_file; /* MoE approximation control file polled before every eval (NULL: none) */
     int step_prompt;     /* prompt tokens per batched step beside the decode tokens (0 = MR_SERVER_STEP_PROMPT) */
+    int spec_max;        /* speculative decoding with n-gram drafts (mr_gen_params.spec_max; 0: off unless a
+                            request asks with "speculative.n_max") */
+    int spec_ngram;      /* n-gram size of the drafts (default 3) */
 } mr_server_params;
 #define MR_SERVER_STEP_PROMPT 32
 void mr_server_params_default(mr_server_params *p);

@@ -331,6 +331,85 @@ static void test_spec_truncate_exact(void) {
     }
 }
 
+/* Continuous batching with speculation (the server's path): two generators on two sessions of one
+ * model, each step's tokens (pending + draft) of both evaluated in one mr_sessions_eval, then
+ * mr_gen_batch_done: every stream equals its plain solo run, and drafts were verified. spec_min
+ * (llama-server's speculative.n_min) skips short drafts without changing the output. */
+static void test_spec_batched_identical(void) {
+    static const char *models[] = {"models/kjv-moe-q8_0.gguf", "models/tiny-qwen3moe-q4_k_m.gguf", "models/tiny-llama-q4_0.gguf"};
+    for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+        mr_model *m = load(models[mi]);
+        if (!m) continue;
+        CHECK(mr_model_can_batch(m), "%s cannot batch", models[mi]);
+        const int nv = mr_model_n_vocab(m);
+        mr_sampler_params sp;
+        mr_sampler_default_params(&sp);
+        sp.temperature = 0;
+        int32_t prompts[2][64], solo[2][64];
+        int np[2];
+        np[0] = rep_prompt(prompts[0], nv);
+        np[1] = rep_prompt(prompts[1], nv) - 5; /* a different sequence, other positions */
+        for (int i = 0; i < np[1]; i++) prompts[1][i] = prompts[0][(i * 7) % np[0]];
+        for (int q = 0; q < 2; q++) CHECK(gen(m, prompts[q], np[q], 40, &sp, 0, NULL, NULL, solo[q], NULL, NULL, NULL, 0) == 40, "solo");
+        for (int spec_min = 0; spec_min <= 3; spec_min += 3) {
+            mr_session *ss[2];
+            mr_gen *g[2];
+            int drafted = 0, steps = 0;
+            for (int q = 0; q < 2; q++) {
+                ss[q] = mr_session_new(m, 256);
+                mr_gen_params p;
+                mr_gen_params_default(&p);
+                p.sampler = sp;
+                p.max_tokens = 40;
+                p.ignore_eos = 1;
+                p.spec_max = 6;
+                p.spec_min = spec_min;
+                g[q] = ss[q] ? mr_gen_new(ss[q], &p) : NULL;
+                CHECK(g[q] && !mr_gen_prefill(g[q], prompts[q], np[q]), "%s", mr_last_error());
+            }
+            mr_gen_step st[2] = {{0}, {0}};
+            float *lg = malloc(sizeof(float) * (size_t)nv * 2 * 64);
+            while (lg && (!st[0].finish || !st[1].finish)) {
+                mr_session *bs[128];
+                int32_t bt[128];
+                const int32_t *ids[2];
+                float *rows[2];
+                int nr[2], n[2] = {0, 0}, tot = 0;
+                for (int q = 0; q < 2; q++) {
+                    if (st[q].finish) continue;
+                    n[q] = mr_gen_batch(g[q], &ids[q], &rows[q], &nr[q]);
+                    CHECK(n[q] >= 0 && n[q] <= 64, "mr_gen_batch: %d", n[q]);
+                    if (nr[q] > 1) drafted++; /* rows for a draft */
+                    for (int i = 0; i < n[q]; i++, tot++) { bs[tot] = ss[q]; bt[tot] = ids[q][i]; }
+                }
+                if (tot && mr_sessions_eval(bs, bt, tot, lg)) { CHECK(0, "%s", mr_last_error()); break; }
+                steps++;
+                for (int q = 0, k = 0; q < 2; q++) {
+                    if (st[q].finish) continue;
+                    k += n[q];
+                    if (n[q]) memcpy(rows[q], lg + (size_t)nv * (size_t)(k - nr[q]), sizeof(float) * (size_t)nv * (size_t)nr[q]);
+                    if (mr_gen_batch_done(g[q], &st[q])) { CHECK(0, "%s", mr_last_error()); st[q].finish = MR_GEN_ABORTED; }
+                }
+            }
+            for (int q = 0; q < 2; q++) {
+                const int32_t *ids;
+                int k = mr_gen_tokens(g[q], &ids);
+                mr_gen_stats gs;
+                mr_gen_get_stats(g[q], &gs);
+                CHECK(k == 40 && !memcmp(ids, solo[q], sizeof(int32_t) * 40), "%s: stream %d (spec_min %d) differs from its solo run",
+                      models[mi], q, spec_min);
+                CHECK(gs.n_spec_steps == 0 || gs.n_drafted >= spec_min * gs.n_spec_steps, "drafts shorter than spec_min were verified");
+                mr_gen_free(g[q]);
+                mr_session_free(ss[q]);
+            }
+            CHECK(drafted > 0, "%s: no draft was verified in a batched step", models[mi]);
+            printf("# %s spec_min %d: %d batched steps for 2 x 40 tokens, %d with drafts\n", models[mi], spec_min, steps, drafted);
+            free(lg);
+        }
+        mr_model_free(m);
+    }
+}
+
 int main(void) {
     RUN(test_spec_verify_distribution);
     RUN(test_spec_truncate_exact);
@@ -338,5 +417,6 @@ int main(void) {
     RUN(test_spec_draft_model_self);
     RUN(test_spec_sampled_distribution);
     RUN(test_spec_stop_and_limit);
+    RUN(test_spec_batched_identical);
     return t_finish();
 }

@@ -166,15 +166,17 @@ typedef struct {
 } mr_cli_spec;
 void mr_cli_spec_default(mr_cli_spec *o);
 int mr_cli_opt_spec(const char *opt, const char *v, void *dst);   /* dst: mr_cli_spec */
-#define MR_CLI_OPTS_SPEC(o) \
+#define MR_CLI_OPTS_SPEC(o) MR_CLI_OPTS_SPEC_NGRAM(o), \
+    {.names = "-md, --model-draft", .arg = "FILE", .help = "draft with a smaller model of the same vocabulary (turns --spec on)", \
+     .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}
+/* without a draft model (the server's) */
+#define MR_CLI_OPTS_SPEC_NGRAM(o) \
     {.names = "--spec", .help = "speculative decoding with n-gram drafts from the context (prompt lookup):\n" \
      "same output (greedy: identical tokens), faster on repetitive text", .kind = MR_OPT_FN, .dst = (o), \
      .fn = mr_cli_opt_spec}, \
     {.names = "--draft-max, --draft, --draft-n", .arg = "N", .help = "draft tokens per verification step (default 8 when on; 0 = off)", \
      .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}, \
     {.names = "--spec-ngram", .arg = "N", .help = "longest n-gram matched for a draft (default 3; turns --spec on)", \
-     .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}, \
-    {.names = "-md, --model-draft", .arg = "FILE", .help = "draft with a smaller model of the same vocabulary (turns --spec on)", \
      .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}
 int mr_cli_spec_setup(mr_cli_spec *o, int n_threads, int n_ctx, mr_gen_params *gp);
 /* "speculative: ..." line (acceptance, tokens per step); nothing when off. */

@@ -17,6 +17,7 @@ static void on_signal(int sig) { (void)sig; __atomic_store_n(&server_stop, 1, __
 typedef struct {
     mr_cli_common c;
     mr_server_params sp;
+    mr_cli_spec spec;
 } server_args;
 
 static int opt_template(const char *opt, const char *v, void *dst) {
@@ -48,6 +49,7 @@ static int opt_template(const char *opt, const char *v, void *dst) {
      "approximations while serving (default: MOERUN_ADMIN_KEY, else the API\nkey; with neither the endpoint answers 403)", \
      .kind = MR_OPT_STR, .dst = &(a)->sp.admin_key}, \
     MR_CLI_OPT_OFFICIAL(&(a)->c), \
+    MR_CLI_OPTS_SPEC_NGRAM(&(a)->spec), \
     MR_CLI_OPTS_APPROX(&(a)->c), \
     MR_CLI_OPT_APPROX_FILE(&(a)->c), \
     MR_CLI_OPTS_IGNORED
@@ -58,9 +60,10 @@ static void server_usage(FILE *f) {
     fprintf(f, "usage: moerun server -m MODEL [options] [--ep]\n\n"
                "Serves the OpenAI API (POST /v1/chat/completions, /v1/completions, GET /v1/models) and the\n"
                "Anthropic Messages API (POST /v1/messages), streamed with \"stream\": true; tools / tool_calls\n"
-               "for the chatml and deepseek4 templates; logprobs, n, seed (random when absent). Also GET /health,\n"
-               "/props, /slots, /metrics (Prometheus), POST /tokenize, /detokenize, /apply-template. Fields the\n"
-               "server cannot honour (response_format json_object, penalties, images) are refused with 400.\n"
+               "for the chatml and deepseek4 templates; logprobs, n, seed (random when absent), speculative.n_max.\n"
+               "Also GET /health, /props, /slots, /metrics (Prometheus), POST /tokenize, /detokenize,\n"
+               "/apply-template. Fields the server cannot honour (response_format json_object, penalties,\n"
+               "images) are refused with 400.\n"
                "Each connection has its own thread (keep-alive, Expect: 100-continue, read deadlines); requests\n"
                "that generate take one of --parallel slots in arrival order. A prompt that shares a prefix with\n"
                "a slot re-uses its evaluated tokens (prompt cache; deepseek4 only when the prompt extends the\n"
@@ -68,7 +71,9 @@ static void server_usage(FILE *f) {
                "Responses name the active MoE approximation: \"moerun\":{\"approx\":SPEC} and an X-Moerun-Approx\n"
                "header; --moe-approx-file is checked before every evaluation (docs/APPROX.md).\n"
                "With --ep (expert parallelism: an MPI build under mpirun; docs/MULTIHOST.md) rank 0 serves HTTP,\n"
-               "the other ranks compute their share of the routed experts.\n\n");
+               "the other ranks compute their share of the routed experts.\n"
+               "With --spec, every request decodes speculatively unless it sends \"speculative.n_max\": 0; without\n"
+               "it, a request may ask for it with \"speculative.n_max\": N (docs/SPECULATIVE.md).\n\n");
     mr_cli_print_opts(f, opts, MR_NOPTS(opts));
 }
 
@@ -76,6 +81,7 @@ static int cmd_server(int argc, char **argv) {
     server_args a;
     memset(&a, 0, sizeof a);
     mr_cli_common_init(&a.c);
+    mr_cli_spec_default(&a.spec);
     mr_server_params_default(&a.sp);
     a.sp.stop = &server_stop;
     a.sp.api_key = getenv("MOERUN_API_KEY");
@@ -85,6 +91,8 @@ static int cmd_server(int argc, char **argv) {
     if (pr_rc) return pr_rc > 0 ? 0 : 1;
     if (!a.c.model) { fprintf(stderr, "error: -m MODEL is required (see moerun server --help)\n"); return 1; }
     a.sp.n_ctx = a.c.mp.n_ctx;
+    a.sp.spec_max = a.spec.max;
+    a.sp.spec_ngram = a.spec.ngram;
     /* the server polls its control file itself (before every evaluation, for all slots) */
     a.sp.approx_file = a.c.approx_path;
     a.c.approx_path = NULL;

@@ -52,6 +52,8 @@ struct mr_gen {
     float *vlogits;          /* [cap_vbatch][n_vocab] logits of the verification batch */
     int spec_extra;          /* drafts evaluated beyond the state plain decoding would hold */
     int spec_k;              /* draft length now: grows while drafts are accepted, shrinks after a rejection */
+    int spec_np, spec_k_now, spec_past0; /* the step between spec_prepare and spec_verify */
+    int batch_spec;          /* mr_gen_batch handed out a verification batch */
 };
 
 void mr_gen_params_default(mr_gen_params *p) {
@@ -119,6 +121,7 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
             if (mr_tokenizer_is_eog(g->tok, id)) g->eog[g->n_eog++] = id;
     }
     if (g->p.spec_max < 0 || g->p.spec_max > 64) { mr_set_error("generate: draft length %d is outside 0..64", g->p.spec_max); goto fail; }
+    if (g->p.spec_min < 0 || g->p.spec_min > g->p.spec_max) { mr_set_error("generate: shortest draft %d is outside 0..%d", g->p.spec_min, g->p.spec_max); goto fail; }
     if (g->p.spec_max) {
         if (g->p.spec_ngram < 1 || g->p.spec_ngram > 64 || g->p.spec_ngram_min < 1 || g->p.spec_ngram_min > g->p.spec_ngram) {
             mr_set_error("generate: n-gram sizes %d..%d are not within 1..64", g->p.spec_ngram_min, g->p.spec_ngram);
@@ -385,39 +388,53 @@ void mr_gen_stop(mr_gen *g, mr_gen_step *out) {
  * context and max_tokens. Returns how many were written to g->dbuf, -1 on error. */
 static int make_draft(mr_gen *g) {
     int kmax = g->spec_k > 0 ? g->spec_k : g->p.spec_max;
+    if (kmax < g->p.spec_min) kmax = g->p.spec_min; /* the adaptive length never goes below spec_min */
     const int room = mr_session_n_ctx(g->s) - (mr_session_n_past(g->s) + g->n_pending) - 1;
     if (kmax > room) kmax = room;
     if (g->p.max_tokens >= 0 && kmax > g->p.max_tokens - g->n_gen - 1) kmax = g->p.max_tokens - g->n_gen - 1;
-    if (kmax <= 0) return 0;
+    if (kmax <= 0 || kmax < g->p.spec_min) return 0;
+    int k;
     if (g->p.draft_fn) {
-        int k = g->p.draft_fn(g->p.draft_user, g->hist, g->n_hist, kmax, g->dbuf);
-        return k < 0 ? 0 : k > kmax ? kmax : k;
+        k = g->p.draft_fn(g->p.draft_user, g->hist, g->n_hist, kmax, g->dbuf);
+        k = k < 0 ? 0 : k > kmax ? kmax : k;
+    } else if (!g->p.draft) {
+        k = mr_draft_ngram(g->hist, g->n_hist, g->p.spec_ngram, g->p.spec_ngram_min, kmax, g->dbuf);
+    } else {
+        k = mr_draft_model(g->p.draft, g->hist, g->n_hist, &g->draft_past, g->p.n_batch, kmax, g->dbuf);
     }
-    if (!g->p.draft)
-        return mr_draft_ngram(g->hist, g->n_hist, g->p.spec_ngram, g->p.spec_ngram_min, kmax, g->dbuf);
-    return mr_draft_model(g->p.draft, g->hist, g->n_hist, &g->draft_past, g->p.n_batch, kmax, g->dbuf);
+    return k > 0 && k < g->p.spec_min ? 0 : k; /* too short to be worth a verification */
 }
 
-/* One speculative step: evaluate the pending tokens and k drafts as one batch (each layer's experts
- * are read once for all of them), then walk the drafts: draft i is checked against the logits of
- * the position before it (mr_sampler_verify); the first rejection emits the verifier's own token,
- * and if every draft is accepted the last row gives one more. The state is then cut back to what
- * plain decoding would hold: everything accepted but the last token, which stays pending. */
-static int spec_step(mr_gen *g, int k, mr_gen_step *out) {
+/* A speculative step in two halves around the evaluation. spec_prepare puts the pending tokens and
+ * the k drafts of g->dbuf into one batch (g->vbatch, np + k tokens: every layer reads its experts once
+ * for all of them); the caller evaluates it with the logits of its last k + 1 tokens in g->vlogits
+ * ([k + 1][n_vocab]: row i is the position before draft i, row k the one after the last draft).
+ * spec_verify then walks the drafts: draft i is checked against row i (mr_sampler_verify); the first
+ * rejection emits the verifier's own token, and if every draft is accepted row k gives one more. The
+ * state is cut back to what plain decoding would hold: everything accepted but the last token, which
+ * stays pending. */
+static int spec_prepare(mr_gen *g, int k) {
     const int np = g->n_pending, n = np + k;
     const size_t V = (size_t)g->n_vocab;
     if (n > g->cap_vbatch) {
         int32_t *b = mr_realloc(g->vbatch, sizeof(int32_t) * (size_t)n);
         if (b) g->vbatch = b;
-        float *l = b ? mr_realloc(g->vlogits, sizeof(float) * V * (size_t)n) : NULL;
+        float *l = b ? mr_realloc(g->vlogits, sizeof(float) * V * (size_t)(n + 1)) : NULL;
         if (!b || !l) { mr_set_error("generate: out of memory for %d verification rows", n); return -1; }
         g->vlogits = l;
         g->cap_vbatch = n;
     }
     memcpy(g->vbatch, g->pending, sizeof(int32_t) * (size_t)np);
     memcpy(g->vbatch + np, g->dbuf, sizeof(int32_t) * (size_t)k);
-    const int n_past0 = mr_session_n_past(g->s);
-    if (mr_session_eval(g->s, g->vbatch, n, g->vlogits, 1)) return -1;
+    g->spec_np = np;
+    g->spec_k_now = k;
+    g->spec_past0 = mr_session_n_past(g->s);
+    return n;
+}
+
+static int spec_verify(mr_gen *g, mr_gen_step *out) {
+    const int np = g->spec_np, k = g->spec_k_now;
+    const size_t V = (size_t)g->n_vocab;
     g->n_pending = 0;
     g->st.n_decode++;
     g->st.n_spec_steps++;
@@ -425,11 +442,11 @@ static int spec_step(mr_gen *g, int k, mr_gen_step *out) {
     int taken = 0, nacc = 0;
     g->spec_extra = k;
     for (int i = 0; i <= k && !g->finish; i++) {
-        float *row = g->vlogits + V * (size_t)(np - 1 + i);
+        float *row = g->vlogits + V * (size_t)i;
         for (int e = 0; e < g->n_eog; e++) row[g->eog[e]] = -INFINITY; /* ignore_eos */
         int acc = 0;
         int32_t id = i < k ? mr_sampler_verify(g->smp, row, g->dbuf[i], &acc) : mr_sampler_sample(g->smp, row);
-        if (id < 0) return -1;
+        if (id < 0) { g->spec_extra = 0; return -1; }
         int r = accept_one(g, id);
         if (r < 0) { g->spec_extra = 0; return -1; }
         taken += r;
@@ -442,8 +459,8 @@ static int spec_step(mr_gen *g, int k, mr_gen_step *out) {
      * were accepted (plus one); after a fully accepted draft, try twice as far */
     g->spec_k = nacc == k ? (2 * k < g->p.spec_max ? 2 * k : g->p.spec_max) : nacc + 1;
     const int keep = taken > 0 ? taken - 1 : 0; /* accepted drafts that stay evaluated */
-    if (mr_session_truncate(g->s, n_past0 + np + keep)) return -1;
-    memcpy(g->logits, g->vlogits + V * (size_t)(np - 1 + keep), sizeof(float) * V);
+    if (mr_session_truncate(g->s, g->spec_past0 + np + keep)) return -1;
+    memcpy(g->logits, g->vlogits + V * (size_t)keep, sizeof(float) * V);
     g->have_logits = 1;
     if (taken > 0) { g->pending[0] = g->pending[g->n_pending - 1]; g->n_pending = 1; }
     out->n_accepted = taken;
@@ -452,18 +469,61 @@ static int spec_step(mr_gen *g, int k, mr_gen_step *out) {
     return 0;
 }
 
+/* The draft of this step (0: none, plain decoding), after the checks that allow one. */
+static int step_draft(mr_gen *g) {
+    if (!g->spec || !g->n_pending || g->p.max_tokens == 0 || g->finish) return 0;
+    return make_draft(g);
+}
+
+int mr_gen_batch(mr_gen *g, const int32_t **ids, float **rows, int *n_rows) {
+    g->batch_spec = 0;
+    *ids = g->pending;
+    *rows = g->logits;
+    *n_rows = g->n_pending ? 1 : 0;
+    if (g->finish) { *n_rows = 0; return 0; }
+    int k = step_draft(g);
+    if (k < 0) return -1;
+    if (k == 0) return g->n_pending;
+    int n = spec_prepare(g, k);
+    if (n < 0) return -1;
+    g->batch_spec = 1;
+    *ids = g->vbatch;
+    *rows = g->vlogits;
+    *n_rows = k + 1;
+    return n;
+}
+
+int mr_gen_batch_done(mr_gen *g, mr_gen_step *out) {
+    if (!g->batch_spec) {
+        if (g->n_pending) { /* the caller evaluated them: their last row is in g->logits */
+            g->n_pending = 0;
+            g->have_logits = 1;
+            g->st.n_decode++;
+        }
+        return mr_gen_next(g, out);
+    }
+    memset(out, 0, sizeof *out);
+    g->batch_spec = 0;
+    double t0 = mr_now();
+    int rc = spec_verify(g, out);
+    g->st.decode_s += mr_now() - t0;
+    return rc;
+}
+
 int mr_gen_next(mr_gen *g, mr_gen_step *out) {
     memset(out, 0, sizeof *out);
     if (g->finish) { out->finish = g->finish; return 0; }
     double t0 = mr_now();
-    if (g->spec && g->n_pending && g->p.max_tokens != 0) {
-        int k = make_draft(g);
-        if (k < 0) return -1;
-        if (k > 0) {
-            int rc = spec_step(g, k, out);
-            g->st.decode_s += mr_now() - t0;
-            return rc;
-        }
+    int k = step_draft(g);
+    if (k < 0) return -1;
+    if (k > 0) {
+        const int n = spec_prepare(g, k);
+        int rc = n < 0 ? -1 : mr_session_eval(g->s, g->vbatch, n, g->vlogits, 1);
+        /* all_logits gives [n][n_vocab]; the verification rows are the last k + 1 of them */
+        if (!rc && n > k + 1) memmove(g->vlogits, g->vlogits + (size_t)g->n_vocab * (size_t)(n - k - 1), sizeof(float) * (size_t)g->n_vocab * (size_t)(k + 1));
+        if (!rc) rc = spec_verify(g, out);
+        g->st.decode_s += mr_now() - t0;
+        return rc;
     }
     if (g->n_pending) {
         if (eval_pending(g)) return -1;

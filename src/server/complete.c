@@ -17,7 +17,7 @@
 typedef struct {
     srv_state *st;
     srv_slot *slot;
-    float *blog;                 /* [n_vocab]: logits of a batched step */
+    float *blog;                 /* [n_vocab]: logits of a prompt's last token evaluated in a batched step */
     mr_http_req *r;
     const srv_req *q;
     unsigned long id;
@@ -36,6 +36,7 @@ typedef struct {
     /* totals */
     mr_sbuf choices;             /* non-streamed choices (OpenAI) */
     int n_prompt, n_cached, n_gen;
+    int n_drafted, n_draft_accepted; /* speculative decoding */
     double t_prefill, t_decode;
     uint64_t seed;
 } cctx;
@@ -384,6 +385,10 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     gp.progress = on_prefill;
     gp.user = c;
     if (st->n_slots > 1) gp.n_batch = 128; /* prefill in chunks: decode steps of the other slots go between */
+    gp.spec_max = q->spec_max >= 0 ? q->spec_max : st->spec_max;
+    gp.spec_ngram = st->spec_ngram;
+    if (q->logprobs) gp.spec_max = 0; /* a verification step accepts several tokens; logprobs are per token */
+    gp.spec_min = q->spec_min < gp.spec_max ? q->spec_min : gp.spec_max;
     mr_gen *g = mr_gen_new(sl->s, &gp);
     if (!g) return -1;
     for (int j = 0; j < reuse; j++) mr_sampler_accept(mr_gen_sampler(g), prompt[j]);
@@ -423,8 +428,8 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     while (!step.finish) {
         if (mr_http_client_gone(c->r)) { mr_gen_stop(g, &step); break; }
         if (st->can_batch) {
-            /* the pending token joins the other slots' in one evaluation; mr_gen_next then only samples */
-            if (srv_batch_eval(st, sl, g, c->blog) || mr_gen_next(g, &step)) { err = 1; break; }
+            /* the pending token (and a draft to verify) joins the other slots' in one evaluation */
+            if (srv_batch_eval(st, sl, g) || mr_gen_batch_done(g, &step)) { err = 1; break; }
         } else {
             srv_model_lock(st);
             int e = mr_gen_next(g, &step);
@@ -444,6 +449,8 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     mr_gen_stats gs;
     mr_gen_get_stats(g, &gs);
     c->n_gen += gs.n_gen;
+    c->n_drafted += gs.n_drafted;
+    c->n_draft_accepted += gs.n_draft_accepted;
     c->t_decode += mr_now() - t_dec;
     if (err) {
         mr_gen_free(g);
@@ -472,10 +479,10 @@ static void put_usage(mr_sbuf *b, const cctx *c) {
     mr_sbuf_printf(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
                    "\"prompt_tokens_details\":{\"cached_tokens\":%d}},\"timings\":{\"cache_n\":%d,\"prompt_n\":%d,"
                    "\"prompt_ms\":%.3f,\"prompt_per_second\":%.3f,\"predicted_n\":%d,\"predicted_ms\":%.3f,"
-                   "\"predicted_per_second\":%.3f}", c->n_prompt, c->n_gen, c->n_prompt + c->n_gen, c->n_cached,
-                   c->n_cached, c->n_prompt - c->n_cached, 1e3 * c->t_prefill,
+                   "\"predicted_per_second\":%.3f,\"draft_n\":%d,\"draft_n_accepted\":%d}", c->n_prompt, c->n_gen,
+                   c->n_prompt + c->n_gen, c->n_cached, c->n_cached, c->n_prompt - c->n_cached, 1e3 * c->t_prefill,
                    c->t_prefill > 0 ? (c->n_prompt - c->n_cached) / c->t_prefill : 0.0, c->n_gen, 1e3 * c->t_decode,
-                   c->t_decode > 0 ? c->n_gen / c->t_decode : 0.0);
+                   c->t_decode > 0 ? c->n_gen / c->t_decode : 0.0, c->n_drafted, c->n_draft_accepted);
 }
 
 static void stream_begin(cctx *c) {
@@ -642,8 +649,10 @@ void srv_complete(srv_state *st, mr_http_req *r, int api) {
     st->prefill_s += c.t_prefill;
     st->decode_s += c.t_decode;
     pthread_mutex_unlock(&st->qmu);
-    mr_log(1, "request %lu: prompt %d tokens (%d cached) %.2f s, %d choice%s, generated %d tokens %.2f tok/s%s\n", c.id, n,
-           c.n_cached, c.t_prefill, q.n, q.n > 1 ? "s" : "", c.n_gen, c.t_decode > 0 ? c.n_gen / c.t_decode : 0.0,
+    char spec[64] = "";
+    if (c.n_drafted) snprintf(spec, sizeof spec, " (%d drafted, %d accepted)", c.n_drafted, c.n_draft_accepted);
+    mr_log(1, "request %lu: prompt %d tokens (%d cached) %.2f s, %d choice%s, generated %d tokens %.2f tok/s%s%s\n", c.id, n,
+           c.n_cached, c.t_prefill, q.n, q.n > 1 ? "s" : "", c.n_gen, c.t_decode > 0 ? c.n_gen / c.t_decode : 0.0, spec,
            rc > 0 ? ", client left" : rc < 0 ? ", failed" : "");
     srv_release(st, si);
 done:

@@ -413,6 +413,16 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
         if (!t) return fail(err, el, "'response_format' must be an object with a \"type\"");
         if (strcmp(t, "text")) return fail(err, el, "'response_format' type '%s' is not supported (no constrained sampling yet; only \"text\")", t);
     }
+    /* speculative decoding, llama-server's names: n_max drafts per step (0 turns it off for this
+     * request), n_min the shortest draft worth verifying; p_min (the draft model's confidence to keep
+     * drafting) has no meaning for n-gram drafts: checked, no effect */
+    double p_min = 0;
+    r->spec_max = -1;
+    if (get_int(j, "speculative.n_max", 0, 64, &r->spec_max, err, el) ||
+        get_int(j, "speculative.n_min", 0, 64, &r->spec_min, err, el) || get_num(j, "speculative.p_min", 0, 1, &p_min, err, el))
+        return -1;
+    if (r->spec_max >= 0 && r->spec_min > r->spec_max)
+        return fail(err, el, "'speculative.n_min' (%d) must not exceed 'speculative.n_max' (%d)", r->spec_min, r->spec_max);
     const mr_json *so = field(j, "stream_options");
     if (so) {
         if (so->type != MR_JSON_OBJ) return fail(err, el, "'stream_options' must be an object");

@@ -29,6 +29,7 @@ typedef struct {
     int logprobs;                /* report log-probabilities of the chosen tokens */
     int top_logprobs;            /* and of this many alternatives */
     int echo;                    /* completions: the prompt is part of the text */
+    int spec_max, spec_min;      /* "speculative.n_max" (-1: the server's --draft-max) / "speculative.n_min" */
     /* completions: a prompt as text or as token ids */
     const char *prompt;
     int32_t *prompt_ids;

@@ -158,19 +158,20 @@ struct srv_entry {
     const int32_t *ids;
     int n;                   /* tokens offered */
     int prompt;              /* the rest of a prompt: a step takes its first `taken` tokens (at most the budget) */
-    float *logits;           /* [n_vocab] of the last token offered, once it is evaluated */
+    float *logits;           /* [rows][n_vocab] of the last rows tokens offered, once they are evaluated */
+    int rows;                /* 1; a decode entry with a draft to verify: the draft's length + 1 */
     int taken;               /* tokens the step evaluated */
     int done, rc;
     char err[256];
 };
 
 /* The leader's step: the chosen entries in one mr_sessions_eval_rows; logits only for decode tokens
- * and a prompt's last token. */
+ * (and the drafts they verify) and a prompt's last token. */
 static void batch_step(srv_state *st, srv_entry *list) {
     int n = 0, nw = 0, n_prompt = 0;
     for (srv_entry *e = list; e; e = e->next) {
         n += e->taken;
-        nw += !e->prompt || e->taken == e->n;
+        nw += !e->prompt || e->taken == e->n ? e->rows : 0;
         if (e->prompt) n_prompt += e->taken;
     }
     mr_session **ss = mr_malloc(sizeof *ss * (size_t)n);
@@ -184,7 +185,7 @@ static void batch_step(srv_state *st, srv_entry *list) {
             for (int i = 0; i < e->taken; i++, k++) {
                 ss[k] = e->s;
                 toks[k] = e->ids[i];
-                want[k] = i == e->n - 1;
+                want[k] = i >= e->n - e->rows;
             }
         srv_model_lock(st);
         rc = mr_sessions_eval_rows(ss, toks, n, want, lg);
@@ -194,7 +195,10 @@ static void batch_step(srv_state *st, srv_entry *list) {
     for (srv_entry *e = list; e; e = e->next) {
         e->rc = rc;
         if (rc) snprintf(e->err, sizeof e->err, "%s", mr_last_error());
-        else if (e->taken == e->n) memcpy(e->logits, lg + (size_t)r++ * st->n_vocab, sizeof(float) * (size_t)st->n_vocab);
+        else if (e->taken == e->n) {
+            memcpy(e->logits, lg + (size_t)r * st->n_vocab, sizeof(float) * (size_t)st->n_vocab * (size_t)e->rows);
+            r += e->rows;
+        }
     }
     free(ss);
     free(toks);
@@ -271,17 +275,17 @@ void srv_step_join(srv_state *st, int delta) {
     pthread_mutex_unlock(&st->bmu);
 }
 
-int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits) {
+int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g) {
     const int32_t *ids;
-    int n = mr_gen_pending(g, &ids);
-    if (n == 0) return 0;
-    srv_entry e = {.s = slot->s, .ids = ids, .n = n, .logits = logits};
-    if (step_wait(st, &e)) return -1;
-    return mr_gen_set_evaluated(g, logits);
+    float *rows;
+    int n_rows, n = mr_gen_batch(g, &ids, &rows, &n_rows);
+    if (n <= 0) return n;
+    srv_entry e = {.s = slot->s, .ids = ids, .n = n, .logits = rows, .rows = n_rows};
+    return step_wait(st, &e);
 }
 
 int srv_batch_prompt(srv_state *st, srv_slot *slot, const int32_t *ids, int n, float *logits) {
-    srv_entry e = {.s = slot->s, .ids = ids, .n = n, .prompt = 1, .logits = logits};
+    srv_entry e = {.s = slot->s, .ids = ids, .n = n, .prompt = 1, .logits = logits, .rows = 1};
     if (step_wait(st, &e)) return -1;
     return e.taken;
 }
@@ -427,8 +431,9 @@ static void ep_props(srv_state *st, mr_http_req *r) {
     mr_sbuf_puts(&b, "{\"model\":");
     mr_sbuf_json_str(&b, st->model_name, strlen(st->model_name));
     mr_sbuf_printf(&b, ",\"arch\":\"%s\",\"n_ctx\":%d,\"n_vocab\":%d,\"total_slots\":%d,\"chat_template\":\"%s\","
-                   "\"n_threads\":%d,\"build\":\"%s\",", mr_model_arch(st->m), st->n_ctx, st->n_vocab, st->n_slots, st->tmpl,
-                   mr_model_n_threads(st->m), mr_version());
+                   "\"n_threads\":%d,\"default_generation_settings\":{\"params\":{\"speculative.n_max\":%d,"
+                   "\"speculative.ngram\":%d}},\"build\":\"%s\",", mr_model_arch(st->m), st->n_ctx, st->n_vocab, st->n_slots,
+                   st->tmpl, mr_model_n_threads(st->m), st->spec_max, st->spec_ngram, mr_version());
     srv_put_approx(st, &b);
     mr_sbuf_puts(&b, "}");
     reply_json(r, &b);
@@ -607,6 +612,7 @@ void mr_server_params_default(mr_server_params *p) {
     p->host = "127.0.0.1";
     p->port = 8080;
     p->listen_fd = -1;
+    p->spec_ngram = 3;
 }
 
 int mr_server_listen(const char *host, int port) { return mr_http_listen(host, port); }
@@ -632,6 +638,12 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     st.tmpl = p->chat_template ? p->chat_template : mr_chat_template_detect(m);
     if (!mr_chat_template_known(st.tmpl)) { mr_set_error("server: unknown chat template '%s'", st.tmpl); goto done; }
     st.n_vocab = mr_model_n_vocab(m);
+    if (p->spec_max < 0 || p->spec_max > 64 || p->spec_ngram < 1 || p->spec_ngram > 64) {
+        mr_set_error("server: draft length %d (0..64) or n-gram size %d (1..64) out of range", p->spec_max, p->spec_ngram);
+        goto done;
+    }
+    st.spec_max = p->spec_max;
+    st.spec_ngram = p->spec_ngram;
     st.n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
     st.can_batch = st.n_slots > 1 && mr_model_can_batch(m);
     st.step_prompt = p->step_prompt > 0 ? p->step_prompt : MR_SERVER_STEP_PROMPT;
@@ -664,9 +676,13 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     if (st.n_slots > 1)
         snprintf(steps, sizeof steps, st.can_batch ? ", batched steps: decode tokens + %d prompt tokens" : ", no batched steps for this architecture",
                  st.step_prompt);
-    mr_log(1, "listening on http://%s:%d (model %s, %s, chat template %s, context %d, %d threads, %d slot%s%s%s%s)\n",
+    char spec[160] = "";
+    if (st.spec_max)
+        snprintf(spec, sizeof spec, ", speculative decoding: n-gram drafts of up to %d%s", st.spec_max,
+                 mr_session_can_truncate(st.slots[0].s) ? "" : " (off: this architecture's state cannot be cut back)");
+    mr_log(1, "listening on http://%s:%d (model %s, %s, chat template %s, context %d, %d threads, %d slot%s%s%s%s%s)\n",
            p->host, p->port, st.model_name, mr_model_arch(m), st.tmpl, st.n_ctx, mr_model_n_threads(m), st.n_slots,
-           st.n_slots > 1 ? "s" : "", steps, paging, st.api_key ? ", API key required" : "");
+           st.n_slots > 1 ? "s" : "", steps, paging, spec, st.api_key ? ", API key required" : "");
     if (st.admin_key || st.api_key || st.approx_file)
         mr_log(1, "moe approx: %s%s%s%s\n", st.approx, st.admin_key || st.api_key ? "; POST /v1/admin/moe changes it" : "",
                st.approx_file ? "; control file " : "", st.approx_file ? p->approx_file : "");

@@ -29,6 +29,7 @@ typedef struct {
     int can_batch;           /* steps of the slots (decode tokens and prompt pieces) go through one mr_sessions_eval_rows */
     int step_prompt;         /* prompt tokens per step (the budget shared by the prefilling slots) */
     int n_ctx, n_vocab;
+    int spec_max, spec_ngram;  /* speculative decoding: the server's default draft length (0: off), n-gram size */
     const char *model_name, *api_key, *admin_key, *tmpl;
     /* MoE approximations switched while serving (POST /v1/admin/moe, the control file): set only while
      * holding the model, so never during an eval; approx[] is the active setting as responses report
@@ -77,8 +78,9 @@ void srv_model_unlock(srv_state *st);
 /* Continuous batching (can_batch): a request joins the steps (delta 1) before its prefill and leaves
  * them (-1) after its decode loop; a step waits for every active request's submission (or 20 ms). */
 void srv_step_join(srv_state *st, int delta);
-/* The pending tokens of g evaluated in one step with the other requests' tokens. */
-int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g, float *logits);
+/* The tokens of g's next step (pending, and a draft to verify when speculative) evaluated in one
+ * step with the other requests' tokens; then mr_gen_batch_done runs the step. */
+int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g);
 /* The next piece of a prompt (ids[0..n), the rest of it) evaluated in one step beside the decode
  * tokens: returns how many tokens the step took (1..n; at most step_prompt), -1 on error. logits
  * ([n_vocab]) get the last token's when all n were taken. */

@@ -1,0 +1,78 @@
+#!/bin/sh
+# moerun server: request parameters beyond the basics. Speculative decoding (--spec, "speculative.n_max")
+# gives the same greedy text as plain decoding, whole and streamed, alone and in batched steps of
+# several slots; bad values are 400 errors naming the field.
+. tests/lib.sh
+K=$SHARED/models/kjv-moe-q8_0.gguf
+if ! command -v curl >/dev/null 2>&1; then fail server_params_curl "curl is not installed"; exit 1; fi
+PORT=$((20000 + ($$ + 7919) % 20000))
+SRV=""
+trap 'if [ -n "$SRV" ]; then kill $SRV 2>/dev/null; fi; rm -rf "$TMPD"' EXIT
+start() { # start PORT ARGS...: a server on kjv-moe, waits until it answers
+  p=$1; shift
+  "$MOERUN" server -m "$K" --port "$p" -t 1 "$@" >/dev/null 2>"$TMPD/srv$p.err" &
+  SRV=$!
+  for i in $(seq 1 100); do curl -s "http://127.0.0.1:$p/health" 2>/dev/null | grep -q '"ok"' && return 0; sleep 0.1; done
+  fail "server_start_$p" "$(head -c 300 "$TMPD/srv$p.err")"; exit 1
+}
+stop() { kill $SRV 2>/dev/null; wait $SRV 2>/dev/null; SRV=""; }
+post() { curl -s -o "$TMPD/body" -w '%{http_code}' "http://127.0.0.1:$PORT$1" -d "$2"; }
+text() { sed 's/.*"text":\("\([^"\\]\|\\.\)*"\).*/\1/' "$1"; }
+num() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$2"; }
+
+# a prompt that quotes itself, so prompt lookup finds drafts
+Q="And God said, Let there be light: and there was light. And God saw the light, that it was good. And God said, Let there be"
+"$MOERUN" run -m "$K" -p "$Q" --temp 0 -n 48 -t 1 --no-display-prompt >"$TMPD/run.txt" 2>/dev/null
+B="{\"prompt\":\"$Q\",\"max_tokens\":48,\"temperature\":0"
+
+start $PORT --spec
+code=$(post /v1/completions "$B}")
+text "$TMPD/body" >"$TMPD/spec.json"
+got=$(sed 's/^"//; s/"$//' "$TMPD/spec.json")
+drafted=$(num draft_n "$TMPD/body")
+if [ "$code" = 200 ] && [ "$got" = "$(cat "$TMPD/run.txt")" ] && [ "${drafted:-0}" -gt 0 ]; then ok server_spec_greedy_same
+else fail server_spec_greedy_same "code $code drafts '$drafted' got '$got' want '$(cat "$TMPD/run.txt")'"; fi
+curl -s "http://127.0.0.1:$PORT/v1/completions" -d "$B,\"stream\":true}" >"$TMPD/sse"
+streamed=$(sed -n 's/^data: .*"text":"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$TMPD/sse" | tr -d '\n')
+if [ "$streamed" = "$got" ] && tail -n 2 "$TMPD/sse" | grep -q '^data: \[DONE\]'; then ok server_spec_stream_same
+else fail server_spec_stream_same "streamed '$streamed' want '$got'"; fi
+code=$(post /v1/completions "$B,\"speculative.n_max\":0}")
+if [ "$code" = 200 ] && [ "$(text "$TMPD/body")" = "$(cat "$TMPD/spec.json")" ] && [ "$(num draft_n "$TMPD/body")" = 0 ]; then
+  ok server_spec_request_off; else fail server_spec_request_off "code $code $(head -c 300 "$TMPD/body")"; fi
+code=$(post /v1/completions "$B,\"speculative.n_max\":65}")
+if [ "$code" = 400 ] && grep -q 'speculative.n_max' "$TMPD/body"; then ok server_spec_bad_n_max; else fail server_spec_bad_n_max "code $code"; fi
+code=$(post /v1/completions "$B,\"speculative.n_max\":2,\"speculative.n_min\":3}")
+if [ "$code" = 400 ] && grep -q 'speculative.n_min' "$TMPD/body"; then ok server_spec_bad_n_min; else fail server_spec_bad_n_min "code $code"; fi
+if curl -s "http://127.0.0.1:$PORT/props" | grep -q '"speculative.n_max":8'; then ok server_spec_props; else fail server_spec_props "no speculative.n_max 8 in /props"; fi
+stop
+
+# without --spec a request asks for it
+start $PORT
+code=$(post /v1/completions "$B,\"speculative.n_max\":4,\"speculative.n_min\":1,\"speculative.p_min\":0.5}")
+if [ "$code" = 200 ] && [ "$(text "$TMPD/body")" = "$(cat "$TMPD/spec.json")" ] && [ "$(num draft_n "$TMPD/body")" -gt 0 ]; then
+  ok server_spec_per_request; else fail server_spec_per_request "code $code $(head -c 300 "$TMPD/body")"; fi
+code=$(post /v1/completions "$B}")
+if [ "$code" = 200 ] && [ "$(num draft_n "$TMPD/body")" = 0 ]; then ok server_spec_default_off; else fail server_spec_default_off "code $code"; fi
+stop
+
+# --parallel 4 --spec: drafts are verified inside the batched steps; four concurrent greedy requests
+# (two quoting, two not) equal their solo runs
+start $PORT --parallel 4 --spec
+P1="$Q"; P2="In the beginning God created the heaven and the earth. And the earth was without form. In the beginning God"
+P3="The LORD is my shepherd"; P4="Blessed are the"
+gen() { curl -s "http://127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":64,\"temperature\":0}"; }
+gen "$P1" >"$TMPD/solo1"; gen "$P2" >"$TMPD/solo2"; gen "$P3" >"$TMPD/solo3"; gen "$P4" >"$TMPD/solo4"
+gen "$P1" >"$TMPD/par1" & a=$!; gen "$P2" >"$TMPD/par2" & b=$!; gen "$P3" >"$TMPD/par3" & c=$!; gen "$P4" >"$TMPD/par4" & d=$!
+wait $a $b $c $d
+same=0; drafts=0
+for i in 1 2 3 4; do
+  [ -s "$TMPD/solo$i" ] && [ "$(text "$TMPD/par$i")" = "$(text "$TMPD/solo$i")" ] && same=$((same + 1))
+  drafts=$((drafts + $(num draft_n "$TMPD/par$i")))
+done
+steps=$(curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^moerun_decode_steps_total //p')
+# the solo quoting run is the plain (non-speculative) text of `moerun run`
+"$MOERUN" run -m "$K" -p "$Q" --temp 0 -n 64 -t 1 --no-display-prompt >"$TMPD/run64.txt" 2>/dev/null
+[ "$(text "$TMPD/solo1" | sed 's/^"//; s/"$//')" = "$(cat "$TMPD/run64.txt")" ] || same=0
+if [ $same = 4 ] && [ $drafts -gt 0 ] && [ "${steps:-0}" -gt 0 ]; then ok server_spec_parallel_same_as_solo
+else fail server_spec_parallel_same_as_solo "$same of 4 equal, $drafts drafts, $steps steps"; fi
+stop
