@@ -336,7 +336,8 @@ static void test_spec_truncate_exact(void) {
  * mr_gen_batch_done: every stream equals its plain solo run, and drafts were verified. spec_min
  * (llama-server's speculative.n_min) skips short drafts without changing the output. */
 static void test_spec_batched_identical(void) {
-    static const char *models[] = {"models/kjv-moe-q8_0.gguf", "models/tiny-qwen3moe-q4_k_m.gguf", "models/tiny-llama-q4_0.gguf"};
+    static const char *models[] = {"models/kjv-moe-q8_0.gguf", "models/tiny-qwen3moe-q4_k_m.gguf", "models/tiny-llama-q4_0.gguf",
+                                   "models/tiny-deepseek4.gguf"};
     for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
         mr_model *m = load(models[mi]);
         if (!m) continue;
