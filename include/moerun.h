@@ -263,9 +263,12 @@ int mr_detokenize(const mr_tokenizer *t, const int32_t *ids, int n, char *text, 
                   int unparse_special);
 
 /* Sampling. A sampler owns its RNG and the recent-token history used by the repetition penalty.
- * Order of the steps (as llama.cpp's default chain): repetition penalty, top-k, top-p, min-p,
- * temperature, then a draw from the softmax. temperature <= 0 is greedy (argmax after the penalty;
- * ties: lowest id). */
+ * Order of the steps (as llama.cpp's default chain): logit biases, penalties (repetition, then
+ * presence and frequency), top-k, top-p, min-p, temperature, then a draw from the softmax.
+ * temperature <= 0 is greedy (argmax after biases and penalties; ties: lowest id).
+ * Presence and frequency penalties follow OpenAI: the logit of a token generated c > 0 times in this
+ * reply (tokens accepted since mr_sampler_begin_reply; prompt tokens do not count) drops by
+ * presence + c * frequency. */
 typedef struct {
     float temperature;    /* default 0.8; <= 0: greedy */
     int32_t top_k;        /* default 40; <= 0: off */
@@ -274,14 +277,26 @@ typedef struct {
     float repeat_penalty; /* default 1.0 (off); logits of recent tokens: > 0 divided, < 0 multiplied */
     int32_t repeat_last_n;/* default 64: how many recent tokens the penalty looks at (<= MR_SAMPLER_MAX_LAST_N) */
     uint64_t seed;        /* default 0x5eed */
+    float presence_penalty;  /* default 0 (off) */
+    float frequency_penalty; /* default 0 (off) */
+    /* logit biases (OpenAI logit_bias): bias_vals[i] added to the logit of bias_ids[i]; copied by
+     * mr_sampler_new, which fails on an id outside the vocabulary, an id given twice, or a NaN;
+     * values are clamped to [-100, 100] and -100 bans the token (its logit becomes -inf) */
+    const int32_t *bias_ids;
+    const float *bias_vals;
+    int32_t n_bias;
 } mr_sampler_params;
 #define MR_SAMPLER_MAX_LAST_N (1 << 20)
+#define MR_SAMPLER_BIAS_MAX 100.0f
 typedef struct mr_sampler mr_sampler;
 void mr_sampler_default_params(mr_sampler_params *p);
 mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab);
 void mr_sampler_free(mr_sampler *s);
 void mr_sampler_reset(mr_sampler *s);                    /* forget history, reseed */
 void mr_sampler_accept(mr_sampler *s, int32_t id);       /* record a token (prompt or generated) */
+/* The tokens accepted from now on are the reply's (presence / frequency penalties count them);
+ * mr_gen_prefill calls it after the prompt. */
+void mr_sampler_begin_reply(mr_sampler *s);
 int32_t mr_sampler_sample(mr_sampler *s, const float *logits); /* logits[n_vocab] (not modified); -1 on error */
 /* Verify a drafted token (speculative decoding): returns the token to emit and sets *accepted to 1
  * when it is the draft. The emitted token has exactly mr_sampler_sample's distribution (accept with

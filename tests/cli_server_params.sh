@@ -1,7 +1,8 @@
 #!/bin/sh
 # moerun server: request parameters beyond the basics. Speculative decoding (--spec, "speculative.n_max")
 # gives the same greedy text as plain decoding, whole and streamed, alone and in batched steps of
-# several slots; bad values are 400 errors naming the field.
+# several slots; logit_bias bans and forces tokens; presence / frequency penalties apply; bad values
+# are 400 errors naming the field.
 . tests/lib.sh
 K=$SHARED/models/kjv-moe-q8_0.gguf
 if ! command -v curl >/dev/null 2>&1; then fail server_params_curl "curl is not installed"; exit 1; fi
@@ -53,6 +54,51 @@ if [ "$code" = 200 ] && [ "$(text "$TMPD/body")" = "$(cat "$TMPD/spec.json")" ] 
   ok server_spec_per_request; else fail server_spec_per_request "code $code $(head -c 300 "$TMPD/body")"; fi
 code=$(post /v1/completions "$B}")
 if [ "$code" = 200 ] && [ "$(num draft_n "$TMPD/body")" = 0 ]; then ok server_spec_default_off; else fail server_spec_default_off "code $code"; fi
+
+# logit_bias end to end (tokens seen through completions' logprobs pieces): greedy with +100 on a
+# token picks it every time; -100 on the token the plain reply uses most keeps it out of the reply
+U="http://127.0.0.1:$PORT" python3 - <<'PY' && ok server_logit_bias || fail server_logit_bias "see above"
+import json, os, sys, urllib.request
+U = os.environ["U"]
+def post(path, body):
+    req = urllib.request.Request(U + path, json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(req) as r: return r.status, json.load(r)
+    except urllib.error.HTTPError as e: return e.code, json.load(e)
+def pieces(extra):
+    code, b = post("/v1/completions", dict(prompt="And God said", max_tokens=48, temperature=0, logprobs=0, **extra))
+    assert code == 200, (code, b)
+    return b["choices"][0]["logprobs"]["tokens"]
+_, t = post("/tokenize", {"content": " God", "add_special": False, "with_pieces": True})
+god = t["tokens"][0]["id"]
+code, b = post("/v1/completions", dict(prompt="In the beginning", max_tokens=6, temperature=0, logprobs=0, logit_bias={str(god): 100}))
+forced = b["choices"][0]["logprobs"]["tokens"]
+if forced != [t["tokens"][0]["piece"]] * 6: sys.exit("+100 on %d gave %r" % (god, forced))
+plain = pieces({})
+top = max(set(plain), key=plain.count)
+_, t = post("/tokenize", {"content": "".join(plain), "add_special": False, "with_pieces": True})
+ids = [x["id"] for x in t["tokens"] if x["piece"] == top]
+if not ids or plain.count(top) < 2: sys.exit("no token id for %r in %r" % (top, plain))
+ban = ids[0]
+banned = pieces({"logit_bias": {str(ban): -100}})
+banned2 = pieces({"logit_bias": [[ban, False]]})
+if top in banned or banned != banned2 or banned == plain:
+    sys.exit("ban of %d %r: %r / %r (plain %r)" % (ban, top, banned, banned2, plain))
+print("# logit_bias: banned %r (%d times in the plain reply)" % (top, plain.count(top)))
+PY
+
+# presence / frequency penalties work (and change a repetitive greedy reply); bad values are 400
+code=$(post /v1/completions '{"prompt":"And God said","max_tokens":48,"temperature":0}'); plain=$(text "$TMPD/body")
+code1=$(post /v1/completions '{"prompt":"And God said","max_tokens":48,"temperature":0,"presence_penalty":1.5,"frequency_penalty":0.5}')
+pen=$(text "$TMPD/body")
+if [ "$code1" = 200 ] && [ "$pen" != "$plain" ]; then ok server_penalties; else fail server_penalties "code $code1 '$pen' == '$plain'"; fi
+i=0
+for bad in '"presence_penalty":3' '"frequency_penalty":"1"' '"logit_bias":{"x":1}' '"logit_bias":{"1":"a"}' \
+           '"logit_bias":{"5":1,"05":2}' '"logit_bias":{"999999":1}' '"logit_bias":[[1]]' '"repeat_last_n":-2'; do
+  code=$(post /v1/completions "{\"prompt\":\"x\",\"max_tokens\":1,$bad}")
+  field=$(echo "$bad" | sed 's/^"\([a-z_]*\)".*/\1/'); i=$((i + 1))
+  if [ "$code" = 400 ] && grep -q "$field" "$TMPD/body"; then ok "server_bad_${field}_$i"; else fail "server_bad_${field}_$i" "$bad: code $code $(head -c 200 "$TMPD/body")"; fi
+done
 stop
 
 # --parallel 4 --spec: drafts are verified inside the batched steps; four concurrent greedy requests

@@ -3,6 +3,7 @@
 #include "moerun.h"
 
 #include <math.h>
+#include <string.h>
 
 static void test_rng(void) {
     /* xoshiro256** reference outputs for the state {1, 2, 3, 4} */
@@ -167,6 +168,111 @@ static void test_last_n_bound(void) {
     mr_sampler_free(s);
 }
 
+/* OpenAI presence / frequency penalties on a 5-token vocabulary, expectations by hand: a token
+ * generated c times in this reply loses presence + c * frequency; prompt tokens (before
+ * mr_sampler_begin_reply) do not count; the repetition penalty divides first (llama.cpp's order). */
+static mr_sampler *mkpen(float temp, float rep, float pres, float freq) {
+    mr_sampler_params p;
+    mr_sampler_default_params(&p);
+    p.temperature = temp; p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f;
+    p.repeat_penalty = rep; p.presence_penalty = pres; p.frequency_penalty = freq; p.seed = 11;
+    return mr_sampler_new(&p, temp > 0 ? 4 : 5);
+}
+
+static void test_presence_frequency(void) {
+    const float l[5] = { 1.0f, 2.0f, 0.5f, 1.9f, 0.0f };
+    mr_sampler *s = mkpen(0.0f, 1.0f, 0.2f, 0.0f);
+    CHECK(s, "%s", mr_last_error());
+    mr_sampler_accept(s, 1); /* the prompt */
+    mr_sampler_begin_reply(s);
+    CHECK(mr_sampler_sample(s, l) == 1, "a prompt token is not penalised");
+    mr_sampler_accept(s, 1);
+    CHECK(mr_sampler_sample(s, l) == 3, "presence: 2.0 - 0.2 = 1.8 < 1.9");
+    mr_sampler_accept(s, 1);
+    CHECK(mr_sampler_sample(s, l) == 3, "presence counts once");
+    mr_sampler_begin_reply(s);
+    CHECK(mr_sampler_sample(s, l) == 1, "a new reply starts without penalties");
+    mr_sampler_free(s);
+
+    s = mkpen(0.0f, 1.0f, 0.0f, 0.06f);
+    mr_sampler_accept(s, 1);
+    CHECK(mr_sampler_sample(s, l) == 1, "frequency once: 2.0 - 0.06 = 1.94 > 1.9");
+    mr_sampler_accept(s, 1);
+    CHECK(mr_sampler_sample(s, l) == 3, "frequency twice: 2.0 - 0.12 = 1.88 < 1.9");
+    mr_sampler_reset(s);
+    CHECK(mr_sampler_sample(s, l) == 1, "reset forgets the counts");
+    mr_sampler_free(s);
+
+    /* order: token 3 generated once, repeat 1.25 and presence 0.1: 1.9 / 1.25 - 0.1 = 1.42 < 1.43
+     * (presence first would give (1.9 - 0.1) / 1.25 = 1.44 > 1.43) */
+    const float l2[5] = { 1.43f, -5.0f, -5.0f, 1.9f, -5.0f };
+    s = mkpen(0.0f, 1.25f, 0.1f, 0.0f);
+    mr_sampler_accept(s, 3);
+    CHECK(mr_sampler_sample(s, l2) == 0, "repetition penalty divides before presence subtracts");
+    mr_sampler_free(s);
+
+    /* sampled: p = (0.5, 0.3, 0.15, 0.05), token 0 generated twice, frequency 0.5: its weight is
+     * 0.5 e^-1 = 0.18394, total 0.68394 -> (0.2689, 0.4386, 0.2193, 0.0731) */
+    const float l3[4] = { logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f) };
+    double f[4];
+    s = mkpen(1.0f, 1.0f, 0.0f, 0.5f);
+    mr_sampler_accept(s, 0);
+    mr_sampler_accept(s, 0);
+    freqs(s, l3, 4, 40000, f);
+    CHECK(fabs(f[0] - 0.2689) < 0.015 && fabs(f[1] - 0.4386) < 0.015 && fabs(f[2] - 0.2193) < 0.015 && fabs(f[3] - 0.0731) < 0.01,
+          "frequencies %.4f %.4f %.4f %.4f", f[0], f[1], f[2], f[3]);
+    mr_sampler_free(s);
+}
+
+static mr_sampler *mkbias(float temp, int n, const int32_t *ids, const float *vals, int nv) {
+    mr_sampler_params p;
+    mr_sampler_default_params(&p);
+    p.temperature = temp; p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 5;
+    p.bias_ids = ids; p.bias_vals = vals; p.n_bias = n;
+    return mr_sampler_new(&p, nv);
+}
+
+/* logit_bias: added before everything else, clamped to [-100, 100], -100 bans; bad ids refused. */
+static void test_logit_bias(void) {
+    const float l[5] = { 1.0f, 2.0f, 0.5f, 1.9f, 0.0f };
+    int32_t ids[3] = { 1, 2, 4 };
+    float v[3] = { -100.0f, 0.0f, 0.0f };
+    mr_sampler *s = mkbias(0.0f, 1, ids, v, 5);
+    CHECK(s && mr_sampler_sample(s, l) == 3, "token 1 banned: the next best is 3");
+    mr_sampler_free(s);
+    v[0] = 0.0f; v[1] = 1.45f;
+    s = mkbias(0.0f, 2, ids, v, 5);
+    CHECK(mr_sampler_sample(s, l) == 1, "0.5 + 1.45 = 1.95 < 2.0");
+    mr_sampler_free(s);
+    v[1] = 1.6f;
+    s = mkbias(0.0f, 2, ids, v, 5);
+    CHECK(mr_sampler_sample(s, l) == 2, "0.5 + 1.6 = 2.1 > 2.0");
+    mr_sampler_free(s);
+    /* +150 is clamped to +100: token 4 gets 0 + 100 < token 1's 2.0 + 99 = 101 (unclamped 150 would win) */
+    ids[0] = 1; v[0] = 99.0f; ids[1] = 4; v[1] = 150.0f;
+    s = mkbias(0.0f, 2, ids, v, 5);
+    CHECK(mr_sampler_sample(s, l) == 1, "a bias of +150 is not clamped to +100");
+    mr_sampler_free(s);
+    /* sampled: p = (0.5, 0.3, 0.15, 0.05) with token 0 banned -> (0, 0.6, 0.3, 0.1); never drawn */
+    const float l3[4] = { logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f) };
+    int32_t b0 = 0;
+    float ban = -100.0f;
+    double f[4];
+    s = mkbias(1.0f, 1, &b0, &ban, 4);
+    freqs(s, l3, 4, 40000, f);
+    CHECK(f[0] == 0 && fabs(f[1] - 0.6) < 0.015 && fabs(f[2] - 0.3) < 0.015 && fabs(f[3] - 0.1) < 0.01,
+          "with a ban: %.4f %.4f %.4f %.4f", f[0], f[1], f[2], f[3]);
+    mr_sampler_free(s);
+    /* refused: an id outside the vocabulary, an id twice, NaN */
+    int32_t bad[2] = { 5, 0 };
+    float bv[2] = { 1.0f, 1.0f };
+    CHECK(!mkbias(0.0f, 1, bad, bv, 5) && strstr(mr_last_error(), "outside"), "id 5 of 5 accepted: %s", mr_last_error());
+    bad[0] = 3; bad[1] = 3;
+    CHECK(!mkbias(0.0f, 2, bad, bv, 5) && strstr(mr_last_error(), "twice"), "repeated id accepted: %s", mr_last_error());
+    bad[1] = 2; bv[1] = NAN;
+    CHECK(!mkbias(0.0f, 2, bad, bv, 5) && strstr(mr_last_error(), "not a number"), "NaN accepted: %s", mr_last_error());
+}
+
 int main(void) {
     RUN(test_rng);
     RUN(test_greedy);
@@ -175,5 +281,7 @@ int main(void) {
     RUN(test_filters);
     RUN(test_top_k_large);
     RUN(test_last_n_bound);
+    RUN(test_presence_frequency);
+    RUN(test_logit_bias);
     return t_finish();
 }

@@ -238,6 +238,7 @@ int mr_gen_set_evaluated(mr_gen *g, const float *logits) {
  * reply starts. */
 static int reply_begin(mr_gen *g, const int32_t *tokens, int n) {
     for (int j = 0; j < n; j++) mr_sampler_accept(g->smp, tokens[j]);
+    mr_sampler_begin_reply(g->smp); /* penalties on this reply's tokens start here */
     if (hist_add(g, tokens, n)) return -1;
     g->st.n_prompt += n;
     g->n_gen = 0;

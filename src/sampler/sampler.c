@@ -1,4 +1,4 @@
-/* Token sampling: repetition penalty, top-k, top-p, min-p, temperature, then a seeded draw.
+/* Token sampling: logit biases, penalties, top-k, top-p, min-p, temperature, then a seeded draw.
  * The order and the semantics of each step follow llama.cpp's default sampler chain (common/sampling:
  * penalties, top_k, top_p, min_p, temp, dist); the random numbers are our own (xoshiro256**), so a
  * seed reproduces our runs, not llama.cpp's. Ties are broken by the lower token id everywhere. */
@@ -44,6 +44,14 @@ struct mr_sampler {
     uint8_t *seen;      /* n_vocab flags, scratch for the penalty */
     struct cand { float logit; int32_t id; } *c; /* n_vocab candidates, scratch */
     double *prob;
+    /* presence / frequency penalties: how often each token was generated in this reply, and the
+     * distinct ones (so a step costs O(distinct tokens), not O(n_vocab)); NULL when both are 0 */
+    int32_t *count, *counted;
+    int32_t n_counted;
+    /* logit biases, sorted by id */
+    int32_t *bias_ids;
+    float *bias_vals;
+    int32_t n_bias;
 };
 
 void mr_sampler_default_params(mr_sampler_params *p) {
@@ -54,12 +62,55 @@ void mr_sampler_default_params(mr_sampler_params *p) {
     p->repeat_penalty = 1.0f;
     p->repeat_last_n = 64;
     p->seed = 0x5eed;
+    p->presence_penalty = 0.0f;
+    p->frequency_penalty = 0.0f;
+    p->bias_ids = NULL;
+    p->bias_vals = NULL;
+    p->n_bias = 0;
 }
 
 void mr_sampler_free(mr_sampler *s) {
     if (!s) return;
     free(s->hist); free(s->seen); free(s->c); free(s->prob);
+    free(s->count); free(s->counted); free(s->bias_ids); free(s->bias_vals);
     free(s);
+}
+
+static int cmp_bias(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* A sorted copy of p's logit biases: ids checked against the vocabulary and for repeats, values
+ * clamped; -1 with the error set (the allocation failure leaves s->bias_ids NULL). */
+static int set_bias(mr_sampler *s, const mr_sampler_params *p) {
+    const int32_t n = p->n_bias;
+    if (n <= 0) return 0;
+    if (!p->bias_ids || !p->bias_vals || n > s->n_vocab) { mr_set_error("sampler: %d logit biases for a vocabulary of %d", n, s->n_vocab); return -1; }
+    /* (id, index) pairs sorted by id: repeats become neighbours */
+    int32_t *pairs = mr_malloc(sizeof *pairs * 2 * (size_t)n);
+    s->bias_ids = mr_malloc(sizeof *s->bias_ids * (size_t)n);
+    s->bias_vals = mr_malloc(sizeof *s->bias_vals * (size_t)n);
+    if (!pairs || !s->bias_ids || !s->bias_vals) {
+        free(pairs); free(s->bias_ids); free(s->bias_vals);
+        s->bias_ids = NULL; s->bias_vals = NULL;
+        mr_set_error("sampler: out of memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++) { pairs[2 * i] = p->bias_ids[i]; pairs[2 * i + 1] = i; }
+    qsort(pairs, (size_t)n, 2 * sizeof *pairs, cmp_bias);
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t id = pairs[2 * i];
+        const float v = p->bias_vals[pairs[2 * i + 1]];
+        if (id < 0 || id >= s->n_vocab) { mr_set_error("sampler: logit bias for token %d, outside the vocabulary (%d)", id, s->n_vocab); break; }
+        if (i && id == pairs[2 * i - 2]) { mr_set_error("sampler: logit bias for token %d given twice", id); break; }
+        if (isnan(v)) { mr_set_error("sampler: logit bias for token %d is not a number", id); break; }
+        s->bias_ids[i] = id;
+        s->bias_vals[i] = v <= -MR_SAMPLER_BIAS_MAX ? -INFINITY : v > MR_SAMPLER_BIAS_MAX ? MR_SAMPLER_BIAS_MAX : v;
+        s->n_bias = i + 1;
+    }
+    free(pairs);
+    return s->n_bias == n ? 0 : -1;
 }
 
 mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab) {
@@ -74,7 +125,21 @@ mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab) {
         return NULL;
     }
     if (!(s->p.repeat_penalty > 0)) s->p.repeat_penalty = 1.0f; /* also NaN */
+    if (!isfinite(s->p.presence_penalty) || !isfinite(s->p.frequency_penalty)) {
+        mr_set_error("sampler: presence / frequency penalty %g / %g is not a number", s->p.presence_penalty, s->p.frequency_penalty);
+        free(s);
+        return NULL;
+    }
     s->n_vocab = n_vocab;
+    int bad = set_bias(s, &s->p);
+    s->p.bias_ids = NULL; /* the caller's arrays are not kept */
+    s->p.bias_vals = NULL;
+    if (bad) { mr_sampler_free(s); return NULL; }
+    if (s->p.presence_penalty != 0 || s->p.frequency_penalty != 0) {
+        s->count = mr_calloc((size_t)n_vocab, sizeof *s->count);
+        s->counted = mr_malloc(sizeof *s->counted * (size_t)n_vocab);
+        if (!s->count || !s->counted) { mr_sampler_free(s); mr_set_error("sampler: out of memory"); return NULL; }
+    }
     s->hist = mr_malloc(sizeof *s->hist * (size_t)(s->p.repeat_last_n + 1));
     s->seen = mr_calloc((size_t)n_vocab, 1);
     s->c = mr_malloc(sizeof *s->c * (size_t)n_vocab);
@@ -84,12 +149,20 @@ mr_sampler *mr_sampler_new(const mr_sampler_params *p, int32_t n_vocab) {
     return s;
 }
 
+void mr_sampler_begin_reply(mr_sampler *s) {
+    if (!s->count) return;
+    for (int32_t i = 0; i < s->n_counted; i++) s->count[s->counted[i]] = 0;
+    s->n_counted = 0;
+}
+
 void mr_sampler_reset(mr_sampler *s) {
     s->hist_n = s->hist_pos = 0;
+    mr_sampler_begin_reply(s);
     mr_rng_seed(&s->rng, s->p.seed);
 }
 
 void mr_sampler_accept(mr_sampler *s, int32_t id) {
+    if (s->count && id >= 0 && id < s->n_vocab && s->count[id]++ == 0) s->counted[s->n_counted++] = id;
     int32_t n = s->p.repeat_last_n;
     if (n <= 0) return;
     s->hist[s->hist_pos] = id;
@@ -156,6 +229,7 @@ static int32_t chain(mr_sampler *s, const float *logits, int32_t *m_out, double 
         c[i].logit = isnan(l) ? -INFINITY : l;
         c[i].id = i;
     }
+    for (int32_t i = 0; i < s->n_bias; i++) c[s->bias_ids[i]].logit += s->bias_vals[i];
     /* repetition penalty, once per distinct recent token */
     if (p->repeat_penalty != 1.0f && s->hist_n > 0) {
         for (int32_t i = 0; i < s->hist_n; i++) {
@@ -166,6 +240,11 @@ static int32_t chain(mr_sampler *s, const float *logits, int32_t *m_out, double 
             else c[id].logit /= p->repeat_penalty;
         }
         for (int32_t i = 0; i < s->hist_n; i++) if (s->hist[i] >= 0 && s->hist[i] < n) s->seen[s->hist[i]] = 0;
+    }
+    /* presence and frequency penalties over this reply's tokens */
+    for (int32_t i = 0; i < s->n_counted; i++) {
+        const int32_t id = s->counted[i];
+        c[id].logit -= p->presence_penalty + (float)s->count[id] * p->frequency_penalty;
     }
     if (!(p->temperature > 0)) {
         int32_t best = 0;
@@ -213,7 +292,7 @@ static int32_t draw(mr_sampler *s, int32_t m, int32_t skip, double total) {
     for (int32_t i = 0; i < m; i++) {
         if (i == skip) continue;
         cum += s->prob[i];
-        last = i;
+        if (s->prob[i] > 0) last = i; /* rounding may leave u >= cum: the last possible one, never a banned one */
         if (u < cum) return c[i].id;
     }
     return c[last < 0 ? 0 : last].id;

@@ -387,6 +387,7 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     if (st->n_slots > 1) gp.n_batch = 128; /* prefill in chunks: decode steps of the other slots go between */
     gp.spec_max = q->spec_max >= 0 ? q->spec_max : st->spec_max;
     gp.spec_ngram = st->spec_ngram;
+    if (gp.sampler.repeat_last_n < 0) gp.sampler.repeat_last_n = st->n_ctx; /* llama-server's -1 */
     if (q->logprobs) gp.spec_max = 0; /* a verification step accepts several tokens; logprobs are per token */
     gp.spec_min = q->spec_min < gp.spec_max ? q->spec_min : gp.spec_max;
     mr_gen *g = mr_gen_new(sl->s, &gp);
@@ -607,6 +608,12 @@ void srv_complete(srv_state *st, mr_http_req *r, int api) {
     cctx c;
     memset(&c, 0, sizeof c);
     if (srv_req_parse(j, api, &q, err, sizeof err)) { srv_error(r, 400, err); goto done; }
+    for (int i = 0; i < q.n_bias; i++)
+        if (q.bias_ids[i] >= st->n_vocab) {
+            snprintf(err, sizeof err, "'logit_bias' has token id %d, beyond the vocabulary (%d)", q.bias_ids[i], st->n_vocab);
+            srv_error(r, 400, err);
+            goto done;
+        }
     int n = build_prompt(st, &q, &forced, &toks);
     if (n < 0) { srv_error(r, 400, mr_last_error()); goto done; }
     if (n == 0) { srv_error(r, 400, "empty prompt"); goto done; }

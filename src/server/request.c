@@ -78,6 +78,8 @@ void srv_req_free(srv_req *r) {
     free(r->tools);
     free(r->tool_names);
     free(r->prompt_ids);
+    free(r->bias_ids);
+    free(r->bias_vals);
     memset(r, 0, sizeof *r);
 }
 
@@ -368,6 +370,49 @@ static int parse_prompt(srv_req *r, const mr_json *p, char *err, size_t el) {
     return 0;
 }
 
+/* logit_bias: OpenAI's object {"token id": bias} or llama-server's array [[id, bias], ...]; a bias is
+ * a number (clamped to [-100, 100] by the sampler; -100 bans) or false (bans). Ids are checked
+ * against the vocabulary when the request runs (srv_complete); repeats are refused here. */
+static int parse_logit_bias(srv_req *r, const mr_json *lb, char *err, size_t el) {
+    if (!lb) return 0;
+    if (lb->type != MR_JSON_OBJ && lb->type != MR_JSON_ARR)
+        return fail(err, el, "'logit_bias' must be an object mapping token ids to numbers");
+    if (lb->len > SRV_MAX_LOGIT_BIAS) return fail(err, el, "'logit_bias': at most %d entries", SRV_MAX_LOGIT_BIAS);
+    if (!lb->len) return 0;
+    r->bias_ids = mr_malloc(sizeof *r->bias_ids * lb->len);
+    r->bias_vals = mr_malloc(sizeof *r->bias_vals * lb->len);
+    if (!r->bias_ids || !r->bias_vals) return fail(err, el, "out of memory");
+    int k = 0;
+    for (const mr_json *c = lb->child; c; c = c->next, k++) {
+        const mr_json *v = c;
+        double id = -1;
+        if (lb->type == MR_JSON_OBJ) { /* a decimal token id, nothing else */
+            const char *s = c->key;
+            size_t n = strlen(s);
+            if (n == 0 || n > 10 || strspn(s, "0123456789") != n)
+                return fail(err, el, "'logit_bias' keys must be token ids (decimal integers), not '%.40s'", s);
+            id = strtod(s, NULL);
+        } else {
+            if (c->type != MR_JSON_ARR || c->len != 2 || c->child->type != MR_JSON_NUM)
+                return fail(err, el, "'logit_bias'[%d] must be a pair [token id, bias]", k);
+            id = c->child->num;
+            v = c->child->next;
+        }
+        if (!(id >= 0 && id <= 2147483647.0) || id != floor(id)) return fail(err, el, "'logit_bias': token ids must be non-negative integers");
+        if (v->type == MR_JSON_BOOL && v->num == 0) r->bias_vals[k] = -MR_SAMPLER_BIAS_MAX;
+        else if (v->type == MR_JSON_NUM) r->bias_vals[k] = (float)(v->num < -1e3 ? -1e3 : v->num > 1e3 ? 1e3 : v->num);
+        else return fail(err, el, "'logit_bias' values must be numbers (or false to ban the token)");
+        r->bias_ids[k] = (int32_t)id;
+        for (int i = 0; i < k; i++) /* (at most a few hundred in practice: quadratic is fine up to the cap) */
+            if (r->bias_ids[i] == r->bias_ids[k]) return fail(err, el, "'logit_bias' gives token %d twice", r->bias_ids[k]);
+    }
+    r->n_bias = k;
+    r->sp.bias_ids = r->bias_ids;
+    r->sp.bias_vals = r->bias_vals;
+    r->sp.n_bias = k;
+    return 0;
+}
+
 int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
     memset(r, 0, sizeof *r);
     r->api = api;
@@ -376,7 +421,7 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
     mr_sampler_default_params(&r->sp);
     if (!j || j->type != MR_JSON_OBJ) return fail(err, el, "the body must be a JSON object");
     double temp = api == SRV_API_ANTHROPIC ? 1.0 : 0.8, top_p = r->sp.top_p, min_p = r->sp.min_p, rp = r->sp.repeat_penalty;
-    double seed = -1, pen = 0;
+    double seed = -1;
     int mt = -1, top_k = r->sp.top_k;
     if (get_num(j, "temperature", 0, 100, &temp, err, el) || get_num(j, "top_p", 0, 1, &top_p, err, el) ||
         get_num(j, "min_p", 0, 1, &min_p, err, el) || get_num(j, "repeat_penalty", 0, 100, &rp, err, el) ||
@@ -399,14 +444,14 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
     r->sp.min_p = (float)min_p;
     r->sp.repeat_penalty = (float)rp;
     r->sp.top_k = top_k;
-    /* OpenAI penalties are not implemented: 0 (their default) is accepted, anything else refused */
-    static const char *const zero_only[] = {"presence_penalty", "frequency_penalty"};
-    for (int k = 0; k < 2; k++) {
-        if (get_num(j, zero_only[k], -2, 2, &pen, err, el)) return -1;
-        if (pen != 0) return fail(err, el, "'%s' is not supported (only 0)", zero_only[k]);
-    }
-    const mr_json *lb = field(j, "logit_bias");
-    if (lb && (lb->type != MR_JSON_OBJ || lb->len)) return fail(err, el, "'logit_bias' is not supported");
+    /* OpenAI's penalties (-2..2) and llama-server's repeat_last_n (-1: the context) */
+    double pres = 0, freq = 0;
+    if (get_num(j, "presence_penalty", -2, 2, &pres, err, el) || get_num(j, "frequency_penalty", -2, 2, &freq, err, el) ||
+        get_int(j, "repeat_last_n", -1, MR_SAMPLER_MAX_LAST_N, &r->sp.repeat_last_n, err, el) ||
+        parse_logit_bias(r, field(j, "logit_bias"), err, el))
+        return -1;
+    r->sp.presence_penalty = (float)pres;
+    r->sp.frequency_penalty = (float)freq;
     const mr_json *rf = field(j, "response_format");
     if (rf) {
         const char *t = mr_json_get_str(rf, "type", NULL);

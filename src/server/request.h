@@ -1,7 +1,7 @@
 /* Requests of the OpenAI (chat/completions, completions) and Anthropic (messages) APIs, checked and
  * normalised into one struct. Every field the server knows is type-checked: a wrong type or a value
  * out of range is an error naming the field (HTTP 400); a feature the server cannot honour (images,
- * response_format json_object, penalties it does not implement, ...) is refused, never ignored.
+ * response_format json_object, ...) is refused, never ignored.
  * Pure functions over a parsed JSON tree: callable from tests and fuzzers. */
 #ifndef MR_SERVER_REQUEST_H
 #define MR_SERVER_REQUEST_H
@@ -13,6 +13,7 @@
 #define SRV_MAX_TOP_LOGPROBS 20
 #define SRV_MAX_MESSAGES 4096
 #define SRV_MAX_TOOLS 128
+#define SRV_MAX_LOGIT_BIAS 1024      /* entries of logit_bias (OpenAI allows 300) */
 
 enum { SRV_API_COMPLETIONS, SRV_API_CHAT, SRV_API_ANTHROPIC };
 enum { SRV_TOOLS_NONE, SRV_TOOLS_AUTO, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
@@ -30,6 +31,9 @@ typedef struct {
     int top_logprobs;            /* and of this many alternatives */
     int echo;                    /* completions: the prompt is part of the text */
     int spec_max, spec_min;      /* "speculative.n_max" (-1: the server's --draft-max) / "speculative.n_min" */
+    int32_t *bias_ids;           /* logit_bias (also in sp, which points here) */
+    float *bias_vals;
+    int n_bias;
     /* completions: a prompt as text or as token ids */
     const char *prompt;
     int32_t *prompt_ids;
