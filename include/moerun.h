@@ -356,6 +356,12 @@ typedef struct {
     int spec_ngram;              /* n-gram size for prompt lookup (default 3) */
     int spec_ngram_min;          /* shortest n-gram that may propose a draft (default 1) */
     int spec_min;                /* drafts shorter than this are not verified (a plain step instead; 0..spec_max) */
+    /* Constrained sampling (response_format json_object): every token whose text would make the reply
+     * not a prefix of a JSON object is masked before sampling (end-of-generation tokens too, until the
+     * object is whole); the reply ends (MR_GEN_EOG) at the token that completes the object. A reply
+     * cut by max_tokens, the context or a stop string may be incomplete; MR_GEN_LENGTH also when no
+     * token of the vocabulary could continue it. Nesting is bounded (32 containers). */
+    int json_object;
     mr_session *draft;
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
      * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */

@@ -1,8 +1,8 @@
 #!/bin/sh
 # moerun server: request parameters beyond the basics. Speculative decoding (--spec, "speculative.n_max")
 # gives the same greedy text as plain decoding, whole and streamed, alone and in batched steps of
-# several slots; logit_bias bans and forces tokens; presence / frequency penalties apply; bad values
-# are 400 errors naming the field.
+# several slots; logit_bias bans and forces tokens; presence / frequency penalties apply;
+# response_format json_object gives JSON objects; bad values are 400 errors naming the field.
 . tests/lib.sh
 K=$SHARED/models/kjv-moe-q8_0.gguf
 if ! command -v curl >/dev/null 2>&1; then fail server_params_curl "curl is not installed"; exit 1; fi
@@ -86,6 +86,28 @@ if top in banned or banned != banned2 or banned == plain:
     sys.exit("ban of %d %r: %r / %r (plain %r)" % (ban, top, banned, banned2, plain))
 print("# logit_bias: banned %r (%d times in the plain reply)" % (top, plain.count(top)))
 PY
+
+# response_format json_object: replies that end by themselves parse as a JSON object (Python's
+# json, not the recogniser that constrained them); a JSON schema is refused
+U="http://127.0.0.1:$PORT" python3 - <<'PY' && ok server_json_object || fail server_json_object "see above"
+import json, os, sys, urllib.request
+U = os.environ["U"]
+done = 0
+for seed in range(1, 9):
+    body = {"messages": [{"role": "user", "content": "Give JSON"}], "response_format": {"type": "json_object"},
+            "max_tokens": 80, "temperature": 1, "seed": seed}
+    with urllib.request.urlopen(urllib.request.Request(U + "/v1/chat/completions", json.dumps(body).encode())) as r:
+        c = json.load(r)["choices"][0]
+    text = c["message"]["content"]
+    if c["finish_reason"] == "stop":
+        if not isinstance(json.loads(text), dict): sys.exit("not an object: %r" % text)
+        done += 1
+    elif not text.lstrip().startswith("{"): sys.exit("%s: %r" % (c["finish_reason"], text))
+if done < 2: sys.exit("only %d of 8 replies completed their object" % done)
+print("# json_object: %d of 8 replies complete" % done)
+PY
+code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{}}}')
+if [ "$code" = 400 ] && grep -q 'response_format' "$TMPD/body"; then ok server_json_schema_400; else fail server_json_schema_400 "code $code"; fi
 
 # presence / frequency penalties work (and change a repetitive greedy reply); bad values are 400
 code=$(post /v1/completions '{"prompt":"And God said","max_tokens":48,"temperature":0}'); plain=$(text "$TMPD/body")

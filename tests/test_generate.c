@@ -4,6 +4,8 @@
  * (no ../shared needed). Tokens of the synthetic vocabulary: 1 BOS, 2 EOS, 3 + b = the byte b. */
 #include "moerun_tools.h"
 #include "test.h"
+#include "gen/json_prefix.h"
+#include "server/json.h"
 
 #include <unistd.h>
 
@@ -167,6 +169,48 @@ static void test_gen_progress_and_limits(void) {
     mr_session_free(s);
 }
 
+/* json_object: sampled replies (temperature 1 over the byte vocabulary, 40 seeds) are always
+ * prefixes of a JSON object; those that end by themselves (MR_GEN_EOG) parse as an object with the
+ * server's JSON reader, which shares no code with the recogniser that constrained them. */
+static void test_gen_json_object(void) {
+    mr_session *s = mr_session_new(M, 512);
+    int complete = 0, cut = 0;
+    for (int seed = 1; seed <= 40 && s; seed++) {
+        mr_gen_params p;
+        mr_gen_params_default(&p);
+        p.sampler.temperature = 1.0f;
+        p.sampler.top_k = 0; p.sampler.top_p = 1.0f; p.sampler.min_p = 0.0f;
+        p.sampler.seed = (uint64_t)seed;
+        p.max_tokens = 200;
+        p.json_object = 1;
+        mr_session_reset(s);
+        mr_gen *g = mr_gen_new(s, &p);
+        const int32_t bos = 1;
+        CHECK(g && mr_gen_prefill(g, &bos, 1) == 0, "%s", mr_last_error());
+        mr_gen_step st = {0};
+        while (g && !st.finish)
+            if (mr_gen_next(g, &st)) { CHECK(0, "%s", mr_last_error()); break; }
+        size_t tl = 0;
+        const char *t = g ? mr_gen_text(g, &tl) : "";
+        mr_jsonp js;
+        mr_jsonp_init(&js);
+        CHECK(mr_jsonp_feed(&js, t, tl) == 0, "seed %d: '%.*s' is not a JSON-object prefix", seed, (int)tl, t);
+        if (st.finish == MR_GEN_EOG) {
+            mr_json *j = mr_json_parse(t, tl);
+            CHECK(j && j->type == MR_JSON_OBJ, "seed %d: '%.*s' ended but is not an object", seed, (int)tl, t);
+            mr_json_free(j);
+            complete++;
+        } else {
+            CHECK(st.finish == MR_GEN_LENGTH && !mr_jsonp_done(&js), "seed %d: finish %d", seed, st.finish);
+            cut++;
+        }
+        mr_gen_free(g);
+    }
+    printf("# json_object: %d of 40 replies complete, %d cut at 200 tokens\n", complete, cut);
+    CHECK(complete >= 5, "only %d replies completed their object", complete);
+    mr_session_free(s);
+}
+
 int main(void) {
     int fd = mkstemps(model_path, 5);
     if (fd < 0) { printf("FAIL gen_setup: mkstemps\n"); return 1; }
@@ -184,6 +228,7 @@ int main(void) {
     RUN(test_gen_stop);
     RUN(test_gen_greedy);
     RUN(test_gen_progress_and_limits);
+    RUN(test_gen_json_object);
     mr_model_free(M);
     unlink(model_path);
     return t_finish();

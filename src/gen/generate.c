@@ -10,6 +10,7 @@
 #include "moerun.h"
 #include "base/base.h"
 #include "gen/draft.h"
+#include "gen/json_prefix.h"
 
 #include <limits.h>
 #include <math.h>
@@ -54,6 +55,11 @@ struct mr_gen {
     int spec_k;              /* draft length now: grows while drafts are accepted, shrinks after a rejection */
     int spec_np, spec_k_now, spec_past0; /* the step between spec_prepare and spec_verify */
     int batch_spec;          /* mr_gen_batch handed out a verification batch */
+    /* json_object: the reply's state, and every token's text ([n_vocab + 1] offsets into pieces) */
+    mr_jsonp js;
+    int js_bad;              /* a token from the caller broke the object: nothing can continue it */
+    char *pieces;
+    uint32_t *poff;
 };
 
 void mr_gen_params_default(mr_gen_params *p) {
@@ -81,8 +87,52 @@ void mr_gen_free(mr_gen *g) {
     if (!g) return;
     mr_sampler_free(g->smp);
     free(g->logits); free(g->eog); free(g->pending); free(g->gen); free(g->text);
+    free(g->pieces); free(g->poff);
     free(g->hist); free(g->dbuf); free(g->vbatch); free(g->vlogits);
     free(g);
+}
+
+/* json_object: every token's text as accept_one appends it (end-of-generation tokens: none, so they
+ * are never allowed), flat with offsets, for trying tokens against the reply's JSON state. */
+static int json_pieces(mr_gen *g) {
+    size_t cap = (size_t)g->n_vocab * 8 + 256, n = 0;
+    g->poff = mr_malloc(sizeof *g->poff * ((size_t)g->n_vocab + 1));
+    g->pieces = mr_malloc(cap);
+    if (!g->poff || !g->pieces) goto oom;
+    for (int32_t id = 0; id < g->n_vocab; id++) {
+        g->poff[id] = (uint32_t)n;
+        if (mr_tokenizer_is_eog(g->tok, id)) continue;
+        int pl = mr_token_to_piece(g->tok, id, g->pieces + n, (int)(cap - n < INT_MAX ? cap - n : INT_MAX), 0);
+        if (pl < 0 && pl != INT_MIN) { /* a long piece: grow and write it again */
+            size_t need = n + (size_t)-pl + 256, c2 = 2 * cap > need ? 2 * cap : need;
+            char *b = mr_realloc(g->pieces, c2);
+            if (!b) goto oom;
+            g->pieces = b;
+            cap = c2;
+            pl = mr_token_to_piece(g->tok, id, g->pieces + n, (int)(cap - n < INT_MAX ? cap - n : INT_MAX), 0);
+        }
+        if (pl > 0) n += (size_t)pl;
+        if (n > UINT32_MAX / 2) { mr_set_error("generate: the vocabulary's text is too large"); return -1; }
+    }
+    g->poff[g->n_vocab] = (uint32_t)n;
+    return 0;
+oom:
+    mr_set_error("generate: out of memory for the vocabulary's text");
+    return -1;
+}
+
+/* json_object: -inf for every token that cannot continue the reply's object (also tokens without
+ * text, which would add nothing); -1 when no token can. */
+static int json_mask(mr_gen *g, float *row) {
+    int any = 0;
+    for (int32_t id = 0; id < g->n_vocab; id++) {
+        if (!(row[id] > -INFINITY)) continue; /* impossible already (or NaN, which the sampler drops) */
+        const uint32_t o = g->poff[id], n = g->poff[id + 1] - o;
+        mr_jsonp t = g->js;
+        if (g->js_bad || n == 0 || mr_jsonp_feed(&t, g->pieces + o, n)) row[id] = -INFINITY;
+        else any = 1;
+    }
+    return any ? 0 : -1;
 }
 
 mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
@@ -142,6 +192,8 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
         if (!g->hist || !g->dbuf) { mr_set_error("generate: out of memory"); goto fail; }
         if (g->p.draft) mr_session_reset(g->p.draft);
     }
+    if (g->p.json_object && json_pieces(g)) goto fail;
+    mr_jsonp_init(&g->js);
     return g;
 fail:
     mr_gen_free(g);
@@ -241,6 +293,8 @@ static int reply_begin(mr_gen *g, const int32_t *tokens, int n) {
     mr_sampler_begin_reply(g->smp); /* penalties on this reply's tokens start here */
     if (hist_add(g, tokens, n)) return -1;
     g->st.n_prompt += n;
+    mr_jsonp_init(&g->js);
+    g->js_bad = 0;
     g->n_gen = 0;
     g->text_len = g->sent = 0;
     g->finish = MR_GEN_RUNNING;
@@ -356,6 +410,11 @@ static int accept_one(mr_gen *g, int32_t id) {
             g->finish = MR_GEN_STOP;
         }
     }
+    if (g->p.json_object && !g->js_bad) { /* the object is whole: the reply ends here */
+        const uint32_t o = g->poff[id];
+        if (mr_jsonp_feed(&g->js, g->pieces + o, g->poff[id + 1] - o)) g->js_bad = 1;
+        else if (!g->finish && mr_jsonp_done(&g->js)) g->finish = MR_GEN_EOG;
+    }
     if (g->finish) return 1;
     if (g->p.max_tokens >= 0 && g->n_gen >= g->p.max_tokens) g->finish = MR_GEN_LENGTH;
     /* the accepted tokens must still fit the context when they are evaluated */
@@ -445,6 +504,7 @@ static int spec_verify(mr_gen *g, mr_gen_step *out) {
     for (int i = 0; i <= k && !g->finish; i++) {
         float *row = g->vlogits + V * (size_t)i;
         for (int e = 0; e < g->n_eog; e++) row[g->eog[e]] = -INFINITY; /* ignore_eos */
+        if (g->p.json_object && json_mask(g, row)) { g->finish = MR_GEN_LENGTH; break; }
         int acc = 0;
         int32_t id = i < k ? mr_sampler_verify(g->smp, row, g->dbuf[i], &acc) : mr_sampler_sample(g->smp, row);
         if (id < 0) { g->spec_extra = 0; return -1; }
@@ -538,6 +598,12 @@ int mr_gen_next(mr_gen *g, mr_gen_step *out) {
     }
     const float *lg = g->logits;
     for (int i = 0; i < g->n_eog; i++) g->logits[g->eog[i]] = -INFINITY; /* ignore_eos */
+    if (g->p.json_object && json_mask(g, g->logits)) { /* nothing can continue the object */
+        g->finish = MR_GEN_LENGTH;
+        out->finish = g->finish;
+        step_text(g, out);
+        return 0;
+    }
     int32_t id = mr_sampler_sample(g->smp, lg);
     if (id < 0) return -1;
     int rc = mr_gen_accept(g, &id, 1, out);

@@ -387,6 +387,7 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     if (st->n_slots > 1) gp.n_batch = 128; /* prefill in chunks: decode steps of the other slots go between */
     gp.spec_max = q->spec_max >= 0 ? q->spec_max : st->spec_max;
     gp.spec_ngram = st->spec_ngram;
+    gp.json_object = q->json_object;
     if (gp.sampler.repeat_last_n < 0) gp.sampler.repeat_last_n = st->n_ctx; /* llama-server's -1 */
     if (q->logprobs) gp.spec_max = 0; /* a verification step accepts several tokens; logprobs are per token */
     gp.spec_min = q->spec_min < gp.spec_max ? q->spec_min : gp.spec_max;

@@ -456,7 +456,9 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
     if (rf) {
         const char *t = mr_json_get_str(rf, "type", NULL);
         if (!t) return fail(err, el, "'response_format' must be an object with a \"type\"");
-        if (strcmp(t, "text")) return fail(err, el, "'response_format' type '%s' is not supported (no constrained sampling yet; only \"text\")", t);
+        if (!strcmp(t, "json_object")) r->json_object = 1;
+        else if (strcmp(t, "text"))
+            return fail(err, el, "'response_format' type '%s' is not supported (\"text\" or \"json_object\"; no JSON schemas)", t);
     }
     /* speculative decoding, llama-server's names: n_max drafts per step (0 turns it off for this
      * request), n_min the shortest draft worth verifying; p_min (the draft model's confidence to keep

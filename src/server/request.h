@@ -1,7 +1,7 @@
 /* Requests of the OpenAI (chat/completions, completions) and Anthropic (messages) APIs, checked and
  * normalised into one struct. Every field the server knows is type-checked: a wrong type or a value
  * out of range is an error naming the field (HTTP 400); a feature the server cannot honour (images,
- * response_format json_object, ...) is refused, never ignored.
+ * response_format json_schema, ...) is refused, never ignored.
  * Pure functions over a parsed JSON tree: callable from tests and fuzzers. */
 #ifndef MR_SERVER_REQUEST_H
 #define MR_SERVER_REQUEST_H
@@ -34,6 +34,7 @@ typedef struct {
     int32_t *bias_ids;           /* logit_bias (also in sp, which points here) */
     float *bias_vals;
     int n_bias;
+    int json_object;             /* response_format json_object: constrained sampling */
     /* completions: a prompt as text or as token ids */
     const char *prompt;
     int32_t *prompt_ids;
