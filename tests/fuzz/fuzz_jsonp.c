@@ -1,8 +1,10 @@
 /* libFuzzer target for the JSON-object prefix recogniser (src/gen/json_prefix.c), checked against
- * the server's JSON reader (mr_json_parse), which is more lenient about numbers ("01", "1."): a text
- * the recogniser takes whole and calls complete is an object for the reader; an object the reader
- * takes (nesting within MR_JSONP_MAX_DEPTH, finite numbers), written back by mr_json_dump (strict
- * JSON), is accepted whole and complete by the recogniser; byte by byte or in one call, the same answer. */
+ * the server's JSON reader (mr_json_parse), which is more lenient about numbers ("01", "1.") and
+ * stricter about their size (no overflow to inf, at most 63 characters): a text the recogniser takes
+ * whole and calls complete is an object for the reader (unless a number is too big for it); an object
+ * the reader takes (nesting within MR_JSONP_MAX_DEPTH, finite numbers), written back by mr_json_dump
+ * (strict JSON), is accepted whole and complete by the recogniser; byte by byte or in one call, the
+ * same answer. */
 #include "gen/json_prefix.h"
 #include "server/json.h"
 #include "base/base.h"
@@ -31,7 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK((mr_jsonp_feed(&whole, t, size) == 0) == all);
     if (all) FUZZ_CHECK(mr_jsonp_done(&whole) == done);
     mr_json *j = mr_json_parse(t, size);
-    if (done) FUZZ_CHECK(j && j->type == MR_JSON_OBJ);
+    /* (the reader also refuses numbers beyond the range of a double or longer than 63 characters,
+     * which JSON's grammar allows) */
+    size_t run = 0, longest = 0;
+    for (size_t i = 0; i < size; i++) {
+        run = t[i] && strchr("+-0123456789.eE", t[i]) ? run + 1 : 0;
+        longest = run > longest ? run : longest;
+    }
+    if (done) FUZZ_CHECK((j && j->type == MR_JSON_OBJ) || (!j && (strstr(mr_get_error(), "bad number") || longest > 63)));
     int d = j && j->type == MR_JSON_OBJ ? depth_of(j) : -1;
     if (d >= 0 && d <= MR_JSONP_MAX_DEPTH) {
         char *w = mr_json_dump(j);
