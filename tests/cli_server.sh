@@ -82,7 +82,7 @@ if echo "$det" | grep -q 'And God said'; then ok server_detokenize; else fail se
 code=$(post /v1/chat/completions "{$M,\"max_tokens\":3,\"n\":2,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2}")
 if [ "$code" = 200 ] && grep -q '"index":1,"message"' "$TMPD/body" && [ "$(grep -o '"top_logprobs":\[{' "$TMPD/body" | wc -l)" = 6 ]
 then ok server_n_and_logprobs; else fail server_n_and_logprobs "code $code $(head -c 300 "$TMPD/body")"; fi
-code=$(post /v1/chat/completions "{$M,\"response_format\":{\"type\":\"json_object\"}}")
+code=$(post /v1/chat/completions "{$M,\"response_format\":{\"type\":\"json_schema\"}}")
 if [ "$code" = 400 ] && grep -q response_format "$TMPD/body"; then ok server_response_format_refused; else fail server_response_format_refused "code $code"; fi
 post /v1/chat/completions "{$M,\"max_tokens\":2}" >/dev/null; s1=$(sed -n 's/.*"seed":\([0-9]*\).*/\1/p' "$TMPD/body")
 post /v1/chat/completions "{$M,\"max_tokens\":2}" >/dev/null; s2=$(sed -n 's/.*"seed":\([0-9]*\).*/\1/p' "$TMPD/body")
