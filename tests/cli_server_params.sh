@@ -11,7 +11,7 @@ SRV=""
 trap 'if [ -n "$SRV" ]; then kill $SRV 2>/dev/null; fi; rm -rf "$TMPD"' EXIT
 start() { # start PORT ARGS...: a server on kjv-moe, waits until it answers
   p=$1; shift
-  "$MOERUN" server -m "$K" --port "$p" -t 1 "$@" >/dev/null 2>"$TMPD/srv$p.err" &
+  "$MOERUN" server -m "$K" --port "$p" -t 1 "$@" >/dev/null 2>>"${SRVLOG:-$TMPD/srv$p.err}" &
   SRV=$!
   for i in $(seq 1 100); do curl -s "http://127.0.0.1:$p/health" 2>/dev/null | grep -q '"ok"' && return 0; sleep 0.1; done
   fail "server_start_$p" "$(head -c 300 "$TMPD/srv$p.err")"; exit 1

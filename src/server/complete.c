@@ -78,7 +78,7 @@ static void lp_add(cctx *c, const float *logits, int32_t id) {
     const double lse = mx + log(sum);
     int top[SRV_MAX_TOP_LOGPROBS];
     int nt = 0;
-    for (int i = 0; i < V; i++) { /* insertion into the k best, ties to the lower id */
+    for (int i = 0; k > 0 && i < V; i++) { /* insertion into the k best, ties to the lower id (none when k is 0) */
         if (nt == k && !(logits[i] > logits[top[nt - 1]])) continue;
         int j = nt < k ? nt++ : nt - 1;
         while (j > 0 && logits[i] > logits[top[j - 1]]) { top[j] = top[j - 1]; j--; }
