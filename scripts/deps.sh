@@ -9,11 +9,12 @@
 set -u
 
 # Package names are Debian 12's. Every entry is used: build = the compiler, make, libc headers and
-# PCRE2 (src/tokenizer/pretok.c); test = curl (tests/cli_server.sh talks HTTP to `moerun server`)
-# and Open MPI (tests/cli_ep.sh runs the `make MPI=1` build under mpirun);
+# PCRE2 (src/tokenizer/pretok.c); test = curl (tests/cli_server.sh talks HTTP to `moerun server`),
+# python3 (cli_flags, cli_plots, cli_server_params check files and replies with it) and Open MPI
+# (tests/cli_ep.sh runs the `make MPI=1` build under mpirun);
 # fuzz = clang with libFuzzer and the sanitizer runtimes (`make fuzz`).
 pkgs_build="gcc make libc6-dev libpcre2-dev"
-pkgs_test="curl libopenmpi-dev openmpi-bin"
+pkgs_test="curl python3 libopenmpi-dev openmpi-bin"
 pkgs_fuzz="clang-14 libclang-rt-14-dev"
 
 mode=${MOERUN_DEPS:-install}

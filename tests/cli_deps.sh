@@ -59,9 +59,9 @@ grep -q 'install .*libpcre2-dev$' "$APTLOG" && ok deps_foreign_arch_missing ||
 FAKE_INSTALLED="gcc make libc6-dev libpcre2-dev:all" run
 [ ! -s "$APTLOG" ] && ok deps_arch_all_present || fail deps_arch_all_present "apt=$(cat "$APTLOG")"
 
-# groups: test adds curl and Open MPI, fuzz adds clang; nothing missing twice
+# groups: test adds curl, python3 and Open MPI, fuzz adds clang; nothing missing twice
 FAKE_INSTALLED=$ALL run test build
-[ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends curl libopenmpi-dev openmpi-bin" ] && ok deps_group_test ||
+[ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends curl python3 libopenmpi-dev openmpi-bin" ] && ok deps_group_test ||
     fail deps_group_test "apt=$(cat "$APTLOG")"
 FAKE_INSTALLED="$ALL clang-14" run fuzz
 [ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends libclang-rt-14-dev" ] && ok deps_group_fuzz ||
