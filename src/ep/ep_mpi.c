@@ -256,10 +256,12 @@ int mr_ep_serve(mr_model *m) {
         n_req += (uint64_t)nj;
         n_rows += (uint64_t)total;
     }
-    fprintf(stderr, "ep: rank %d of %d served %llu expert requests (%llu token rows)", ep_rank, ep_size,
-            (unsigned long long)n_req, (unsigned long long)n_rows);
-    if (n_err) fprintf(stderr, ", %llu batches failed", (unsigned long long)n_err);
-    fprintf(stderr, "\n");
+    /* one write for the whole line: mpirun forwards each rank's writes as they come, so a line made
+     * of several writes can be cut by rank 0's own summary */
+    char failed[48] = "";
+    if (n_err) snprintf(failed, sizeof failed, ", %llu batches failed", (unsigned long long)n_err);
+    fprintf(stderr, "ep: rank %d of %d served %llu expert requests (%llu token rows)%s\n", ep_rank, ep_size,
+            (unsigned long long)n_req, (unsigned long long)n_rows, failed);
     mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
     free(in.meta); free(in.data); free(in.reply); free(sel); free(w1);
     return 0;
