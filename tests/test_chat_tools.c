@@ -3,7 +3,7 @@
  * re-sent history hits the prompt cache), malformed calls refused, and the API request checks. */
 #include "test.h"
 #include "moerun.h"
-#include "server/json.h"
+#include "json/json.h"
 #include "server/request.h"
 
 #define DSML "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c"

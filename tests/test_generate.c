@@ -5,7 +5,7 @@
 #include "moerun_tools.h"
 #include "test.h"
 #include "gen/json_prefix.h"
-#include "server/json.h"
+#include "json/json.h"
 
 #include <unistd.h>
 

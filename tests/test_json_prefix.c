@@ -5,7 +5,7 @@
 #include "test.h"
 #include "moerun.h"
 #include "gen/json_prefix.h"
-#include "server/json.h"
+#include "json/json.h"
 
 #include <string.h>
 

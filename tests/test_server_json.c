@@ -1,6 +1,6 @@
 /* JSON reader and HTTP request parser: valid input parsed exactly, hostile input rejected. */
 #include "test.h"
-#include "server/json.h"
+#include "json/json.h"
 #include "server/http.h"
 #include "moerun.h"
 

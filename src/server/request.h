@@ -6,7 +6,7 @@
 #ifndef MR_SERVER_REQUEST_H
 #define MR_SERVER_REQUEST_H
 #include "moerun.h"
-#include "server/json.h"
+#include "json/json.h"
 
 #define SRV_MAX_STOP 16
 #define SRV_MAX_N 16

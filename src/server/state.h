@@ -5,7 +5,7 @@
 #define MR_SERVER_STATE_H
 #include "moerun.h"
 #include "server/http.h"
-#include "server/json.h"
+#include "json/json.h"
 #include "server/request.h"
 
 #include <pthread.h>

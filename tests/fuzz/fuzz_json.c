@@ -3,7 +3,7 @@
  * NUL-terminated at len), read it through the getters, write every string back with
  * mr_sbuf_json_str and parse that again: the same bytes must come back. The raw input is also
  * written as a JSON string and must read back unchanged. */
-#include "server/json.h"
+#include "json/json.h"
 #include "base/base.h"
 #include "fuzz_common.h"
 

@@ -6,7 +6,7 @@
  * (strict JSON), is accepted whole and complete by the recogniser; byte by byte or in one call, the
  * same answer. */
 #include "gen/json_prefix.h"
-#include "server/json.h"
+#include "json/json.h"
 #include "base/base.h"
 #include "fuzz_common.h"
 

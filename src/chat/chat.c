@@ -1,8 +1,9 @@
 /* Chat templates: the formats of the common model families, picked by recognising the GGUF's
  * embedded tokenizer.chat_template (substring checks, like llama.cpp's template detection) or,
  * without one, a built-in per architecture. Output is text; tokenize it with parse_special = 1. */
-#include "model/model.h"
-#include "server/json.h"
+#include "moerun.h"
+#include "base/base.h"
+#include "json/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "server/json.h"
+#include "json/json.h"
 #include "base/base.h"
 
 #include <math.h>
