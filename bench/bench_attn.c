@@ -4,6 +4,7 @@
  * Prints GFLOP/s counting 2 * (QK + PV) multiply-adds over the causal triangle. */
 #include "model/ops.h"
 #include "base/base.h"
+#include "bench_isa.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@ static double cpu_now(void) {
 }
 
 int main(int argc, char **argv) {
+    bench_isa_from_env();
     int nq = 512, pos0 = 0, nh = 32, nkv = 4, hd = 128, f32 = 0, reps = 5;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--f32")) { f32 = 1; continue; }

@@ -13,6 +13,7 @@
  * with dedicated cores (waiting threads spin, so it errs low). It says nothing about bandwidth-bound
  * ones (DRAM, GEMV): those need wall time on a quiet machine. */
 #include "base/base.h"
+#include "bench_isa.h"
 #include "base/pool.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
@@ -102,6 +103,7 @@ static int parse_types(const char *s, int *out) {
 }
 
 int main(int argc, char **argv) {
+    bench_isa_from_env();
     int types[64], ntypes = 0, nthreads = mr_cpu_physical_cores(), reps = 5, gemm = 1;
     double gib = 2.0;
     for (size_t i = 0; i < sizeof default_types / sizeof default_types[0]; i++) types[ntypes++] = default_types[i];

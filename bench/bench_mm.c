@@ -18,6 +18,7 @@
  *                 [--threads N] [--min-time S] [--ggml-test-file PATH]
  * Output lines: "mm TYPE ROWS COLS N US_BEST US_MEDIAN". */
 #include "base/base.h"
+#include "bench_isa.h"
 #include "base/pool.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
@@ -73,6 +74,7 @@ static int parse_shapes(const char *s, int64_t (*out)[2], int max) {
 }
 
 int main(int argc, char **argv) {
+    bench_isa_from_env();
     static const int default_types[] = {
         MR_TYPE_F16, MR_TYPE_BF16, MR_TYPE_Q8_0, MR_TYPE_Q4_0, MR_TYPE_Q4_1, MR_TYPE_Q2_K, MR_TYPE_Q4_K,
         MR_TYPE_Q5_K, MR_TYPE_Q6_K, MR_TYPE_IQ2_XXS, MR_TYPE_IQ3_S, MR_TYPE_IQ4_NL, MR_TYPE_IQ4_XS,

@@ -6,6 +6,7 @@
 #include "quant/quant.h"
 #include "quant/repack.h"
 #include "base/base.h"
+#include "bench_isa.h"
 #include "moerun.h"
 #include "../tests/simd_data.h"
 
@@ -21,6 +22,7 @@ static double cpu_now(void) {
 }
 
 int main(int argc, char **argv) {
+    bench_isa_from_env();
     int rows = 768, cols = 2048, reps = 20, ncl[8] = {1, 4, 8, 32, 64}, nn = 5, type = MR_TYPE_Q4_0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--rows")) rows = atoi(argv[i + 1]);

@@ -21,17 +21,35 @@ void mr_set_log_level(int level); /* 0 errors, 1 info (default), 2 debug */
 
 /* ---- kernels ---- */
 /* Kernel instruction sets: 0 scalar, 1 avx2, 2 avx512 (x86-64), 3 neon, 4 dotprod (AArch64); names as
- * MOERUN_ISA takes them. A build and CPU can run scalar and its own family's ones only. */
+ * MOERUN_ISA (the CLI) and mr_model_params.isa take them. A build and CPU can run scalar and its own
+ * family's ones only. The process's ISA is the best one unless mr_kernel_isa_set chose another; a
+ * model can have its own (mr_model_params.isa). Thread-safe. */
 #define MR_KERNEL_ISA_COUNT 5
 const char *mr_kernel_isa_name(int isa);          /* NULL if out of range */
 int mr_kernel_isa_from_name(const char *name);    /* -1 if unknown */
 int mr_kernel_isa_available(int isa);             /* 1 if this build and CPU can run it */
-int mr_kernel_isa_current(void);                  /* the one in use (best, or MOERUN_ISA) */
+int mr_kernel_isa_current(void);                  /* the process's (models loaded later default to it) */
+int mr_kernel_isa_set(int isa);                   /* the process's from now on; -1 (error set) if unavailable */
 
 /* ---- models, sessions, tokenizer, sampling ---- */
 typedef struct mr_model mr_model;         /* a loaded GGUF model (weights mmapped), shareable by sessions */
 typedef struct mr_session mr_session;     /* one sequence: KV cache / arch state + position */
 typedef struct mr_tokenizer mr_tokenizer; /* defined by the tokenizer module */
+
+/* Expert pager settings (docs/PAGING.md), part of mr_model_params; used by mr_model_load only (the
+ * strings are not kept). All zero = the defaults. The CLI fills them from MOERUN_PAGER_* (moerun --help). */
+typedef struct {
+    const char *policy;     /* replacement policy: lru, lfu, lrfu, lru2, arc, guard, lru-layer, hazard
+                               (NULL or "": hazard, the default); an unknown name fails the load */
+    int io_threads;         /* reads in flight, 1..64 (0: 8) */
+    int64_t chunk;          /* bytes per read job, rounded up to 4 KiB, at most 1 TiB (0: 1 MiB;
+                               < 0: one job per expert slice) */
+    int no_direct;          /* 1: buffered reads even where the file system allows O_DIRECT */
+    int no_guess;           /* 1: no read-ahead of the next layer's guessed experts */
+    const char *fault;      /* tests: "eio:N" or "short:N" (the N-th read, 1-based, fails with EIO or
+                               comes back short) or "slow:MS" (every read first waits MS <= 10000
+                               milliseconds); NULL or "": none. A malformed spec fails the load. */
+} mr_pager_params;
 
 typedef struct {
     int n_threads;          /* worker threads; 0 = physical cores, at most the cgroup CPU quota and affinity */
@@ -48,6 +66,15 @@ typedef struct {
        (mr_model_load fails: "loading interrupted") */
     int (*progress)(void *user, const char *stage, int done, int total);
     void *progress_user;
+    mr_pager_params pager;  /* used when ram_budget > 0 */
+    const char *isa;        /* kernels of this model: a name of mr_kernel_isa_name ("scalar", "avx2", ...)
+                               that mr_kernel_isa_available; NULL or "": the process's (mr_kernel_isa_current
+                               at load). Every eval of the model uses it, whatever other models use. */
+    int no_repack;          /* 1: no repacked (row-interleaved) weight copies; the same logits, the
+                               kernels on the file's layout (docs/PERFORMANCE.md) */
+    int ds4_prefill_f32;    /* deepseek4: 1 = the reference's asymmetric precision (a prefill's compressed
+                               layers attend over F32 keys, a decode's over F16-rounded ones); default 0:
+                               both read F16-rounded keys and agree (docs/DEEPSEEK4.md) */
 } mr_model_params;
 
 void mr_model_params_default(mr_model_params *p);

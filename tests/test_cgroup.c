@@ -1,4 +1,4 @@
-/* cgroup limits (src/base/cgroup.c) on fake trees (MOERUN_CGROUP_ROOT / MOERUN_CGROUP_SELF): memory
+/* cgroup limits (src/base/cgroup.c) on fake trees (mr_cgroup_set_paths): memory
  * room and CPU quota for v1 and v2, the tightest level on the way up wins, reclaimable page cache is
  * not counted as used; --ram-budget auto sizes the arena from the room. */
 #include "test.h"
@@ -36,16 +36,14 @@ static void fresh(const char *name) {
     snprintf(root, sizeof root, "/tmp/mr_test_cgroup_%d_%s", (int)getpid(), name);
     snprintf(self, sizeof self, "%s.self", root);
     mkdir(root, 0755);
-    setenv("MOERUN_CGROUP_ROOT", root, 1);
-    setenv("MOERUN_CGROUP_SELF", self, 1);
+    mr_cgroup_set_paths(root, self);
 }
 
 static void cleanup(void) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, self);
     CHECK(system(cmd) == 0, "cleanup");
-    unsetenv("MOERUN_CGROUP_ROOT");
-    unsetenv("MOERUN_CGROUP_SELF");
+    mr_cgroup_set_paths(NULL, NULL);
 }
 
 static void test_none(void) {

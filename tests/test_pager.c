@@ -101,7 +101,7 @@ static long run_batches(mr_pager *p, int rounds, int max_batch, int use_next, lo
 }
 
 static void test_no_paging(void) {
-    mr_pager *p = mr_pager_create(g, layers, NL, 0);
+    mr_pager *p = mr_pager_create(g, layers, NL, 0, NULL);
     CHECK(p && !mr_pager_paging(p), "budget 0 must serve from the mmap");
     if (!p) return;
     int ids[3] = {5, 1, 7};
@@ -128,18 +128,15 @@ static void test_budgets(void) {
         for (int mode = 0; mode < 5; mode++) {
             /* 0: next + O_DIRECT, 1: get, 2: next buffered, 3: 3 + 4: 0 and 2 with 4 KiB read jobs (slices
              * straddle pages: 2 jobs each, the last one past the slice's end) on 7 I/O threads */
-            if (mode == 2 || mode == 4) setenv("MOERUN_PAGER_NO_DIRECT", "1", 1);
-            if (mode >= 3) { setenv("MOERUN_PAGER_CHUNK", "4K", 1); setenv("MOERUN_PAGER_IO_THREADS", "7", 1); }
-            mr_pager *p = mr_pager_create(g, layers, NL, budgets[bi]);
-            unsetenv("MOERUN_PAGER_NO_DIRECT");
-            unsetenv("MOERUN_PAGER_CHUNK");
-            unsetenv("MOERUN_PAGER_IO_THREADS");
+            mr_pager_params pp = {.no_direct = mode == 2 || mode == 4};
+            if (mode >= 3) { pp.chunk = 4096; pp.io_threads = 7; }
+            mr_pager *p = mr_pager_create(g, layers, NL, budgets[bi], &pp);
             CHECK(p, "budget %llu: %s", (unsigned long long)budgets[bi], mr_get_error());
             if (!p) continue;
             int slots = mr_pager_n_slots(p);
             CHECK(slots == (int)(budgets[bi] / slot < 16 ? budgets[bi] / slot : 16), "slots %d", slots);
             if (mode == 0 || mode == 3) CHECK(mr_pager_uses_direct_io(p), "O_DIRECT not used on this file system");
-            if (mode == 2 || mode == 4) CHECK(!mr_pager_uses_direct_io(p), "MOERUN_PAGER_NO_DIRECT ignored");
+            if (mode == 2 || mode == 4) CHECK(!mr_pager_uses_direct_io(p), "no_direct ignored");
             long served = 0;
             long bad = run_batches(p, 60, 6, mode != 1, &served);
             CHECK(bad == 0, "budget %d slots mode %d: %ld experts with wrong bytes (%s)", slots, mode, bad,
@@ -165,7 +162,7 @@ static void test_budgets(void) {
 
 static void test_floor(void) {
     uint64_t floor = mr_pager_min_budget(g, layers, NL);
-    mr_pager *p = mr_pager_create(g, layers, NL, floor - 1);
+    mr_pager *p = mr_pager_create(g, layers, NL, floor - 1, NULL);
     CHECK(!p, "budget below the floor accepted");
     CHECK(strstr(mr_get_error(), "minimum") && strstr(mr_get_error(), "2 expert slots"), "message: %s", mr_get_error());
     mr_pager_free(p);
@@ -175,7 +172,7 @@ static void test_floor(void) {
     l4[1].n_used = 4;
     CHECK(mr_pager_min_budget(g, l4, NL) == 4 * mr_pager_slot_bytes(g, l4, NL), "n_used 4");
     /* without mr_pager_done, a batch larger than the slots is an error, not a deadlock */
-    p = mr_pager_create(g, layers, NL, floor);
+    p = mr_pager_create(g, layers, NL, floor, NULL);
     CHECK(p, "%s", mr_get_error());
     if (!p) return;
     int ids[3] = {0, 1, 2};
@@ -196,13 +193,8 @@ static void test_faults(void) {
         for (int direct = 0; direct < 4; direct++) { /* buffered, O_DIRECT, each with 4 KiB jobs */
             char spec[32];
             snprintf(spec, sizeof spec, kinds[k], 5);
-            setenv("MOERUN_PAGER_FAULT", spec, 1);
-            if (!(direct & 1)) setenv("MOERUN_PAGER_NO_DIRECT", "1", 1);
-            if (direct & 2) setenv("MOERUN_PAGER_CHUNK", "4K", 1);
-            mr_pager *p = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL));
-            unsetenv("MOERUN_PAGER_FAULT");
-            unsetenv("MOERUN_PAGER_NO_DIRECT");
-            unsetenv("MOERUN_PAGER_CHUNK");
+            mr_pager_params pp = {.fault = spec, .no_direct = !(direct & 1), .chunk = direct & 2 ? 4096 : 0};
+            mr_pager *p = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL), &pp);
             CHECK(p, "%s", mr_get_error());
             if (!p) continue;
             long served = 0;
@@ -215,24 +207,20 @@ static void test_faults(void) {
             CHECK(bad == 0, "after the fault: %ld (%s)", bad, mr_get_error());
             mr_pager_free(p);
         }
-    const char *bad_env[4][2] = {{"MOERUN_PAGER_CHUNK", "1X"}, {"MOERUN_PAGER_CHUNK", "-1"},
-                                 {"MOERUN_PAGER_IO_THREADS", "0"}, {"MOERUN_PAGER_IO_THREADS", "65"}};
-    for (int i = 0; i < 4; i++) {
-        setenv(bad_env[i][0], bad_env[i][1], 1);
-        mr_pager *q = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL));
-        unsetenv(bad_env[i][0]);
-        CHECK(!q && strstr(mr_get_error(), bad_env[i][0]), "%s=%s accepted: %s", bad_env[i][0], bad_env[i][1], mr_get_error());
+    /* settings out of range fail the pager with a message naming the setting (the CLI's parsing of
+     * MOERUN_PAGER_* is tests/cli_pager.sh's) */
+    const mr_pager_params bad_pp[5] = {{.io_threads = -1}, {.io_threads = 65}, {.chunk = (1ll << 40) + 1},
+                                       {.fault = "bogus"}, {.policy = "mru"}};
+    const char *bad_what[5] = {"I/O threads", "I/O threads", "read chunk", "pager fault 'bogus'", "unknown cache policy 'mru'"};
+    for (int i = 0; i < 5; i++) {
+        mr_pager *q = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL), &bad_pp[i]);
+        CHECK(!q && strstr(mr_get_error(), bad_what[i]), "bad setting %d accepted: %s", i, mr_get_error());
         mr_pager_free(q);
     }
-    setenv("MOERUN_PAGER_FAULT", "bogus", 1);
-    mr_pager *p = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL));
-    unsetenv("MOERUN_PAGER_FAULT");
-    CHECK(!p && strstr(mr_get_error(), "MOERUN_PAGER_FAULT"), "bad fault spec: %s", mr_get_error());
-    mr_pager_free(p);
 }
 
 static void test_prefetch_twice(void) {
-    mr_pager *p = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL));
+    mr_pager *p = mr_pager_create(g, layers, NL, 4 * mr_pager_slot_bytes(g, layers, NL), NULL);
     if (!p) { CHECK(0, "%s", mr_get_error()); return; }
     int ids[3] = {1, 4, 6};
     mr_pager_counters c0, c1;
@@ -252,7 +240,7 @@ static void test_prefetch_twice(void) {
 
 static void test_hints(void) {
     uint64_t slot = mr_pager_slot_bytes(g, layers, NL);
-    mr_pager *p = mr_pager_create(g, layers, NL, 8 * slot);
+    mr_pager *p = mr_pager_create(g, layers, NL, 8 * slot, NULL);
     if (!p) { CHECK(0, "%s", mr_get_error()); return; }
     /* a guess of 3, the batch uses 2 of them and one more */
     int guess[3] = {0, 1, 2}, ids[3] = {1, 2, 3};
@@ -284,11 +272,8 @@ static void test_hints(void) {
     hint_next = 1;
     for (int bi = 0; bi < 4; bi++)
         for (int mode = 0; mode < 3; mode++) {
-            if (mode == 1) setenv("MOERUN_PAGER_NO_DIRECT", "1", 1);
-            if (mode == 2) setenv("MOERUN_PAGER_CHUNK", "4K", 1);
-            p = mr_pager_create(g, layers, NL, budgets[bi]);
-            unsetenv("MOERUN_PAGER_NO_DIRECT");
-            unsetenv("MOERUN_PAGER_CHUNK");
+            mr_pager_params pp = {.no_direct = mode == 1, .chunk = mode == 2 ? 4096 : 0};
+            p = mr_pager_create(g, layers, NL, budgets[bi], &pp);
             if (!p) { CHECK(0, "%s", mr_get_error()); continue; }
             long served = 0, wrong = run_batches(p, 40, 4, 1, &served);
             CHECK(wrong == 0, "budget %d slots mode %d: %ld wrong (%s)", mr_pager_n_slots(p), mode, wrong,
@@ -305,7 +290,7 @@ static void test_hints(void) {
 
 static void test_pins(void) {
     /* 2 slots: two experts in use are never evicted by a third prefetched layer's reads */
-    mr_pager *p = mr_pager_create(g, layers, NL, mr_pager_min_budget(g, layers, NL));
+    mr_pager *p = mr_pager_create(g, layers, NL, mr_pager_min_budget(g, layers, NL), NULL);
     if (!p) { CHECK(0, "%s", mr_get_error()); return; }
     int a[2] = {3, 4};
     const void *pa[MR_PAGER_MATS], *pb[MR_PAGER_MATS];

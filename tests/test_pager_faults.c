@@ -1,9 +1,9 @@
 /* Pager faults under load: a server paging tiny-qwen3moe's experts at the floor budget answers a
- * streamed chat request while MOERUN_PAGER_FAULT makes one read fail (EIO or short) at a point
- * chosen at random (seeded) among that request's reads. The request must end with an error: a 500
- * reply when the prompt's evaluation failed, else an error event with only a prefix of the
- * reference text before it (never a wrong token); the next request must
- * give the reference reply again (the failed slot is read again). With slow reads (slow:MS) the
+ * streamed chat request while a pager fault (mr_pager_params.fault) makes one read fail (EIO or
+ * short) at a point chosen at random (seeded) among that request's reads. The request must end with
+ * an error: a 500 reply when the prompt's evaluation failed, else an error event with only a prefix
+ * of the reference text before it (never a wrong token); the next request must give the reference
+ * reply again (the failed slot is read again). With slow reads (slow:MS) the
  * reply is the reference one. Each case loads its own model: the fault spec is read at load. */
 #include "test.h"
 #include "server_util.h"
@@ -31,13 +31,12 @@ static void stream_text(const char *r, char *out, size_t cap, int *error_event, 
 typedef struct { srv_thread t; pthread_t th; } server;
 
 static int start(server *s, const char *fault, uint64_t budget, int port) {
-    if (fault) setenv("MOERUN_PAGER_FAULT", fault, 1);
     mr_model_params mp;
     mr_model_params_default(&mp);
     mp.n_threads = 1;
     mp.ram_budget = budget;
+    mp.pager.fault = fault;
     s->t.m = mr_model_load(t_shared("models/tiny-qwen3moe.gguf"), &mp);
-    unsetenv("MOERUN_PAGER_FAULT");
     if (!s->t.m) return -1;
     s->t.port = port;
     s->t.stop = 0;

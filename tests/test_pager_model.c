@@ -21,13 +21,16 @@ static const pm_case cases[] = {
     {"tiny-deepseek4-iq2xxs-q2k", "tokens-300.txt"},
 };
 
-static mr_model *load(const char *path, uint64_t budget) {
+static mr_model *load_fault(const char *path, uint64_t budget, const char *fault) {
     mr_model_params mp;
     mr_model_params_default(&mp);
     mp.n_threads = 2;
     mp.ram_budget = budget;
+    mp.pager.fault = fault;
     return mr_model_load(path, &mp);
 }
+
+static mr_model *load(const char *path, uint64_t budget) { return load_fault(path, budget, NULL); }
 
 static void test_identical_logits(void) {
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -99,9 +102,7 @@ static void test_read_faults(void) {
     int32_t *ids = tg_read_ids("tokens-kjv64.txt", &n);
     if (!ids) { CHECK(0, "tokens"); return; }
     for (int k = 0; k < 2; k++) {
-        setenv("MOERUN_PAGER_FAULT", specs[k], 1);
-        mr_model *m = load(path, info.min_budget);
-        unsetenv("MOERUN_PAGER_FAULT");
+        mr_model *m = load_fault(path, info.min_budget, specs[k]);
         CHECK(m, "%s", mr_last_error());
         if (!m) continue;
         mr_session *s = mr_session_new(m, 64);

@@ -55,6 +55,13 @@ int mr_cli_parse(const char *cmd, const mr_opt *opts, int n_opts, void (*usage)(
                  const char **pos, int max_pos, int *n_pos);
 void mr_cli_print_opts(FILE *f, const mr_opt *opts, int n_opts);
 
+/* The environment (tools/cli_env.c, where every variable is listed): read once by main (-1: an
+ * error printed), applied to the model settings of every command (mr_cli_common_init and the draft
+ * model), listed by moerun --help. */
+int mr_cli_env_read(void);
+void mr_cli_env_apply(mr_model_params *mp);
+void mr_cli_env_help(FILE *f);
+
 /* Settings of the commands that load a model, and their option groups. */
 typedef struct {
     const char *model, *budget;

@@ -148,6 +148,7 @@ int mr_cli_opt_approx(const char *opt, const char *v, void *dst) {
 void mr_cli_common_init(mr_cli_common *c) {
     memset(c, 0, sizeof *c);
     mr_model_params_default(&c->mp);
+    mr_cli_env_apply(&c->mp);
     mr_sampler_default_params(&c->sp);
     mr_approx_params_default(&c->ap);
     c->n_batch = 512;

@@ -30,6 +30,7 @@ int mr_cli_spec_setup(mr_cli_spec *o, int n_threads, int n_ctx, mr_gen_params *g
     if (!o->max || !o->draft_path) return 0;
     mr_model_params dp;
     mr_model_params_default(&dp);
+    mr_cli_env_apply(&dp);
     dp.n_threads = n_threads;
     o->draft_model = mr_model_load(o->draft_path, &dp);
     if (!o->draft_model) { fprintf(stderr, "error: draft model: %s\n", mr_last_error()); return -1; }

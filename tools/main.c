@@ -29,6 +29,7 @@ static void usage(FILE *f) {
             mr_version());
     qsort(cmds, (size_t)n_cmds, sizeof cmds[0], cmp_cmd);
     for (int i = 0; i < n_cmds; i++) fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].summary);
+    mr_cli_env_help(f);
 }
 
 int main(int argc, char **argv) {
@@ -46,6 +47,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--version")) { printf("moerun %s\n", mr_version()); return 0; }
     /* a model file truncated while mapped: one clear line and exit status 74, not a bare SIGBUS */
     if (mr_file_guard_install()) fprintf(stderr, "warning: %s\n", mr_last_error());
+    if (mr_cli_env_read()) return 1;
     /* --ep anywhere: join the MPI job (expert parallelism); every rank runs the command, ranks > 0
      * only serve their experts once the model is loaded (mr_cli_load) */
     if (mr_ep_start(&argc, &argv) < 0) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }

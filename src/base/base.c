@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,7 +42,7 @@ double mr_now(void) {
  * One counter of allocations since the switch was last set; the fail_at-th one fails (and, sticky,
  * every one after it). Off (fail_at 0) it costs one relaxed atomic load per allocation. */
 static _Atomic long alloc_count, alloc_failed, alloc_fail_at = -1; /* -1: MOERUN_ALLOC_FAIL not read yet */
-static _Atomic int alloc_sticky;
+static _Atomic int alloc_sticky, alloc_trace = -1; /* -1: MOERUN_ALLOC_FAIL_TRACE not read yet */
 
 void mr_alloc_fail_at(long n, int sticky) {
     atomic_store(&alloc_count, 0);
@@ -52,7 +53,12 @@ void mr_alloc_fail_at(long n, int sticky) {
 long mr_alloc_count(void) { return atomic_load(&alloc_count); }
 long mr_alloc_failed(void) { return atomic_load(&alloc_failed); }
 
-/* MOERUN_ALLOC_FAIL=N[s]: the N-th allocation of the process fails (s: and every later one) */
+/* MOERUN_ALLOC_FAIL=N[s]: the N-th allocation of the process fails (s: and every later one);
+ * MOERUN_ALLOC_FAIL_TRACE=1: with the failing site's stack. The one place the library reads the
+ * environment: a fault injector for tests (docs/RELIABILITY.md), not a setting. It has to be armed
+ * before the first allocation of any program linking the library (the CLI before its options are
+ * parsed, test and bench binaries), which no parameter struct can reach. Each read once: the switch at
+ * the first allocation, the trace at the first injected failure (also one of mr_alloc_fail_at). */
 static void alloc_env(void) {
     const char *e = getenv("MOERUN_ALLOC_FAIL");
     char *end = NULL;
@@ -62,6 +68,16 @@ static void alloc_env(void) {
     else atomic_compare_exchange_strong(&alloc_fail_at, &expect, 0);
 }
 
+static int alloc_trace_on(void) {
+    int t = atomic_load(&alloc_trace);
+    if (t < 0) {
+        const char *e = getenv("MOERUN_ALLOC_FAIL_TRACE");
+        t = e && *e && strcmp(e, "0") != 0;
+        atomic_store(&alloc_trace, t);
+    }
+    return t;
+}
+
 int mr_alloc_inject(void) {
     long at = atomic_load_explicit(&alloc_fail_at, memory_order_relaxed);
     if (at < 0) { alloc_env(); at = atomic_load(&alloc_fail_at); }
@@ -69,7 +85,7 @@ int mr_alloc_inject(void) {
     long k = atomic_fetch_add(&alloc_count, 1) + 1;
     if (k == at || (k > at && atomic_load(&alloc_sticky))) {
         atomic_fetch_add(&alloc_failed, 1);
-        if (getenv("MOERUN_ALLOC_FAIL_TRACE")) { /* which allocation site: the stack, to stderr */
+        if (alloc_trace_on()) { /* which allocation site: the stack, to stderr */
             void *bt[16];
             fprintf(stderr, "allocation %ld fails here:\n", k);
             backtrace_symbols_fd(bt, backtrace(bt, 16), 2);

@@ -72,18 +72,27 @@ enum mr_isa { MR_ISA_SCALAR = 0, MR_ISA_AVX2 = 1, MR_ISA_AVX512 = 2, MR_ISA_NEON
 int mr_cpu_best_isa(void);             /* best ISA this CPU, OS and build support */
 int mr_isa_available(int isa);         /* 1 if this CPU, OS and build can run the ISA's kernels */
 int mr_isa_lower(int isa);             /* next ISA down the same family (scalar at the bottom); -1 for scalar */
-int mr_isa(void);                      /* ISA in use: best, or MOERUN_ISA=scalar|avx2|avx512|neon|dotprod */
-int mr_set_isa(int isa);               /* tests: force an ISA; -1 if unsupported here */
+int mr_isa(void);                      /* ISA in use: the thread's (mr_isa_enter), else the process's */
+int mr_set_isa(int isa);               /* the process's ISA (best until set); -1 if unsupported here */
+/* This thread runs kernels of ISA isa (-1: the process's) until mr_isa_leave(the returned value):
+ * around a model's work (its ISA, mr_model_params.isa); pool jobs run in the ISA of the thread that
+ * hands them out. */
+int mr_isa_enter(int isa);
+void mr_isa_leave(int prev);
 const char *mr_isa_name(int isa);
+int mr_isa_from_name(const char *name); /* -1 if unknown */
 int mr_cpu_physical_cores(void);
 /* Threads by default: physical cores, at most the CPUs of the affinity mask and the cgroup's CPU
  * quota (rounded up). src/base/cgroup.c */
 int mr_cpu_default_threads(void);
-/* cgroup v1/v2 limits on the way to the root (MOERUN_CGROUP_ROOT / MOERUN_CGROUP_SELF override the
- * paths for tests): bytes left under the tightest memory limit, not counting reclaimable page cache
- * (UINT64_MAX without a limit); CPUs of the tightest CPU quota (0 without one). */
+/* cgroup v1/v2 limits on the way to the root: bytes left under the tightest memory limit, not
+ * counting reclaimable page cache (UINT64_MAX without a limit); CPUs of the tightest CPU quota (0
+ * without one). */
 uint64_t mr_cgroup_mem_room(void);
 double mr_cgroup_cpu_quota(void);
+/* tests: read a fake tree (root replaces /sys/fs/cgroup, self /proc/self/cgroup; NULL: the
+ * system's); the strings must outlive their use */
+void mr_cgroup_set_paths(const char *root, const char *self);
 
 /* ---- "12.5 MiB", "1.20 GiB", "3.0 KiB" into buf ---- */
 void mr_format_bytes(char *buf, size_t n, double bytes);

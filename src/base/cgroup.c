@@ -5,11 +5,12 @@
  * ROOT/PATH or ROOT/unified/PATH), v1 has "memory" or "cpu" among the comma-separated controllers
  * (files under ROOT/memory/PATH, ROOT/cpu/PATH or ROOT/cpu,cpuacct/PATH). Limits apply at every level
  * up to the root, so each level on the way up is read and the tightest wins. ROOT is /sys/fs/cgroup;
- * MOERUN_CGROUP_ROOT and MOERUN_CGROUP_SELF (a file in /proc/self/cgroup's format) replace both for
+ * mr_cgroup_set_paths (a directory, and a file in /proc/self/cgroup's format) replaces both for
  * tests. Anything unreadable or malformed counts as "no limit": these only ever lower a default. */
 #include "base/base.h"
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +18,15 @@
 
 #define NO_LIMIT UINT64_MAX
 
+static _Atomic(const char *) cg_root_path, cg_self_path; /* NULL: the system's */
+
+void mr_cgroup_set_paths(const char *root, const char *self) {
+    atomic_store(&cg_root_path, root);
+    atomic_store(&cg_self_path, self);
+}
+
 static const char *cg_root(void) {
-    const char *r = getenv("MOERUN_CGROUP_ROOT");
+    const char *r = atomic_load(&cg_root_path);
     return r && *r ? r : "/sys/fs/cgroup";
 }
 
@@ -55,7 +63,7 @@ static uint64_t stat_key(const char *dir, const char *key) {
 
 /* the PATH of the v2 line (v1 = 0) or of the v1 line naming controller `ctl` (v1 = 1) */
 static int self_path(int v1, const char *ctl, char *out, size_t n) {
-    const char *p = getenv("MOERUN_CGROUP_SELF");
+    const char *p = atomic_load(&cg_self_path);
     FILE *f = fopen(p && *p ? p : "/proc/self/cgroup", "r");
     if (!f) return -1;
     char line[1024];

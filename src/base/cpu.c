@@ -1,6 +1,7 @@
 /* Run-time choice of the kernel instruction set: CPUID on x86-64, the kernel's HWCAP bits on AArch64. */
 #include "base/base.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,10 @@
 #endif
 #endif
 
-static int mr_isa_current = -1;
+/* The process's ISA (-1 until first asked: the best one), and a thread's override while it runs a
+ * model's work (mr_isa_enter): a model's evals and the pool jobs they hand out use the model's ISA. */
+static _Atomic int isa_process = -1;
+static _Thread_local int isa_scope = -1;
 
 #if MR_ARCH_X86
 /* F16C via CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c". */
@@ -79,33 +83,34 @@ const char *mr_isa_name(int isa) {
     }
 }
 
+int mr_isa_from_name(const char *name) {
+    for (int i = 0; i < MR_ISA_COUNT; i++)
+        if (name && strcmp(name, mr_isa_name(i)) == 0) return i;
+    return -1;
+}
+
 int mr_isa(void) {
-    if (mr_isa_current >= 0) return mr_isa_current;
-    int best = mr_cpu_best_isa(), want = best;
-    const char *env = getenv("MOERUN_ISA");
-    if (env && *env) {
-        want = -1;
-        for (int i = 0; i < MR_ISA_COUNT; i++)
-            if (strcmp(env, mr_isa_name(i)) == 0) want = i;
-        if (want < 0) {
-            fprintf(stderr, "warning: MOERUN_ISA=%s is not one of scalar|avx2|avx512|neon|dotprod; using %s\n", env,
-                    mr_isa_name(best));
-            want = best;
-        } else if (!mr_isa_available(want)) {
-            fprintf(stderr, "warning: MOERUN_ISA=%s is not supported by this CPU; using %s\n", env,
-                    mr_isa_name(best));
-            want = best;
-        }
-    }
-    mr_isa_current = want;
-    return want;
+    if (isa_scope >= 0) return isa_scope;
+    int v = atomic_load_explicit(&isa_process, memory_order_relaxed);
+    if (v >= 0) return v;
+    int unset = -1;
+    atomic_compare_exchange_strong(&isa_process, &unset, mr_cpu_best_isa());
+    return atomic_load(&isa_process);
 }
 
 int mr_set_isa(int isa) {
     if (!mr_isa_available(isa)) return -1;
-    mr_isa_current = isa;
+    atomic_store(&isa_process, isa);
     return 0;
 }
+
+int mr_isa_enter(int isa) {
+    int prev = isa_scope;
+    isa_scope = isa;
+    return prev;
+}
+
+void mr_isa_leave(int prev) { isa_scope = prev; }
 
 int mr_cpu_physical_cores(void) {
     /* Count distinct (physical id, core id) pairs; fall back to online CPUs. */

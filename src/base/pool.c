@@ -22,6 +22,7 @@ struct mr_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned long seq;    /* jobs started (written by the calling thread only) */
+    int isa;              /* the calling thread's kernel ISA (mr_isa) for the current job */
     atomic_ulong job;     /* seq << 1 | 1 for a chunked job; workers wait for it to change */
     /* mr_pool_run jobs */
     mr_pool_fn fn;
@@ -55,15 +56,17 @@ static inline void mr_wait_step(int *spins) {
     else sched_yield();
 }
 
-/* Claim and run chunks of the current chunked job until none is left. */
-static void mr_pool_claim_loop(mr_pool *p) {
+/* Claim and run chunks of the current chunked job until none is left (worker: a pool thread, which
+ * takes the job's ISA; the calling thread has it already). */
+static void mr_pool_claim_loop(mr_pool *p, int worker) {
     uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
         uint64_t next = c & 0xfffff, nch = (c >> 20) & 0xfffff;
         if (next >= nch) return;
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
-        /* our chunk is outstanding, so the job (cfn, cctx) cannot change under us */
+        /* our chunk is outstanding, so the job (cfn, cctx, isa) cannot change under us */
+        if (worker) mr_isa_enter(p->isa);
         p->cfn(p->cctx, (long)next);
         atomic_fetch_add_explicit(&p->chunks_done, 1, memory_order_release);
         c = atomic_load_explicit(&p->claim, memory_order_acquire);
@@ -95,9 +98,10 @@ static void *mr_pool_worker(void *arg) {
         if (atomic_load(&p->stop)) break;
         seen = w >> 1;
         if (w & 1) {
-            mr_pool_claim_loop(p);
+            mr_pool_claim_loop(p, 1);
         } else {
-            /* mr_pool_run waits for every worker, so fn and ctx are this job's */
+            /* mr_pool_run waits for every worker, so fn, ctx and isa are this job's */
+            mr_isa_enter(p->isa);
             p->fn(p->ctx, ith, p->n);
             atomic_fetch_add_explicit(&p->n_done, 1, memory_order_acq_rel);
         }
@@ -162,6 +166,7 @@ void mr_pool_run(mr_pool *p, mr_pool_fn fn, void *ctx) {
     if (!p || p->n == 1) { fn(ctx, 0, 1); return; }
     p->fn = fn;
     p->ctx = ctx;
+    p->isa = mr_isa();
     atomic_store(&p->n_done, 0);
     p->seq++;
     mr_pool_publish(p, p->seq << 1);
@@ -192,12 +197,13 @@ void mr_pool_run_chunks(mr_pool *p, mr_pool_chunk_fn fn, void *ctx, long n_chunk
     }
     p->cfn = fn;
     p->cctx = ctx;
+    p->isa = mr_isa();
     atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
     p->seq++;
     atomic_store_explicit(&p->claim, ((uint64_t)(p->seq & 0xffffff) << 40) | ((uint64_t)n_chunks << 20),
                           memory_order_release);
     mr_pool_publish(p, p->seq << 1 | 1);
-    mr_pool_claim_loop(p);
+    mr_pool_claim_loop(p, 0);
     int spins = 0;
     while (atomic_load_explicit(&p->chunks_done, memory_order_acquire) < n_chunks) mr_wait_step(&spins);
 }

@@ -198,6 +198,7 @@ int mr_ep_serve(mr_model *m) {
     float *w1 = NULL;
     size_t sel_cap = 0, w_cap = 0;
     uint64_t n_req = 0, n_rows = 0, n_err = 0;
+    const int isa_prev = mr_isa_enter(m->isa); /* the model's kernels, as in its evals */
     for (;;) {
         int32_t head[8];
         MPI_Status st;
@@ -264,6 +265,7 @@ int mr_ep_serve(mr_model *m) {
             (unsigned long long)n_req, (unsigned long long)n_rows, failed);
     mr_pager_print_summary(stderr, m, 0, 0, 0, 0);
     free(in.meta); free(in.data); free(in.reply); free(sel); free(w1);
+    mr_isa_leave(isa_prev);
     return 0;
 }
 

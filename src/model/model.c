@@ -43,9 +43,9 @@ void mr_model_params_default(mr_model_params *p) {
 
 /* Repacked copies (quant/repack.h: faster kernels on row-interleaved layouts, e.g. Q4_0 under
  * AVX-512): made once per tensor when a weight handle or the resident experts are set up, owned by
- * the model; MOERUN_NO_REPACK=1 (read at load) turns them off. Logits are the same bits either way. */
+ * the model; mr_model_params.no_repack turns them off. Logits are the same bits either way. */
 static const mr_repacked *mr_model_repack(mr_model *m, const mr_gguf_tensor *t) {
-    if (!t || m->load_err || m->no_repack || t->n_dims < 2 || !mr_repack_applies(t->type, t->ne[0])) return NULL;
+    if (!t || m->load_err || m->params.no_repack || t->n_dims < 2 || !mr_repack_applies(t->type, t->ne[0])) return NULL;
     for (int i = 0; i < m->n_rp; i++)
         if (m->rp_src[i] == t) return m->rp[i];
     if (m->n_rp == m->cap_rp) {
@@ -90,6 +90,22 @@ const mr_repacked *mr_model_expert_rp(const mr_model *m, int layer, int mat) {
     return m->exp_rp[layer * MR_PAGER_MATS + mat];
 }
 
+/* the kernels' ISA of m: params.isa, or the process's now */
+static int model_isa(mr_model *m) {
+    const char *name = m->params.isa;
+    m->isa = mr_isa();
+    if (!name || !*name) return 0;
+    int isa = mr_isa_from_name(name);
+    if (isa < 0 || !mr_isa_available(isa)) {
+        mr_set_error("model: ISA '%s' is %s (this CPU and build: %s and below)", name,
+                     isa < 0 ? "not one of scalar|avx2|avx512|neon|dotprod" : "not available here",
+                     mr_isa_name(mr_cpu_best_isa()));
+        return -1;
+    }
+    m->isa = isa;
+    return 0;
+}
+
 mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     mr_model *m = mr_calloc(1, sizeof *m);
     if (!m) { mr_set_error("model: out of memory"); return NULL; }
@@ -112,12 +128,15 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     if (!m->arch) { mr_set_error("%s: unsupported architecture '%s'", path, arch); goto fail; }
     m->pool = mr_pool_create(m->params.n_threads);
     if (!m->pool) goto fail;
-    m->no_repack = getenv("MOERUN_NO_REPACK") != NULL;
+    if (model_isa(m)) goto fail;
+    const int isa_prev = mr_isa_enter(m->isa); /* repacked layouts are the ISA's */
     const int load_rc = m->arch->load(m);
-    /* the progress callback is the caller's for the duration of this call only */
+    mr_isa_leave(isa_prev);
+    /* the progress callback and the strings are the caller's for the duration of this call only */
     if (m->rp_total && m->params.progress) m->params.progress(m->params.progress_user, "repack", m->rp_total, m->rp_total);
     m->params.progress = NULL;
     m->params.progress_user = NULL;
+    m->params.isa = m->params.pager.policy = m->params.pager.fault = NULL;
     if (load_rc) goto fail;
     /* the tokenizer is optional for evaluation (ids can be fed directly): a file without one, or
      * with a kind we do not implement, loads with its absence logged; but a llama/gpt2 tokenizer
@@ -233,7 +252,10 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     const int phase = n > 1 ? 0 : 1; /* profiler: batch = prefill, one token = decode */
     mr_prof_set_phase(phase);
     mr_moe_approx_begin_eval(s->m); /* approximation settings change only between evals */
-    if (s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits)) {
+    const int isa_prev = mr_isa_enter(s->m->isa);
+    const int rc = s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits);
+    mr_isa_leave(isa_prev);
+    if (rc) {
         /* a layer that failed between its prefetch and its experts (e.g. out of memory) left its
          * batch pinned: unpin every layer, or the next eval finds the slots taken */
         if (s->m->pager)
@@ -273,7 +295,10 @@ int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, co
     const int phase = n > 1 ? 0 : 1;
     mr_prof_set_phase(phase);
     mr_moe_approx_begin_eval(m);
-    if (m->arch->eval_multi(m, st, pos, tokens, n, want, logits)) goto done;
+    const int isa_prev = mr_isa_enter(m->isa);
+    const int eval_rc = m->arch->eval_multi(m, st, pos, tokens, n, want, logits);
+    mr_isa_leave(isa_prev);
+    if (eval_rc) goto done;
     mr_prof_tokens(phase, n);
     for (int t = 0; t < n; t++) s[t]->n_past++;
     rc = 0;
@@ -454,7 +479,7 @@ int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers) {
     m->exp_layers = mr_malloc(sizeof(mr_pager_layer) * (size_t)m->n_layer);
     if (!m->exp_layers) { mr_set_error("model: out of memory"); return -1; }
     memcpy(m->exp_layers, layers, sizeof(mr_pager_layer) * (size_t)m->n_layer);
-    m->pager = mr_pager_create(m->gguf, m->exp_layers, m->n_layer, m->params.ram_budget);
+    m->pager = mr_pager_create(m->gguf, m->exp_layers, m->n_layer, m->params.ram_budget, &m->params.pager);
     if (!m->pager) return -1;
     /* resident experts get repacked copies; paged ones come from the pager's slots as stored */
     if (mr_pager_paging(m->pager)) return 0;

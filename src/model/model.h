@@ -49,7 +49,8 @@ struct mr_arch {
 
 struct mr_model {
     const struct mr_arch *arch;
-    mr_model_params params;     /* as given, with n_threads resolved (>= 1) */
+    mr_model_params params;     /* as given, with n_threads resolved (>= 1); its strings NULL after load */
+    int isa;                    /* kernels' ISA of every eval (params.isa resolved at load) */
     char *path;
     char arch_name[64];
     mr_gguf *gguf;
@@ -64,7 +65,6 @@ struct mr_model {
     const struct mr_moe_remote *moe_remote; /* experts computed elsewhere (moe.h); NULL: all local */
     int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
     /* repacked copies (quant/repack.h), one per tensor, made by mr_model_weight / init_pager */
-    int no_repack;              /* MOERUN_NO_REPACK set at load */
     mr_repacked **rp; const mr_gguf_tensor **rp_src; int n_rp, cap_rp;
     int rp_total;               /* load progress: matrices of a repackable type (counted once) */
     const mr_repacked **exp_rp; /* [n_layer * MR_PAGER_MATS] copies of the resident experts, or NULL */

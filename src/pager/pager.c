@@ -76,7 +76,7 @@ struct mr_pager {
     int q_cap, q_head, q_len;
     int fault_kind;
     uint64_t fault_at, read_seq;
-    int slow_ms;              /* MOERUN_PAGER_FAULT=slow:MS */
+    int slow_ms;              /* fault slow:MS */
     /* statistics */
     mr_pager_counters cnt;
     uint64_t *l_hits, *l_miss;
@@ -85,7 +85,7 @@ struct mr_pager {
     int trace_trunc;
     /* hints (mr_pager_hint): hinted[key] = 1 from the hint's read until the key's layer is prefetched;
      * soon = the same array, given to the policy so hinted experts are evicted last */
-    int guess;                /* MOERUN_PAGER_GUESS (default MR_PAGER_GUESS) */
+    int guess;                /* read ahead on guesses (mr_pager_params.no_guess off) */
     uint8_t *hinted;
     int **hint_keys, *n_hint; /* per layer: the keys hinted for its next batch */
 };
@@ -233,7 +233,7 @@ static void *io_main(void *arg) {
 
         int ok;
         uint64_t bytes;
-        if (p->slow_ms) { /* MOERUN_PAGER_FAULT=slow:MS: a slow device, the bytes stay right */
+        if (p->slow_ms) { /* fault slow:MS: a slow device, the bytes stay right */
             struct timespec ts = {p->slow_ms / 1000, (long)(p->slow_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
         }
@@ -263,8 +263,7 @@ static void *io_main(void *arg) {
 }
 
 /* ---- create / free ---- */
-static int parse_fault(mr_pager *p) {
-    const char *f = getenv("MOERUN_PAGER_FAULT");
+static int parse_fault(mr_pager *p, const char *f) {
     if (!f || !*f) return 0;
     const char *colon = strchr(f, ':');
     char *end = NULL;
@@ -274,41 +273,26 @@ static int parse_fault(mr_pager *p) {
         if (!strncmp(f, "short:", 6)) { p->fault_kind = FAULT_SHORT; p->fault_at = n; return 0; }
         if (!strncmp(f, "slow:", 5) && n <= 10000) { p->slow_ms = (int)n; return 0; }
     }
-    mr_set_error("MOERUN_PAGER_FAULT='%s': expected eio:N or short:N (N >= 1: the N-th read fails) "
+    mr_set_error("pager fault '%s': expected eio:N or short:N (N >= 1: the N-th read fails) "
                  "or slow:MS (every read waits MS milliseconds first, MS <= 10000)", f);
     return -1;
 }
 
-/* MOERUN_PAGER_IO_THREADS=N (reads in flight) and MOERUN_PAGER_CHUNK=SIZE (bytes per read job, e.g.
- * 1M or 512K, rounded up to pages; 0 = one job per slice). The job queue has room for every job of
+/* I/O settings (mr_pager_params; zero fields = defaults). The job queue has room for every job of
  * every slot (about 80 bytes per chunk), so very small chunks cost memory: 4K exists for the tests. */
-static int parse_io_env(mr_pager *p) {
-    p->n_io = MR_PAGER_IO_THREADS;
-    p->chunk = MR_PAGER_CHUNK;
-    const char *gs = getenv("MOERUN_PAGER_GUESS");
-    p->guess = gs && *gs ? strcmp(gs, "0") != 0 : MR_PAGER_GUESS;
-    const char *t = getenv("MOERUN_PAGER_IO_THREADS");
-    char *end = NULL;
-    if (t && *t) {
-        long n = strtol(t, &end, 10);
-        if (!end || *end || n < 1 || n > MR_PAGER_MAX_IO_THREADS) {
-            mr_set_error("MOERUN_PAGER_IO_THREADS='%s': expected 1..%d", t, MR_PAGER_MAX_IO_THREADS);
-            return -1;
-        }
-        p->n_io = (int)n;
+static int io_settings(mr_pager *p, const mr_pager_params *pp) {
+    p->n_io = pp->io_threads ? pp->io_threads : MR_PAGER_IO_THREADS;
+    if (p->n_io < 1 || p->n_io > MR_PAGER_MAX_IO_THREADS) {
+        mr_set_error("pager: %d I/O threads: expected 1..%d", pp->io_threads, MR_PAGER_MAX_IO_THREADS);
+        return -1;
     }
-    const char *c = getenv("MOERUN_PAGER_CHUNK");
-    if (c && *c) {
-        unsigned long long v = strtoull(c, &end, 10);
-        uint64_t mul = 1;
-        if (end && (*end == 'K' || *end == 'k')) { mul = 1024; end++; }
-        else if (end && (*end == 'M' || *end == 'm')) { mul = 1024 * 1024; end++; }
-        if (!end || *end || end == c || v > (1ull << 20)) {
-            mr_set_error("MOERUN_PAGER_CHUNK='%s': expected a size such as 1M or 512K, or 0 (whole slices)", c);
-            return -1;
-        }
-        p->chunk = align_up((uint64_t)v * mul, PAGE);
+    if (pp->chunk > (int64_t)MR_PAGER_MAX_CHUNK) {
+        mr_set_error("pager: read chunk of %lld bytes: at most %llu", (long long)pp->chunk,
+                     (unsigned long long)MR_PAGER_MAX_CHUNK);
+        return -1;
     }
+    p->chunk = pp->chunk < 0 ? 0 : pp->chunk == 0 ? MR_PAGER_CHUNK : align_up((uint64_t)pp->chunk, PAGE);
+    p->guess = !pp->no_guess;
     return 0;
 }
 
@@ -317,7 +301,10 @@ static uint64_t jobs_for(const mr_pager *p, uint64_t bytes) {
     return p->chunk ? (bytes + p->chunk - 1) / p->chunk : 1;
 }
 
-mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t budget_bytes) {
+mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t budget_bytes,
+                          const mr_pager_params *pp) {
+    static const mr_pager_params defaults;
+    if (!pp) pp = &defaults;
     if (n_layers < 0 || (n_layers > 0 && !layers)) { mr_set_error("pager: bad layer list"); return NULL; }
     mr_pager *p = mr_calloc(1, sizeof *p);
     if (!p) { mr_set_error("pager: out of memory"); return NULL; }
@@ -353,10 +340,9 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     }
     if (slots > n_keys) slots = n_keys;
     p->n_slots = (int)slots;
-    if (parse_fault(p) || parse_io_env(p)) goto fail;
+    if (parse_fault(p, pp->fault) || io_settings(p, pp)) goto fail;
 
-    const char *pol = getenv("MOERUN_PAGER_POLICY");
-    int policy = pol && *pol ? mr_cache_policy_from_name(pol) : MR_POLICY_DEFAULT;
+    int policy = pp->policy && *pp->policy ? mr_cache_policy_from_name(pp->policy) : MR_POLICY_DEFAULT;
     if (policy < 0) goto fail;
     p->cache = mr_cache_create(policy, n_layers, p->e_max, p->n_slots);
     if (!p->cache) goto fail;
@@ -385,8 +371,7 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
             mr_set_error("pager: %s has no file descriptor (paging needs a file on disk)", mr_gguf_shard_path(g, s));
             goto fail;
         }
-        const char *no_direct = getenv("MOERUN_PAGER_NO_DIRECT");
-        if (no_direct && *no_direct && strcmp(no_direct, "0")) continue;
+        if (pp->no_direct) continue;
         p->dfd[s] = open(mr_gguf_shard_path(g, s), O_RDONLY | O_DIRECT | O_CLOEXEC);
         if (p->dfd[s] >= 0) p->any_direct = 1;
     }

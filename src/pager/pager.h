@@ -30,19 +30,21 @@
  * each slice in its own 4096-aligned area so it can be read with O_DIRECT. The budget must hold at
  * least max n_used slots (one token's experts of one layer); mr_pager_create fails naming the minimum.
  * Reads: a pool of I/O threads (MR_PAGER_IO_THREADS) doing pread, O_DIRECT when the file system allows.
- * Faults for tests: MOERUN_PAGER_FAULT=eio:N or short:N makes the N-th read (1-based) fail with EIO or
- * return short; slow:MS makes every read wait MS milliseconds first (a slow device). */
+ * Settings: mr_pager_params (moerun.h: policy, I/O threads, chunk, O_DIRECT, guesses, and faults for
+ * tests: eio:N or short:N makes the N-th read (1-based) fail with EIO or return short; slow:MS makes
+ * every read wait MS milliseconds first, a slow device). */
 #ifndef MR_PAGER_H
 #define MR_PAGER_H
 #include <stdint.h>
 #include <stdio.h>
 #include "gguf/gguf.h"
+#include "moerun.h"
 
 enum { MR_PAGER_GATE = 0, MR_PAGER_UP = 1, MR_PAGER_DOWN = 2, MR_PAGER_MATS = 3 };
-#define MR_PAGER_IO_THREADS 8          /* default reads in flight (MOERUN_PAGER_IO_THREADS) */
+#define MR_PAGER_IO_THREADS 8          /* default reads in flight (mr_pager_params.io_threads) */
 #define MR_PAGER_MAX_IO_THREADS 64
-#define MR_PAGER_GUESS 1                /* guess the next layer's experts by default (MOERUN_PAGER_GUESS) */
-#define MR_PAGER_CHUNK (1u << 20)       /* default bytes per read job, 0 = a slice (MOERUN_PAGER_CHUNK) */
+#define MR_PAGER_CHUNK (1u << 20)       /* default bytes per read job (mr_pager_params.chunk) */
+#define MR_PAGER_MAX_CHUNK (1ull << 40)
 
 typedef struct {
     const mr_gguf_tensor *mat[MR_PAGER_MATS]; /* NULL where the layer has no such tensor */
@@ -52,8 +54,9 @@ typedef struct {
 typedef struct mr_pager mr_pager;
 
 /* layers[n_layers]: per model layer; a layer with all mats NULL is not an MoE layer.
- * budget_bytes == 0: no paging (mmap). */
-mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t budget_bytes);
+ * budget_bytes == 0: no paging (mmap). pp: the settings (NULL: defaults; not kept). */
+mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_layers, uint64_t budget_bytes,
+                          const mr_pager_params *pp);
 void mr_pager_free(mr_pager *p);
 int mr_pager_prefetch(mr_pager *p, int layer, const int *ids, int n);
 int mr_pager_next(mr_pager *p, int layer, int *id, const void *ptrs[MR_PAGER_MATS]);
@@ -61,7 +64,7 @@ int mr_pager_get(mr_pager *p, int layer, int id, const void *ptrs[MR_PAGER_MATS]
 void mr_pager_done(mr_pager *p, int layer, int id);
 void mr_pager_release(mr_pager *p, int layer);
 int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n);
-/* 1 when paging, guesses are wanted (MOERUN_PAGER_GUESS=0 turns them off) and the arena has at least
+/* 1 when paging, guesses are wanted (mr_pager_params.no_guess turns them off) and the arena has at least
  * 4x the floor's slots (with fewer, a guess evicts experts still wanted) */
 int mr_pager_guessing(const mr_pager *p);
 

@@ -26,15 +26,19 @@ const char *mr_kernel_isa_name(int isa) {
     return isa >= 0 && isa < MR_ISA_COUNT ? mr_isa_name(isa) : NULL;
 }
 
-int mr_kernel_isa_from_name(const char *name) {
-    for (int i = 0; i < MR_ISA_COUNT; i++)
-        if (name && strcmp(name, mr_isa_name(i)) == 0) return i;
-    return -1;
-}
+int mr_kernel_isa_from_name(const char *name) { return mr_isa_from_name(name); }
 
 _Static_assert(MR_KERNEL_ISA_COUNT == MR_ISA_COUNT, "moerun.h's ISA count");
 int mr_kernel_isa_available(int isa) { return mr_isa_available(isa); }
 int mr_kernel_isa_current(void) { return mr_isa(); }
+int mr_kernel_isa_set(int isa) {
+    if (mr_set_isa(isa)) {
+        mr_set_error("ISA %s is not available here (this CPU and build: %s and below)",
+                     isa >= 0 && isa < MR_ISA_COUNT ? mr_isa_name(isa) : "?", mr_isa_name(mr_cpu_best_isa()));
+        return -1;
+    }
+    return 0;
+}
 
 static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 

@@ -35,7 +35,7 @@ typedef struct {
     int norm_w;
     int official;               /* !params.reference */
     int kv_f16;                 /* caches hold F16 (default) */
-    int prefill_f32;            /* MOERUN_DS4_PREFILL_F32=1: the reference's asymmetric precision (a
+    int prefill_f32;            /* params.ds4_prefill_f32: the reference's asymmetric precision (a
                                    prefill's compressed layers attend over F32 keys); default: the
                                    prefill reads F16-rounded keys like the decode, so both agree */
     const mr_gguf_tensor *tok_embd;

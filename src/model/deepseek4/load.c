@@ -183,10 +183,7 @@ static int ds4_load(mr_model *m) {
     M->Fs = M->F * n_shared;
     M->official = !m->params.reference;
     M->kv_f16 = !m->params.kv_f32;
-    {
-        const char *e = getenv("MOERUN_DS4_PREFILL_F32");
-        M->prefill_f32 = e && atoi(e) != 0;
-    }
+    M->prefill_f32 = m->params.ds4_prefill_f32 != 0;
 
     M->layers = mr_calloc((size_t)M->L, sizeof(ds4_layer));
     if (!M->layers) BAD("deepseek4: out of memory");
