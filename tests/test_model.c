@@ -164,6 +164,34 @@ static void test_moe_route(void) {
     CHECK(mr_moe_route(&ct, tie, NULL, NULL, 1, s2, w2) == 0 && s2[0] == 1 && s2[1] == 2, "ties: %d %d", s2[0], s2[1]);
 }
 
+/* GGUF expert_gating_func numbers (3 softmax_weight, 4 sqrt_softplus) to the engine's MR_GATING_*:
+ * 0 takes the architecture's default, unknown values and ones the architecture lacks are refused */
+static void test_gating_from_gguf(void) {
+    mr_model m;
+    char path[] = "x.gguf";
+    memset(&m, 0, sizeof m);
+    m.path = path;
+    snprintf(m.arch_name, sizeof m.arch_name, "testarch");
+    const unsigned all = MR_GATING_BIT(MR_GATING_SOFTMAX) | MR_GATING_BIT(MR_GATING_SIGMOID) |
+                         MR_GATING_BIT(MR_GATING_SOFTMAX_WEIGHT) | MR_GATING_BIT(MR_GATING_SQRT_SOFTPLUS);
+    const int want[5] = {MR_GATING_SIGMOID, MR_GATING_SOFTMAX, MR_GATING_SIGMOID, MR_GATING_SOFTMAX_WEIGHT,
+                         MR_GATING_SQRT_SOFTPLUS};
+    for (uint32_t id = 0; id < 5; id++) {
+        int g = -1;
+        CHECK(mr_moe_gating_from_gguf(&m, id, MR_GATING_SIGMOID, all, &g) == 0 && g == want[id], "id %u -> %d", id, g);
+    }
+    int g = 77;
+    mr_clear_error();
+    CHECK(mr_moe_gating_from_gguf(&m, 5, MR_GATING_SOFTMAX, all, &g) == -1 && g == 77 &&
+          strstr(mr_get_error(), "expert_gating_func 5"), "unknown id 5 accepted: %s", mr_get_error());
+    CHECK(mr_moe_gating_from_gguf(&m, 0xffffffffu, MR_GATING_SOFTMAX, all, &g) == -1, "id 2^32-1 accepted");
+    mr_clear_error();
+    CHECK(mr_moe_gating_from_gguf(&m, 4, MR_GATING_SOFTMAX, MR_GATING_BIT(MR_GATING_SOFTMAX), &g) == -1 && g == 77 &&
+          strstr(mr_get_error(), "sqrt_softplus") && strstr(mr_get_error(), "testarch"), "unsupported id 4: %s", mr_get_error());
+    CHECK(mr_moe_gating_from_gguf(&m, 0, MR_GATING_SQRT_SOFTPLUS, MR_GATING_BIT(MR_GATING_SOFTMAX), &g) == -1,
+          "a default outside the allowed set accepted");
+}
+
 /* ---- a synthetic llama with 4 experts (top-2), F32, written with the GGUF writer ---- */
 enum { D = 64, NL = 2, NHD = 4, NKVH = 2, HDIM = 16, FF = 64, NE = 4, VOC = 96 };
 
@@ -291,6 +319,7 @@ int main(void) {
     RUN(test_rope);
     RUN(test_attention);
     RUN(test_moe_route);
+    RUN(test_gating_from_gguf);
     RUN(test_loader_errors);
     RUN(test_batch_decode_chunks);
     char cmd[300];

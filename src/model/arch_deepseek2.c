@@ -17,8 +17,8 @@
  *           groups, weight norm and scale) + shared expert SwiGLU FFN(h)
  * logits = output . (RMSNorm(x) * output_norm)
  * Legacy GGUFs without key_length_mla (one unsplit attn_kv_b) are not supported. */
-#include "model/llm.h"
-#include "model/moe_approx.h"
+#include "model/ffn.h"
+#include "model/hparams.h"
 #include "base/prof.h"
 #include "quant/matmul.h"
 
@@ -128,30 +128,30 @@ static int ds2_hparams(mr_model *m, ds2_model *M) {
         mr_set_error("%s: expert_group_count %u / expert_group_used_count %u invalid for %u experts (top %u)", m->path, ng, ngu, ne, nu);
         goto out;
     }
-    /* gating: 1 softmax, 2 sigmoid (llama_expert_gating_func_type); 0 = old V2 GGUFs: softmax, except
-     * GLM-4.7-Lite (47/48 layers, vocab 154880), like the reference */
+    /* gating: softmax or sigmoid; absent (0) = old V2 GGUFs: softmax, except GLM-4.7-Lite (47/48
+     * layers, vocab 154880), like the reference */
+    int gating_none = MR_GATING_SOFTMAX, gfn = 0;
     if (gating == 0) {
         uint32_t nv = 0;
         (void)mr_model_hp_u32(m, "vocab_size", 0, 0, &nv);
         const mr_gguf_kv *tl = mr_gguf_find_kv(m->gguf, "tokenizer.ggml.tokens");
         if (!nv && tl && tl->type == MR_GGUF_ARRAY) nv = (uint32_t)tl->n;
-        gating = ((nl == 47 || nl == 48) && nv == 154880) ? MR_GATING_SIGMOID : MR_GATING_SOFTMAX;
+        if ((nl == 47 || nl == 48) && nv == 154880) gating_none = MR_GATING_SIGMOID;
     }
-    if (gating != MR_GATING_SOFTMAX && gating != MR_GATING_SIGMOID) {
-        mr_set_error("%s: expert_gating_func %u is not supported by deepseek2", m->path, gating);
+    if (mr_moe_gating_from_gguf(m, gating, gating_none, MR_GATING_BIT(MR_GATING_SOFTMAX) | MR_GATING_BIT(MR_GATING_SIGMOID),
+                                &gfn))
         goto out;
-    }
     memset(&M->moe, 0, sizeof M->moe);
     M->moe.n_expert = (int)ne;
     M->moe.n_used = (int)nu;
-    M->moe.gating = (int)gating;
+    M->moe.gating = gfn;
     M->moe.norm_w = normw;
     M->moe.w_scale = wscale;
     M->moe.n_group = (int)ng;
     M->moe.n_group_used = (int)ngu;
 
     mr_rope_params_init(&M->rope, MR_ROPE_NORMAL, (int)nrot);
-    if (mr_llm_read_rope(m, &M->rope)) goto out;
+    if (mr_read_rope(m, &M->rope)) goto out;
     /* The reference divides this arch's yarn_log_multiplier by 0.1 (the converter stored 0.1 * mscale_all_dim),
      * and since mscale == mscale_all_dim for deepseek2 the context's attn factor is 1 / (1 + 0.1 ln factor)
      * (cancelling the rope kernel's own YaRN magnitude) times rope.scaling.attn_factor. */
@@ -398,23 +398,15 @@ static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
         mr_rms_norm_rows(h, x, l->ffn_norm, d, n, M->eps);
         mr_model_dump(m, "ffn_norm", il, h, d, n);
         if (!l->is_moe) {
-            if (mr_llm_ffn(m, &l->ffn_gate, &l->ffn_up, &l->ffn_down, h, n, g, u, o)) goto done;
+            if (mr_ffn(m, &l->ffn_gate, &l->ffn_up, &l->ffn_down, h, n, g, u, o)) goto done;
+            mr_model_dump(m, "ffn_out", il, o, d, n);
+            mr_add(x, o, x, n * d);
         } else {
-            if (mr_model_matmul(m, &l->gate_inp, h, n, rl)) goto done;
-            mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
-            if (mr_moe_route(&M->moe, rl, l->probs_b, NULL, n, sel, w)) goto done;
-            /* shared expert: gate/up/SwiGLU here, its down product with the experts' (mr_moe_extra) */
-            if (mr_llm_ffn_act(m, MR_FFN_SHARED, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
-            const mr_moe_extra shexp = {&l->sh_down, g, o2};
-            MR_PROF_BEGIN(te);
-            if (mr_moe_experts(m, il, &M->moe, h, n, sel, w, &shexp, 1, o)) goto done;
-            MR_PROF_END(te, "moe_experts");
-            mr_model_dump(m, "ffn_shexp", il, o2, d, n);
-            mr_model_dump(m, "ffn_moe_out", il, o, d, n);
-            mr_add(o, o, o2, n * d);
+            const mr_moe_layer ml = {.router = &l->gate_inp, .sel_bias = l->probs_b, .sh_gate = &l->sh_gate,
+                                     .sh_up = &l->sh_up, .sh_down = &l->sh_down};
+            const mr_moe_buf mb = {.logits = rl, .w = w, .g = g, .u = u, .sh = o2, .sel = sel};
+            if (mr_moe_block(m, il, &M->moe, &ml, h, n, &mb, o, x)) goto done;
         }
-        mr_model_dump(m, "ffn_out", il, o, d, n);
-        mr_add(x, o, x, n * d);
         mr_model_dump(m, "l_out", il, x, d, n);
     }
     if (logits) {

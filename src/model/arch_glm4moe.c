@@ -39,11 +39,10 @@ static int glm4moe_load(mr_model *m) {
     if (E == 0) { mr_set_error("%s: glm4moe.expert_count must be > 0", m->path); return -1; }
     if (nextn >= (uint32_t)m->n_layer) { mr_set_error("%s: nextn_predict_layers %u must be < block_count", m->path, nextn); return -1; }
     if (nsh > 64) { mr_set_error("%s: expert_shared_count %u invalid", m->path, nsh); return -1; }
-    if (gating == 0) gating = MR_GATING_SIGMOID;
-    if (gating != MR_GATING_SOFTMAX && gating != MR_GATING_SIGMOID) {
-        mr_set_error("%s: expert_gating_func %u is not supported by glm4moe", m->path, gating);
+    int gfn = 0;
+    if (mr_moe_gating_from_gguf(m, gating, MR_GATING_SIGMOID, MR_GATING_BIT(MR_GATING_SOFTMAX) | MR_GATING_BIT(MR_GATING_SIGMOID),
+                                &gfn))
         return -1;
-    }
     if (ng > 1 && (ng > 256 || E % (int)ng || E / (int)ng < 2 || ngu == 0 || ngu >= ng || L->moe.n_used > (int)ngu * (E / (int)ng))) {
         mr_set_error("%s: expert_group_count %u / expert_group_used_count %u invalid for %d experts", m->path, ng, ngu, E);
         return -1;
@@ -52,7 +51,7 @@ static int glm4moe_load(mr_model *m) {
     L->n_ff_exp = (int)ffe;
     L->n_shared = (int)nsh;
     L->n_dense_lead = (int)ndense;
-    L->moe.gating = (int)gating;
+    L->moe.gating = gfn;
     L->moe.norm_w = normw;
     L->moe.w_scale = wscale;
     L->moe.n_group = (int)ng;

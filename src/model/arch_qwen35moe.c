@@ -16,8 +16,8 @@
  *   out = RMSNorm(o_h) * ssm_norm * silu(z_h) per head, x += ssm_out out.
  * FFN: h = RMSNorm(x) * post_attention_norm; x += routed experts (softmax, top-k, renormalised, scale)
  *   + sigmoid(ffn_gate_inp_shexp . h) * shared expert SwiGLU(h). */
-#include "model/llm.h"
-#include "model/moe_approx.h"
+#include "model/ffn.h"
+#include "model/hparams.h"
 #include "base/prof.h"
 #include "quant/matmul.h"
 
@@ -57,9 +57,9 @@ typedef struct {
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
-static int q35_hparams(mr_model *m, q35_model *M, mr_llm *L) {
+static int q35_hparams(mr_model *m, q35_model *M, mr_decoder_hp *L) {
     /* the common keys (context, embedding, blocks, heads, key_length, experts, eps, rope) */
-    if (mr_llm_read_hparams(m, L, MR_ROPE_NEOX)) return -1;
+    if (mr_read_decoder_hparams(m, L, MR_ROPE_NEOX)) return -1;
     M->n_head = L->n_head;
     M->n_head_kv = L->n_head_kv;
     M->hd = L->head_dim;
@@ -176,7 +176,7 @@ static void q35_free(mr_model *m) {
 
 static int q35_load(mr_model *m) {
     q35_model *M = calloc(1, sizeof *M);
-    mr_llm L = {0};
+    mr_decoder_hp L = {0};
     if (!M) { mr_set_error("model: out of memory"); return -1; }
     m->priv = M;
     if (q35_hparams(m, M, &L)) return -1;
@@ -238,12 +238,6 @@ static void q35_state_reset(mr_model *m, void *st) {
         }
 }
 
-static float q35_dot(const float *a, const float *b, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 /* x / max(|x|, eps) with the sum of squares in double (ggml_l2_norm) */
 static void q35_l2_norm(float *x, int64_t n, float eps) {
     double sum = 0.0;
@@ -290,11 +284,11 @@ static int q35_linear_attn(mr_model *m, const q35_model *M, const q35_layer *l, 
             float *Sm = state + j * S * S; /* row r: value dim r over the key dims */
             const float eg = expf(g);
             for (int64_t i = 0; i < S * S; i++) Sm[i] *= eg;
-            for (int64_t r = 0; r < S; r++) delta[r] = (vj[r] - q35_dot(Sm + r * S, kj, S)) * b;
+            for (int64_t r = 0; r < S; r++) delta[r] = (vj[r] - mr_dot(Sm + r * S, kj, S)) * b;
             for (int64_t r = 0; r < S; r++)
                 for (int64_t i = 0; i < S; i++) Sm[r * S + i] += kj[i] * delta[r];
             float *oj = o + t * Vd + j * S;
-            for (int64_t r = 0; r < S; r++) oj[r] = q35_dot(Sm + r * S, qj, S) * scale;
+            for (int64_t r = 0; r < S; r++) oj[r] = mr_dot(Sm + r * S, qj, S) * scale;
             /* gated norm: RMSNorm(o) * ssm_norm * silu(z) */
             mr_rms_norm(oj, oj, l->ssm_norm, S, M->eps);
             const float *zj = z + t * Vd + j * S;
@@ -385,20 +379,10 @@ static int q35_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
         mr_model_dump(m, "attn_out", il, o, d, n);
         mr_add(x, o, x, n * d);
         mr_rms_norm_rows(h, x, l->post_norm, d, n, M->eps);
-        if (mr_model_matmul(m, &l->gate_inp, h, n, rl)) goto done;
-        mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
-        if (mr_moe_route(&M->moe, rl, NULL, NULL, n, sel, w)) goto done;
-        if (mr_llm_ffn_act(m, MR_FFN_SHARED, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
-        const mr_moe_extra shexp = {&l->sh_down, g, o2};
-        if (mr_moe_experts(m, il, &M->moe, h, n, sel, w, &shexp, 1, o)) goto done;
-        mr_model_dump(m, "ffn_moe_out", il, o, d, n);
-        mr_model_dump(m, "ffn_shexp", il, o2, d, n);
-        for (int t = 0; t < n; t++) { /* the shared expert's sigmoid gate, then routed + shared */
-            const float sg = mr_sigmoid(q35_dot(l->sh_gate_inp, h + t * d, d));
-            for (int64_t i = 0; i < d; i++) o[t * d + i] += o2[t * d + i] * sg;
-        }
-        mr_model_dump(m, "ffn_out", il, o, d, n);
-        mr_add(x, o, x, n * d);
+        const mr_moe_layer ml = {.router = &l->gate_inp, .sh_gate = &l->sh_gate, .sh_up = &l->sh_up,
+                                 .sh_down = &l->sh_down, .sh_gate_inp = l->sh_gate_inp};
+        const mr_moe_buf mb = {.logits = rl, .w = w, .g = g, .u = u, .sh = o2, .sel = sel};
+        if (mr_moe_block(m, il, &M->moe, &ml, h, n, &mb, o, x)) goto done;
         mr_model_dump(m, "l_out", il, x, d, n);
     }
     if (logits) {

@@ -1,6 +1,6 @@
 /* Generic llama-like decoder (see llm.h). */
 #include "model/llm.h"
-#include "model/moe_approx.h"
+#include "model/ffn.h"
 #include "base/prof.h"
 #include "quant/matmul.h"
 
@@ -8,95 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-int mr_llm_read_rope(mr_model *m, mr_rope_params *rp) {
-    uint32_t n_orig = 0;
-    float base = 10000.0f, factor = 0.0f, attn = 1.0f, log_mul = 0.0f;
-    if (mr_model_hp_f32(m, "rope.freq_base", 0, 10000.0f, &base)) return -1;
-    if (mr_model_hp_u32(m, "rope.scaling.original_context_length", 0, (uint32_t)m->n_ctx_train, &n_orig)) return -1;
-    if (mr_model_hp_f32(m, "rope.scaling.factor", 0, 0.0f, &factor)) return -1;
-    if (factor == 0.0f && mr_model_hp_f32(m, "rope.scale_linear", 0, 0.0f, &factor)) return -1;
-    if (mr_model_hp_f32(m, "rope.scaling.attn_factor", 0, 1.0f, &attn)) return -1;
-    if (mr_model_hp_f32(m, "rope.scaling.yarn_log_multiplier", 0, 0.0f, &log_mul)) return -1;
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
-    const char *type = mr_model_meta_str_internal(m, key);
-    if (!type) type = "linear";
-    int yarn = !strcmp(type, "yarn");
-    if (!yarn && strcmp(type, "linear") && strcmp(type, "none")) {
-        mr_set_error("%s: rope scaling type '%s' is not supported", m->path, type);
-        return -1;
-    }
-    rp->freq_base = base;
-    rp->freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
-    if (!strcmp(type, "none")) rp->freq_scale = 1.0f;
-    rp->n_ctx_orig = (int)n_orig;
-    rp->ext_factor = yarn ? 1.0f : 0.0f;
-    rp->attn_factor = 1.0f;
-    if (yarn) {
-        /* llama_context: mscale(factor) [/ mscale(factor, log_mul)], cancelled by 1/(1 + 0.1 ln factor)
-         * because the rope kernel multiplies that factor in again */
-        const float f = 1.0f / rp->freq_scale;
-        float ms = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
-        if (log_mul != 0.0f) {
-            float ms_all = f <= 1.0f ? 1.0f : 0.1f * log_mul * logf(f) + 1.0f;
-            rp->attn_factor = ms / ms_all;
-        } else rp->attn_factor = ms;
-        rp->attn_factor *= 1.0f / (1.0f + 0.1f * logf(f));
-    }
-    rp->attn_factor *= attn;
-    return 0;
-}
-
 int mr_llm_read_hparams(mr_model *m, mr_llm *L, int rope_mode) {
-    uint32_t ctx, embd, nl, ne = 0, nu = 0, nff0, kl, vl, nrot, ffe = 0;
-    if (mr_model_hp_u32(m, "context_length", 1, 0, &ctx) || mr_model_hp_u32(m, "embedding_length", 1, 0, &embd) ||
-        mr_model_hp_u32(m, "block_count", 1, 0, &nl) || mr_model_hp_u32(m, "expert_count", 0, 0, &ne) ||
-        mr_model_hp_u32(m, "expert_used_count", 0, 0, &nu) || mr_model_hp_f32(m, "attention.layer_norm_rms_epsilon", 1, 0, &L->eps))
-        return -1;
-    if (embd == 0 || nl == 0 || nl > 4096 || embd > (1u << 20)) { mr_set_error("%s: bad embedding_length/block_count", m->path); return -1; }
-    m->n_ctx_train = (int)ctx;
-    m->n_embd = (int)embd;
-    m->n_layer = (int)nl;
-    uint32_t *arr = mr_malloc(sizeof(uint32_t) * nl * 3);
-    if (!arr) { mr_set_error("model: out of memory"); return -1; }
-    int rc = -1;
-    if (mr_model_hp_u32_layers(m, "feed_forward_length", 0, 0, arr, (int)nl) ||
-        mr_model_hp_u32_layers(m, "attention.head_count", 0, 0, arr + nl, (int)nl)) goto out;
-    if (mr_model_hp_u32_layers(m, "attention.head_count_kv", 0, arr[nl], arr + 2 * nl, (int)nl)) goto out;
-    for (uint32_t i = 1; i < nl; i++)
-        if (arr[i] != arr[0] || arr[nl + i] != arr[nl] || arr[2 * nl + i] != arr[2 * nl]) {
-            mr_set_error("%s: per-layer feed_forward_length / head counts are not supported", m->path);
-            goto out;
-        }
-    nff0 = arr[0];
-    L->n_ff = (int)nff0;
-    L->n_head = (int)arr[nl];
-    L->n_head_kv = (int)arr[2 * nl];
-    if (L->n_head <= 0 || L->n_head_kv <= 0 || L->n_head % L->n_head_kv) {
-        mr_set_error("%s: attention.head_count %d / head_count_kv %d invalid", m->path, L->n_head, L->n_head_kv);
-        goto out;
-    }
-    if (mr_model_hp_u32(m, "attention.key_length", 0, embd / (uint32_t)L->n_head, &kl) ||
-        mr_model_hp_u32(m, "attention.value_length", 0, embd / (uint32_t)L->n_head, &vl) ||
-        mr_model_hp_u32(m, "rope.dimension_count", 0, kl, &nrot) ||
-        mr_model_hp_u32(m, "expert_feed_forward_length", 0, 0, &ffe)) goto out;
-    if (kl != vl || kl == 0 || kl > 4096) { mr_set_error("%s: key_length %u != value_length %u", m->path, kl, vl); goto out; }
-    if (nrot > kl || nrot % 2) { mr_set_error("%s: rope.dimension_count %u invalid for head size %u", m->path, nrot, kl); goto out; }
-    L->head_dim = (int)kl;
-    L->kq_scale = 1.0f / sqrtf((float)kl);
-    mr_rope_params_init(&L->rope, rope_mode, (int)nrot);
-    if (mr_llm_read_rope(m, &L->rope)) goto out;
-    if (ne > 0 && (nu == 0 || nu > ne)) { mr_set_error("%s: expert_used_count %u invalid for %u experts", m->path, nu, ne); goto out; }
-    memset(&L->moe, 0, sizeof L->moe);
-    L->moe.n_expert = (int)ne;
-    L->moe.n_used = (int)nu;
-    L->moe.gating = MR_GATING_SOFTMAX;
-    L->moe.norm_w = 1;
-    L->n_ff_exp = ffe ? (int)ffe : (nu ? L->n_ff / (int)nu : 0);
-    rc = 0;
-out:
-    free(arr);
-    return rc;
+    mr_decoder_hp hp;
+    if (mr_read_decoder_hparams(m, &hp, rope_mode)) return -1;
+    L->n_head = hp.n_head;
+    L->n_head_kv = hp.n_head_kv;
+    L->head_dim = hp.head_dim;
+    L->n_ff = hp.n_ff;
+    L->n_ff_exp = hp.n_ff_exp;
+    L->eps = hp.eps;
+    L->kq_scale = hp.kq_scale;
+    L->rope = hp.rope;
+    L->moe = hp.moe;
+    return 0;
 }
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
@@ -262,24 +186,6 @@ static void llm_qkr_chunk(void *arg, long ch) {
     }
 }
 
-int mr_llm_ffn_act(mr_model *m, int kind, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g,
-                   float *u) {
-    const int budget = mr_approx_ffn_budget(m, kind);
-    if (budget) return mr_approx_ffn_act(m, budget, gate, up, h, n, g, u, 0.0f);
-    MR_PROF_BEGIN(tf);
-    const mr_matmul_task tk[2] = {{.w = up, .X = h, .ncols = n, .Y = u}, {.w = gate, .X = h, .ncols = n, .Y = g}};
-    if (mr_matmul_many(m->pool, tk, 2)) return -1;
-    MR_PROF_END(tf, "mm ffn_up+gate");
-    mr_swiglu(g, g, u, n * gate->rows, 0.0f, 1.0f);
-    return 0;
-}
-
-int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr_weight *down, const float *h, int n,
-               float *g, float *u, float *out) {
-    if (mr_llm_ffn_act(m, MR_FFN_DENSE, gate, up, h, n, g, u)) return -1;
-    return mr_model_matmul(m, down, g, n, out);
-}
-
 /* One forward pass over n tokens; token t belongs to state st[t] at position pos[t] (the tokens of
  * one state in order). Everything but RoPE/KV store and attention is per token, so tokens of several
  * sequences share every weight read (the experts of a MoE layer are read once for all of them).
@@ -383,24 +289,17 @@ static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, con
         mr_rms_norm_rows(h, x, l->ffn_norm, d, n, L->eps);
         mr_model_dump(m, "ffn_norm", il, h, d, n);
         if (!l->is_moe) {
-            if (mr_llm_ffn(m, &l->ffn_gate, &l->ffn_up, &l->ffn_down, h, n, g, u, o)) goto done;
+            if (mr_ffn(m, &l->ffn_gate, &l->ffn_up, &l->ffn_down, h, n, g, u, o)) goto done;
+            mr_model_dump(m, "ffn_out", il, o, d, n);
+            mr_add(x, o, x, n * d);
         } else {
-            if (mr_model_matmul(m, &l->ffn_gate_inp, h, n, rl)) goto done;
-            add_bias(rl, l->router_b, E, n, E);
-            mr_model_dump(m, "ffn_moe_logits", il, rl, E, n);
-            MR_PROF_BEGIN(tm);
-            if (mr_moe_route(&L->moe, rl, l->probs_b, NULL, n, sel, w)) goto done;
-            MR_PROF_END(tm, "moe_route");
-            /* shared expert: gate/up/SwiGLU here, its down product with the experts' (mr_moe_extra) */
-            const mr_moe_extra shexp = {&l->sh_down, g, o2};
-            if (l->sh_up.data && mr_llm_ffn_act(m, MR_FFN_SHARED, &l->sh_gate, &l->sh_up, h, n, g, u)) goto done;
-            MR_PROF_BEGIN(te);
-            if (mr_moe_experts(m, il, &L->moe, h, n, sel, w, l->sh_up.data ? &shexp : NULL, l->sh_up.data ? 1 : 0, o)) goto done;
-            MR_PROF_END(te, "moe_experts");
-            if (l->sh_up.data) mr_add(o, o, o2, n * d);
+            const int sh = l->sh_up.data != NULL;
+            const mr_moe_layer ml = {.router = &l->ffn_gate_inp, .router_b = l->router_b, .sel_bias = l->probs_b,
+                                     .sh_gate = sh ? &l->sh_gate : NULL, .sh_up = sh ? &l->sh_up : NULL,
+                                     .sh_down = sh ? &l->sh_down : NULL};
+            const mr_moe_buf mb = {.logits = rl, .w = w, .g = g, .u = u, .sh = o2, .sel = sel};
+            if (mr_moe_block(m, il, &L->moe, &ml, h, n, &mb, o, x)) goto done;
         }
-        mr_model_dump(m, "ffn_out", il, o, d, n);
-        mr_add(x, o, x, n * d);
         mr_model_dump(m, "l_out", il, x, d, n);
     }
     if (logits) {

@@ -12,6 +12,7 @@
 #ifndef MR_LLM_H
 #define MR_LLM_H
 #include "model/model.h"
+#include "model/hparams.h"
 #include "model/moe.h"
 #include "model/ops.h"
 
@@ -52,12 +53,9 @@ typedef struct {
     mr_scratch scratch;          /* an eval's buffers, grown to the largest batch (base.h) */
 } mr_llm_state;
 
-/* Read the hyperparameters common to llama-like archs into L and m (n_embd, n_layer, n_vocab,
- * n_ctx_train), with the reference's defaults. rope_mode: MR_ROPE_NORMAL / MR_ROPE_NEOX. */
+/* Read the hyperparameters common to llama-like archs (mr_read_decoder_hparams, hparams.h) into L
+ * and m (n_embd, n_layer, n_ctx_train). rope_mode: MR_ROPE_NORMAL / MR_ROPE_NEOX. */
 int mr_llm_read_hparams(mr_model *m, mr_llm *L, int rope_mode);
-/* Read the RoPE scaling keys (freq_base, scaling.type/factor/original_context_length/attn_factor,
- * yarn_log_multiplier) as llama.cpp resolves them into rp (n_dims and mode already set). */
-int mr_llm_read_rope(mr_model *m, mr_rope_params *rp);
 /* Look up the tensors (attention, FFN or experts, q/k norms when L->qk_norm) and initialise the pager
  * for MoE layers. Requires the hparams. */
 int mr_llm_load_tensors(mr_model *m, mr_llm *L);
@@ -66,15 +64,6 @@ void *mr_llm_state_new(mr_model *m, int n_ctx);
 void mr_llm_state_free(mr_model *m, void *st);
 void mr_llm_state_reset(mr_model *m, void *st);
 int mr_llm_state_truncate(mr_model *m, void *st, int n);
-/* Dense SwiGLU FFN (ggml build_ffn, SILU, parallel gate): out[n][d] = down (silu(gate h) * up h) for
- * h[n][d]; g and u are scratch of n * gate->rows floats. Dense layers use it (with the rows_dense
- * row budget when the model's approximations set one, moe_approx.h). */
-int mr_llm_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr_weight *down, const float *h, int n,
-               float *g, float *u, float *out);
-/* Its first half: g = silu(gate h) * up h (u is scratch), for a down product done elsewhere. kind:
- * MR_FFN_DENSE or MR_FFN_SHARED (moe_approx.h), which row budget applies (rows_dense / rows_shared). */
-int mr_llm_ffn_act(mr_model *m, int kind, const mr_weight *gate, const mr_weight *up, const float *h, int n, float *g,
-                   float *u);
 int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
 int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
                       float *logits);

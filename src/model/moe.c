@@ -27,6 +27,23 @@ static void moe_mask_groups(const mr_moe_cfg *c, float *score) {
         if (!keep[g]) for (int e = 0; e < per; e++) score[g * per + e] = -INFINITY;
 }
 
+int mr_moe_gating_from_gguf(const mr_model *m, uint32_t id, int if_none, unsigned allowed, int *gating) {
+    /* index = GGUF value; the names are the reference's (llama_expert_gating_func_name) */
+    static const int map[] = {0, MR_GATING_SOFTMAX, MR_GATING_SIGMOID, MR_GATING_SOFTMAX_WEIGHT, MR_GATING_SQRT_SOFTPLUS};
+    static const char *const name[] = {"none", "softmax", "sigmoid", "softmax_weight", "sqrt_softplus"};
+    if (id >= sizeof map / sizeof map[0]) {
+        mr_set_error("%s: expert_gating_func %u is not a known gating function (0..4)", m->path, id);
+        return -1;
+    }
+    const int g = id ? map[id] : if_none;
+    if (g <= 0 || g >= 32 || !(allowed & MR_GATING_BIT(g))) {
+        mr_set_error("%s: expert_gating_func %u (%s) is not supported by %s", m->path, id, name[id], m->arch_name);
+        return -1;
+    }
+    *gating = g;
+    return 0;
+}
+
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w) {
     const int E = c->n_expert, K = c->n_used;

@@ -21,7 +21,15 @@
 #define MR_MOE_H
 #include "model/model.h"
 
+/* The engine's gating functions. Not GGUF's numbering (expert_gating_func: 3 is softmax_weight, 4
+ * sqrt_softplus there): a loader maps the GGUF value with mr_moe_gating_from_gguf. */
 enum { MR_GATING_SOFTMAX = 1, MR_GATING_SIGMOID = 2, MR_GATING_SQRT_SOFTPLUS = 3, MR_GATING_SOFTMAX_WEIGHT = 4 };
+#define MR_GATING_BIT(g) (1u << (g))
+/* GGUF expert_gating_func (llama_expert_gating_func_type: 0 none, 1 softmax, 2 sigmoid,
+ * 3 softmax_weight, 4 sqrt_softplus) -> *gating (MR_GATING_*). 0 (or the key absent) gives if_none.
+ * An unknown value, or one outside `allowed` (MR_GATING_BIT(MR_GATING_x) | ...: what the
+ * architecture's graph supports), is refused: -1 with an error naming the model and architecture. */
+int mr_moe_gating_from_gguf(const mr_model *m, uint32_t id, int if_none, unsigned allowed, int *gating);
 enum { MR_MOE_ACT_SWIGLU = 0, MR_MOE_ACT_SWIGLU_OAI = 1 };
 #define MR_MOE_GUESS_ROWS 8 /* largest batch whose next-layer experts are guessed (mr_moe_cfg.guess_next) */
 

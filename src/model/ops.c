@@ -73,6 +73,12 @@ void mr_add(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
+float mr_dot(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
 /* ---- RoPE ---- */
 
 void mr_rope_params_init(mr_rope_params *rp, int mode, int n_dims) {

@@ -36,6 +36,8 @@ void mr_swiglu(float *h, const float *g, const float *u, int64_t n, float lim, f
  * h = x / (1 + exp(-alpha x)) * (y + 1). h may alias g or u. */
 void mr_swiglu_oai(float *h, const float *g, const float *u, int64_t n, float alpha, float lim);
 void mr_add(float *y, const float *a, const float *b, int64_t n);  /* y = a + b */
+/* a . b over n floats, summed in float in index order */
+float mr_dot(const float *a, const float *b, int64_t n);
 /* top-k indices of v[n] by descending value (ties: lower index first); k <= n */
 void mr_topk(const float *v, int n, int k, int *idx);
 

@@ -33,6 +33,7 @@ typedef struct {
     int d, L, V, H, D, R, G, rq, ro, E, K, F, Fs, Lh, W, Hi, Di, topk, Nh, Ti, n_ctx_train;
     float eps, eps_hc, ws;
     int norm_w;
+    int gating;                 /* MR_GATING_* (expert_gating_func, mapped by mr_moe_gating_from_gguf) */
     int official;               /* !params.reference */
     int kv_f16;                 /* caches hold F16 (default) */
     int prefill_f32;            /* params.ds4_prefill_f32: the reference's asymmetric precision (a

@@ -21,8 +21,7 @@
  * run of a session's consecutive positions against that session's state (ds4_attn_seq). Each
  * sequence's logits are those of evaluating it alone. */
 #include "model/deepseek4/ds4.h"
-#include "model/moe.h"
-#include "model/moe_approx.h"
+#include "model/ffn.h"
 #include "model/ops.h"
 #include "quant/matmul.h"
 #include "base/prof.h"
@@ -792,12 +791,6 @@ static int ds4_attention(mr_model *m, ds4_state *const *st, const int *pos, int 
 /* ---------------------------------------------------------------------------------------------- */
 /* FFN (§3.9) */
 
-typedef struct { float *sg; const float *su; int64_t Fs; float lim; } ds4_swiglu_job;
-static void ds4_swiglu_item(void *arg, long t) {
-    ds4_swiglu_job *j = arg;
-    mr_swiglu(j->sg + t * j->Fs, j->sg + t * j->Fs, j->su + t * j->Fs, j->Fs, j->lim, 1.0f);
-}
-
 /* The next layer's experts guessed from this layer's FFN input (mr_moe_cfg.guess_next): a hash layer's
  * are exact (its table row for the row's token); otherwise the next router applied to the row's input
  * [d], top-k with its bias. Only decides what the pager reads early. */
@@ -820,7 +813,7 @@ static int ds4_guess_next(void *ctx, int row, const float *x, int *next_layer, i
     int32_t sel[64];
     float w[64];
     if (!lg) { mr_set_error("deepseek4: out of memory"); return -1; }
-    const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
+    const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = M->gating, .norm_w = M->norm_w,
                             .w_scale = M->ws};
     int rc = mr_model_matmul(gc->m, &ly->gate_inp, x, 1, lg) || mr_moe_route(&cfg, lg, ly->exp_bias, NULL, 1, sel, w) ? -1 : K;
     free(lg);
@@ -832,59 +825,23 @@ static int ds4_guess_next(void *ctx, int row, const float *x, int *next_layer, i
 static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4_buf *B) {
     ds4_model *M = m->priv;
     ds4_layer *ly = &M->layers[il];
-    const int d = M->d, Nh = M->Nh, K = M->K;
-    const int64_t hd = (int64_t)Nh * d;
-    const int dump = mr_model_dumping(m);
+    const int Nh = M->Nh, K = M->K;
+    const int64_t hd = (int64_t)Nh * M->d;
     if (ds4_hc_pre(m, M, "ffn", il, &ly->hc_ffn_fn, ly->hc_ffn_scale, ly->hc_ffn_base, ly->ffn_norm, X, n, B)) return -1;
-
-    /* router and the shared expert's gate and up: one dispatch (the router alone when the shared
-     * expert skips rows: its gate comes first there, below) */
-    const int sh_budget = mr_approx_ffn_budget(m, MR_FFN_SHARED);
-    {
-        ds4_mm mm[3] = {{&ly->gate_inp, B->a, 0, B->logits, 0}, {&ly->sh_gate, B->a, 0, B->sg, 0},
-                        {&ly->sh_up, B->a, 0, B->su, 0}};
-        if (ds4_matmuls(m, "mm ffn_in", mm, sh_budget ? 1 : 3, n)) return -1;
-    }
-    DUMP("ffn_moe_logits", il, B->logits, M->E, n);
     ds4_guess gc = {m, il, tok};
-    const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = MR_GATING_SQRT_SOFTPLUS, .norm_w = M->norm_w,
+    const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = M->gating, .norm_w = M->norm_w,
                             .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim, .guess_next = ds4_guess_next,
                             .guess_ctx = &gc, .hash_routed = ly->tid2eid != NULL};
-    MR_PROF_BEGIN(tr);
     /* hash layers: the token's experts from tid2eid [V][K] (weights still from the scores); others:
-     * top-k of the scores plus exp_probs_b */
-    if (ly->tid2eid)
-        for (int t = 0; t < n; t++) memcpy(B->sel + (int64_t)t * K, ly->tid2eid + (int64_t)tok[t] * K, sizeof(int32_t) * (size_t)K);
-    if (mr_moe_route(&cfg, B->logits, ly->tid2eid ? NULL : ly->exp_bias, ly->tid2eid ? B->sel : NULL, n, B->sel, B->w))
-        return -1;
-    MR_PROF_END(tr, "moe_route");
-    if (dump) {
-        float *tf = mr_malloc(sizeof(float) * (size_t)n * K);
-        if (tf) {
-            for (int64_t i = 0; i < (int64_t)n * K; i++) tf[i] = (float)B->sel[i];
-            mr_model_dump(m, ly->tid2eid ? "ffn_moe_hash_topk" : "ffn_moe_topk", il, tf, K, n);
-            free(tf);
-        }
-        DUMP("ffn_moe_weights_scaled", il, B->w, K, n);
-    }
-    /* shared expert: no clamp in the reference, the routed clamp in the official graph (§8) */
-    MR_PROF_BEGIN(ts);
-    ds4_swiglu_job sj = {B->sg, B->su, M->Fs, M->official ? ly->lim : 0.0f};
-    if (sh_budget) {
-        if (mr_approx_ffn_act(m, sh_budget, &ly->sh_gate, &ly->sh_up, B->a, n, B->sg, B->su, sj.lim)) return -1;
-    } else ds4_pfor(m, n, ds4_swiglu_item, &sj);
-    MR_PROF_END(ts, "swiglu_shexp");
-    /* the routed experts, with the shared expert's down product in their down dispatch */
-    const mr_moe_extra shexp = {&ly->sh_down, B->sg, B->sh};
-    MR_PROF_BEGIN(te);
-    if (mr_moe_experts(m, il, &cfg, B->a, n, B->sel, B->w, &shexp, 1, B->moe)) return -1;
-    MR_PROF_END(te, "moe_experts");
-    DUMP("ffn_moe_out", il, B->moe, d, n);
-    DUMP("ffn_shexp", il, B->sh, d, n);
-    for (int64_t i = 0; i < (int64_t)n * d; i++) B->moe[i] += B->sh[i];
-    DUMP("ffn_out", il, B->moe, d, n);
+     * top-k of the scores plus exp_probs_b. Shared expert: no clamp in the reference, the routed
+     * clamp in the official graph (§8). */
+    const mr_moe_layer ml = {.router = &ly->gate_inp, .sel_bias = ly->exp_bias, .tok_experts = ly->tid2eid, .tok = tok,
+                             .sh_gate = &ly->sh_gate, .sh_up = &ly->sh_up, .sh_down = &ly->sh_down,
+                             .sh_clamp = M->official ? ly->lim : 0.0f};
+    const mr_moe_buf mb = {.logits = B->logits, .w = B->w, .g = B->sg, .u = B->su, .sh = B->sh, .sel = B->sel};
+    if (mr_moe_block(m, il, &cfg, &ml, B->a, n, &mb, B->moe, NULL)) return -1;
     ds4_hc_post(m, M, X, B->moe, n, B);
-    DUMP("hc_ffn_post", il, X, hd, n);
+    mr_model_dump(m, "hc_ffn_post", il, X, hd, n);
     return 0;
 }
 

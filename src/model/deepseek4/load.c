@@ -13,6 +13,7 @@
  * Reference vs official (§8): params.reference (default 1) reproduces the llama.cpp fork; 0 adds the
  * official graph's indexer QAT (Hadamard + FP4 on indexer q and keys) and the shared-expert clamp. */
 #include "model/deepseek4/ds4.h"
+#include "model/moe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -177,8 +178,8 @@ static int ds4_load(mr_model *m) {
     if (M->E <= 0 || M->E > 1024 || M->K <= 0 || M->K > M->E || M->K > 64) BAD("%s: expert_count %d / expert_used_count %d invalid", m->path, M->E, M->K);
     if (M->F <= 0 || n_shared <= 0) BAD("%s: expert_feed_forward_length and expert_shared_count must be positive", m->path);
     if (n_group > 1) BAD("%s: expert_group_count %d: group-limited routing is not part of DeepSeek V4", m->path, n_group);
-    if (gating == 0) gating = 4;
-    if (gating != 4) BAD("%s: expert_gating_func %d: deepseek4 uses 4 (sqrt-softplus)", m->path, gating);
+    if (mr_moe_gating_from_gguf(m, (uint32_t)gating, MR_GATING_SQRT_SOFTPLUS, MR_GATING_BIT(MR_GATING_SQRT_SOFTPLUS), &M->gating))
+        goto fail;
     if (M->Lh > M->L) M->Lh = M->L;
     M->Fs = M->F * n_shared;
     M->official = !m->params.reference;
