@@ -36,7 +36,7 @@ static const int *sd_half_fields(int type) {
     static const int q2k[] = {80, 82, -1}, q3k[] = {108, -1}, q6k[] = {208, -1};
     static const int tq1[] = {52, -1}, tq2[] = {64, -1};
     switch (type) {
-    case MR_TYPE_Q4_0: case MR_TYPE_Q5_0: case MR_TYPE_Q8_0: case MR_TYPE_Q1_0: case MR_TYPE_IQ4_NL:
+    case MR_TYPE_Q4_0: case MR_TYPE_Q5_0: case MR_TYPE_Q8_0: case MR_TYPE_Q1_0: case MR_TYPE_Q2_0: case MR_TYPE_IQ4_NL:
     case MR_TYPE_IQ2_XXS: case MR_TYPE_IQ2_XS: case MR_TYPE_IQ2_S: case MR_TYPE_IQ3_XXS: case MR_TYPE_IQ3_S:
     case MR_TYPE_IQ1_S: case MR_TYPE_IQ4_XS:
         return at0;

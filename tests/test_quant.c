@@ -18,7 +18,7 @@
 static const int own_types[] = {
     MR_TYPE_F16, MR_TYPE_BF16, MR_TYPE_Q4_0, MR_TYPE_Q4_1, MR_TYPE_Q5_0, MR_TYPE_Q5_1, MR_TYPE_Q8_0,
     MR_TYPE_Q2_K, MR_TYPE_Q3_K, MR_TYPE_Q4_K, MR_TYPE_Q5_K, MR_TYPE_Q6_K, MR_TYPE_TQ1_0, MR_TYPE_TQ2_0,
-    MR_TYPE_Q1_0,
+    MR_TYPE_Q1_0, MR_TYPE_Q2_0,
 };
 #define N_OWN ((int)(sizeof own_types / sizeof own_types[0]))
 
@@ -38,8 +38,9 @@ typedef struct {
 static char golden_path[MAX_GOLDEN][512];
 static int n_golden;
 
-static void list_golden(void) {
-    const char *dir = t_shared("golden/quants");
+/* the shared files, and this repository's own (types the shared set lacks: tests/golden/quants/README.md) */
+#define REPO_GOLDEN "tests/golden/quants"
+static void list_golden_dir(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
@@ -49,6 +50,10 @@ static void list_golden(void) {
             snprintf(golden_path[n_golden++], sizeof golden_path[0], "%s/%s", dir, e->d_name);
     }
     closedir(d);
+}
+static void list_golden(void) {
+    list_golden_dir(t_shared("golden/quants"));
+    list_golden_dir(REPO_GOLDEN);
 }
 
 static int read_hdr(const char *path, golden_hdr *h) {
@@ -123,7 +128,7 @@ static void test_table_vs_golden(void) {
         {MR_TYPE_Q4_K, sizeof(mr_block_q4_k), MR_QK_K}, {MR_TYPE_Q5_K, sizeof(mr_block_q5_k), MR_QK_K},
         {MR_TYPE_Q6_K, sizeof(mr_block_q6_k), MR_QK_K}, {MR_TYPE_Q8_K, sizeof(mr_block_q8_k), MR_QK_K},
         {MR_TYPE_TQ1_0, sizeof(mr_block_tq1_0), MR_QK_K}, {MR_TYPE_TQ2_0, sizeof(mr_block_tq2_0), MR_QK_K},
-        {MR_TYPE_Q1_0, sizeof(mr_block_q1_0), MR_QK1_0},
+        {MR_TYPE_Q1_0, sizeof(mr_block_q1_0), MR_QK1_0}, {MR_TYPE_Q2_0, sizeof(mr_block_q2_0), MR_QK2_0},
     };
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         const mr_type_traits *t = mr_type_get(s[i].type);
@@ -180,6 +185,38 @@ static void test_golden_requantize(void) {
             free_golden(&g);
         }
     }
+}
+
+/* Q2_0: our quantizer gives mainline's bytes for the source weights the golden file was made from
+ * (ties at half a step, a zero block, scales outside fp16's normal range, negative extremes), and
+ * the random-code file holds every 2-bit code (3 = +2d, which mainline's quantizer never writes). */
+static void test_q2_0_golden(void) {
+    golden g, gc;
+    CHECK(load_golden(REPO_GOLDEN "/q2_0.bin", &g) == 0, "q2_0.bin missing");
+    CHECK(load_golden(REPO_GOLDEN "/q2_0.codes.bin", &gc) == 0, "q2_0.codes.bin missing");
+    FILE *f = fopen(REPO_GOLDEN "/q2_0.src.f32", "rb");
+    CHECK(f != NULL, "q2_0.src.f32 missing");
+    if (!f) return;
+    size_t n = (size_t)g.h.rows * g.h.cols;
+    float *src = malloc(n * sizeof(float));
+    CHECK(fread(src, sizeof(float), n, f) == n && fgetc(f) == EOF, "q2_0.src.f32: not %zu floats", n);
+    fclose(f);
+    uint8_t *q = mr_aligned_alloc(64, g.h.qbytes);
+    size_t row = mr_row_size(MR_TYPE_Q2_0, g.h.cols);
+    for (uint32_t r = 0; r < g.h.rows; r++) mr_quantize_q2_0(src + (size_t)r * g.h.cols, q + r * row, g.h.cols);
+    long diff = 0;
+    for (uint32_t b = 0; b < g.h.qbytes; b++) diff += q[b] != g.q[b];
+    CHECK(diff == 0, "q2_0: %ld of %u bytes differ from mainline's quantization", diff, g.h.qbytes);
+    int codes[4] = {0};
+    for (uint32_t b = 0; b < gc.h.qbytes; b++)
+        if (b % sizeof(mr_block_q2_0) >= 2)
+            for (int k = 0; k < 4; k++) codes[gc.q[b] >> (2 * k) & 3]++;
+    CHECK(codes[0] && codes[1] && codes[2] && codes[3], "q2_0.codes.bin: codes %d %d %d %d", codes[0], codes[1],
+          codes[2], codes[3]);
+    mr_aligned_free(q);
+    free(src);
+    free_golden(&g);
+    free_golden(&gc);
 }
 
 /* ---- synthetic data ---- */
@@ -286,6 +323,20 @@ static void test_roundtrip(void) {
         for (int j = 0; j < 128; j++) bad += back[b * 128 + j] != (x[b * 128 + j] >= 0 ? d : -d);
     }
     CHECK(bad == 0, "q1_0: %d values", bad);
+
+    /* Q2_0: d = fp16(max |x|), every value within half a step of d plus d's fp16 rounding */
+    mr_quantize_q2_0(x, q, N);
+    mr_dequant_q2_0(q, back, N);
+    bad = 0;
+    for (int b = 0; b < N / 64; b++) {
+        float amax = 0;
+        for (int j = 0; j < 64; j++) amax = fmaxf(amax, fabsf(x[b * 64 + j]));
+        const mr_block_q2_0 *blk = (const mr_block_q2_0 *)q + b;
+        bad += blk->d != mr_fp32_to_fp16(amax);
+        for (int j = 0; j < 64; j++)
+            bad += fabs((double)back[b * 64 + j] - x[b * 64 + j]) > 0.5 * amax + amax * 0x1p-10;
+    }
+    CHECK(bad == 0, "q2_0: %d values or scales", bad);
 }
 
 /* Partner quantizers: Q8_K sums and scale, Q8_1 stored sum, all-zero blocks. */
@@ -350,7 +401,7 @@ static void test_vec_dot_vs_dequant(void) {
     enum { N = 1024 };
     static const int types[] = {MR_TYPE_F32, MR_TYPE_F16, MR_TYPE_BF16, MR_TYPE_Q4_0, MR_TYPE_Q4_1, MR_TYPE_Q5_0,
                                 MR_TYPE_Q5_1, MR_TYPE_Q8_0, MR_TYPE_Q2_K, MR_TYPE_Q3_K, MR_TYPE_Q4_K, MR_TYPE_Q5_K,
-                                MR_TYPE_Q6_K, MR_TYPE_TQ1_0, MR_TYPE_TQ2_0, MR_TYPE_Q1_0};
+                                MR_TYPE_Q6_K, MR_TYPE_TQ1_0, MR_TYPE_TQ2_0, MR_TYPE_Q1_0, MR_TYPE_Q2_0};
     float w[N], x[N], wd[N], xd[N];
     uint8_t *wq = mr_aligned_alloc(64, N * 4), *xq = mr_aligned_alloc(64, N * 4 + 64);
     int isa_max = mr_cpu_best_isa();
@@ -397,7 +448,7 @@ static void test_vec_dot_vs_dequant(void) {
 /* mr_matmul: same per-element result whatever the batch size and thread count. */
 static void test_matmul(void) {
     enum { R = 13, C = 512, B = 3 };
-    static const int types[] = {MR_TYPE_Q4_K, MR_TYPE_Q8_0, MR_TYPE_F16, MR_TYPE_Q5_1, MR_TYPE_F32};
+    static const int types[] = {MR_TYPE_Q4_K, MR_TYPE_Q8_0, MR_TYPE_F16, MR_TYPE_Q5_1, MR_TYPE_F32, MR_TYPE_Q2_0};
     float *w = malloc(sizeof(float) * R * C), *x = malloc(sizeof(float) * C * B);
     float y1[R * B], y2[R * B], yc[R];
     for (int i = 0; i < R * C; i++) w[i] = grand();
@@ -501,6 +552,7 @@ int main(void) {
     RUN(test_table_vs_golden);
     RUN(test_golden_own_types);
     RUN(test_golden_requantize);
+    RUN(test_q2_0_golden);
     RUN(test_roundtrip);
     RUN(test_partner_quantizers);
     RUN(test_vec_dot_vs_dequant);

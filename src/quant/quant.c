@@ -33,6 +33,7 @@ static const mr_type_traits mr_types[MR_TYPE_COUNT] = {
     [MR_TYPE_TQ1_0] = {"tq1_0", 256, sizeof(mr_block_tq1_0), 1, MR_TYPE_Q8_K, mr_dequant_tq1_0, mr_quantize_tq1_0, mr_vec_dot_tq1_0},
     [MR_TYPE_TQ2_0] = {"tq2_0", 256, sizeof(mr_block_tq2_0), 1, MR_TYPE_Q8_K, mr_dequant_tq2_0, mr_quantize_tq2_0, mr_vec_dot_tq2_0},
     [MR_TYPE_Q1_0] = {"q1_0", 128, sizeof(mr_block_q1_0), 1, MR_TYPE_Q8_0, mr_dequant_q1_0, mr_quantize_q1_0, mr_vec_dot_q1_0},
+    [MR_TYPE_Q2_0] = {"q2_0", 64, sizeof(mr_block_q2_0), 1, MR_TYPE_Q8_0, mr_dequant_q2_0, mr_quantize_q2_0, mr_vec_dot_q2_0},
 
     [MR_TYPE_IQ2_XXS] = {"iq2_xxs", 256, sizeof(mr_block_iq2_xxs), 1, MR_TYPE_Q8_K, mr_dequant_iq2_xxs, NULL, mr_vec_dot_iq2_xxs},
     [MR_TYPE_IQ2_XS] = {"iq2_xs", 256, sizeof(mr_block_iq2_xs), 1, MR_TYPE_Q8_K, mr_dequant_iq2_xs, NULL, mr_vec_dot_iq2_xs},

@@ -17,7 +17,7 @@ enum mr_type {
     MR_TYPE_I8 = 24, MR_TYPE_I16 = 25, MR_TYPE_I32 = 26, MR_TYPE_I64 = 27, MR_TYPE_F64 = 28,
     MR_TYPE_IQ1_M = 29, MR_TYPE_BF16 = 30, MR_TYPE_TQ1_0 = 34, MR_TYPE_TQ2_0 = 35,
     MR_TYPE_MXFP4 = 39, MR_TYPE_NVFP4 = 40, MR_TYPE_Q1_0 = 41,
-    MR_TYPE_COUNT = 42
+    MR_TYPE_Q2_0 = 42, MR_TYPE_COUNT = 43
 };
 
 /* dequantize k values (k a multiple of block_size) */

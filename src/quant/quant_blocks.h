@@ -13,6 +13,12 @@
 typedef struct { uint16_t d; uint8_t qs[MR_QK1_0 / 8]; } mr_block_q1_0;
 _Static_assert(sizeof(mr_block_q1_0) == 18, "q1_0 block: ggml has 18 bytes");
 
+/* Q2_0 (ggml id 42): 64 weights (q - 1) * d, q 2 bits, so levels -d, 0, +d, +2d; byte j holds
+ * weights 4j..4j+3 at bits 0-1, 2-3, 4-5, 6-7. Bytes 8k..8k+7 cover the 32 weights of Q8_0 block k. */
+#define MR_QK2_0 64
+typedef struct { uint16_t d; uint8_t qs[MR_QK2_0 / 4]; } mr_block_q2_0;
+_Static_assert(sizeof(mr_block_q2_0) == 18, "q2_0 block: ggml has 18 bytes");
+
 /* Q4_0: 32 weights (q - 8) * d; qs[j] holds weight j (low nibble) and j + 16 (high nibble). */
 #define MR_QK4_0 32
 typedef struct { uint16_t d; uint8_t qs[MR_QK4_0 / 2]; } mr_block_q4_0;
@@ -34,7 +40,7 @@ _Static_assert(sizeof(mr_block_q5_0) == 22, "q5_0 block: ggml has 22 bytes");
 typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[MR_QK5_1 / 2]; } mr_block_q5_1;
 _Static_assert(sizeof(mr_block_q5_1) == 24, "q5_1 block: ggml has 24 bytes");
 
-/* Q8_0: 32 weights q * d. Also the activation partner of Q4_0, Q5_0, Q8_0, Q1_0 and IQ4_NL/MXFP4/NVFP4. */
+/* Q8_0: 32 weights q * d. Also the activation partner of Q4_0, Q5_0, Q8_0, Q1_0, Q2_0 and IQ4_NL/MXFP4/NVFP4. */
 #define MR_QK8_0 32
 typedef struct { uint16_t d; int8_t qs[MR_QK8_0]; } mr_block_q8_0;
 _Static_assert(sizeof(mr_block_q8_0) == 34, "q8_0 block: ggml has 34 bytes");

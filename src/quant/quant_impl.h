@@ -54,6 +54,9 @@ void mr_vec_dot_tq2_0(int n, float *s, const void *w, const void *y);
 void mr_dequant_q1_0(const void *src, float *dst, int64_t k);
 void mr_quantize_q1_0(const float *src, void *dst, int64_t k);
 void mr_vec_dot_q1_0(int n, float *s, const void *w, const void *y);
+void mr_dequant_q2_0(const void *src, float *dst, int64_t k);
+void mr_quantize_q2_0(const float *src, void *dst, int64_t k);
+void mr_vec_dot_q2_0(int n, float *s, const void *w, const void *y);
 /* quant_ref_iq.c */
 void mr_dequant_iq2_xxs(const void *src, float *dst, int64_t k);
 void mr_vec_dot_iq2_xxs(int n, float *s, const void *w, const void *y);

@@ -1,4 +1,4 @@
-/* Scalar reference kernels for the float, legacy, K-quant, ternary and Q1_0 types.
+/* Scalar reference kernels for the float, legacy, K-quant, ternary, Q1_0 and Q2_0 types.
  * Every dequantizer reproduces ggml's dequantize_row_* bit for bit (same float operations in the
  * same order); every vec_dot accumulates the way ggml's *_generic dot products do (integer sums
  * per block, then the same float expression), so results agree with ggml up to the summation order
@@ -416,6 +416,53 @@ void mr_vec_dot_q1_0(int n, float *s, const void *w, const void *y) {
                 isum += bit ? ab->qs[j] : -ab->qs[j];
             }
             part += h2f(ab->d) * isum;
+        }
+        sum += h2f(x[i].d) * part;
+    }
+    *s = sum;
+}
+
+/* ======================================================================== Q2_0 */
+
+/* ggml's quantize_row_q2_0_ref: d = max |x| of the 64 weights (so code 3, +2d, is never chosen by
+ * it, though files may hold it), q = roundf(x / d) + 1 clamped to 0..3 (roundf: ties away from zero). */
+void mr_quantize_q2_0(const float *src, void *dst, int64_t k) {
+    mr_block_q2_0 *y = dst;
+    for (int64_t i = 0; i < k / MR_QK2_0; i++, src += MR_QK2_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < MR_QK2_0; j++)
+            if (fabsf(src[j]) > amax) amax = fabsf(src[j]);
+        float id = amax > 0.0f ? 1.0f / amax : 0.0f;
+        y[i].d = f2h(amax);
+        memset(y[i].qs, 0, sizeof y[i].qs);
+        for (int j = 0; j < MR_QK2_0; j++) {
+            int q = MR_MAX(0, MR_MIN(3, (int)roundf(src[j] * id) + 1));
+            y[i].qs[j / 4] |= (uint8_t)(q << (2 * (j % 4)));
+        }
+    }
+}
+
+void mr_dequant_q2_0(const void *src, float *dst, int64_t k) {
+    const mr_block_q2_0 *x = src;
+    for (int64_t i = 0; i < k / MR_QK2_0; i++) {
+        float d = h2f(x[i].d);
+        for (int j = 0; j < MR_QK2_0; j++) *dst++ = (float)((x[i].qs[j / 4] >> (2 * (j % 4)) & 3) - 1) * d;
+    }
+}
+
+/* ggml's ggml_vec_dot_q2_0_q8_0_generic: one Q2_0 block spans two Q8_0 blocks; each integer sum is
+ * scaled by its activation scale into a float partial, the partials are scaled by the weight's d. */
+void mr_vec_dot_q2_0(int n, float *s, const void *w, const void *y) {
+    const mr_block_q2_0 *x = w;
+    const mr_block_q8_0 *a = y;
+    float sum = 0;
+    for (int i = 0; i < n / MR_QK2_0; i++) {
+        float part = 0;
+        for (int b = 0; b < MR_QK2_0 / MR_QK8_0; b++) {
+            const mr_block_q8_0 *ab = &a[i * (MR_QK2_0 / MR_QK8_0) + b];
+            int isum = 0;
+            for (int j = 0; j < MR_QK8_0; j++) isum += ((x[i].qs[b * 8 + j / 4] >> (2 * (j % 4)) & 3) - 1) * ab->qs[j];
+            part += h2f(ab->d) * (float)isum;
         }
         sum += h2f(x[i].d) * part;
     }
