@@ -46,7 +46,7 @@ static void test_lookup(void) {
 
 /* every type with a layout under `isa`: products through the copy == plain */
 static void check_products(int isa, double *worst_q4_0) {
-    static const int types[] = {MR_TYPE_Q4_0, MR_TYPE_Q8_0, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_NL, MR_TYPE_MXFP4, MR_TYPE_IQ3_S};
+    static const int types[] = {MR_TYPE_Q4_0, MR_TYPE_Q8_0, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_NL, MR_TYPE_MXFP4, MR_TYPE_IQ3_S, MR_TYPE_Q2_0};
     if (mr_set_isa(isa)) return;
     mr_pool *pool = mr_pool_create(2);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {

@@ -213,6 +213,16 @@ static void test_q2_0_golden(void) {
             for (int k = 0; k < 4; k++) codes[gc.q[b] >> (2 * k) & 3]++;
     CHECK(codes[0] && codes[1] && codes[2] && codes[3], "q2_0.codes.bin: codes %d %d %d %d", codes[0], codes[1],
           codes[2], codes[3]);
+    /* every ISA's dot gives mainline's y bit for bit (tests/golden/quants/README.md) */
+    static const char *files[] = {REPO_GOLDEN "/q2_0.bin", REPO_GOLDEN "/q2_0.codes.bin"};
+    for (int fi = 0; fi < 2; fi++)
+        for (int isa = 0; isa <= mr_cpu_best_isa(); isa++) {
+            if (!mr_isa_available(isa)) continue;
+            mr_quant_check_result r;
+            CHECK(mr_quant_check_file(files[fi], isa, &r) == 0, "%s: %s", files[fi], mr_last_error());
+            CHECK(r.y_max_rel == 0 && r.dequant_mismatches == 0, "%s on %s: y rel err %g (row %d col %d), %ld dequant mismatches",
+                  files[fi], mr_isa_name(isa), r.y_max_rel, r.y_worst_row, r.y_worst_col, r.dequant_mismatches);
+        }
     mr_aligned_free(q);
     free(src);
     free_golden(&g);

@@ -24,9 +24,9 @@ static const int required[] = {MR_TYPE_F32, MR_TYPE_F16, MR_TYPE_BF16, MR_TYPE_Q
 /* types whose kernels of this build's SIMD ISAs run the scalar reference's float operations in its
  * order (golden near ties depend on it: quant_ref.c, quant_kern_arm.h): equal bit for bit */
 #if MR_ARCH_ARM64
-static const int same_bits[] = {MR_TYPE_Q8_0, MR_TYPE_Q4_K};
+static const int same_bits[] = {MR_TYPE_Q8_0, MR_TYPE_Q4_K, MR_TYPE_Q2_0};
 #else
-static const int same_bits[] = {-1};
+static const int same_bits[] = {MR_TYPE_Q2_0};
 #endif
 static int is_same_bits(int type) {
     for (size_t i = 0; i < sizeof same_bits / sizeof same_bits[0]; i++)

@@ -42,6 +42,11 @@ RP8_PACK(q4_0, 18, 2)
 RP8_PACK(q8_0, 34, 2)
 RP8_PACK(iq4_nl, 18, 2)
 RP8_PACK(mxfp4, 17, 1)
+static void mr_q2_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
+    mr_q2_0_repack(src, cols, g0, g1, dst, 8);
+}
+/* 8 rows x 32 values: 8 x 9 bytes */
+static const mr_repack_kern mr_rp_q2_0_avx2 = {8, 8 * 9, mr_q2_0_repack8, mr_q2_0_rp8_group, MR_RP_MAX_NC};
 static const mr_repack_kern mr_rp_q4_0_avx2 = {8, MR_Q4_0_RP8_BLOCK_BYTES, mr_q4_0_repack8, mr_q4_0_rp8_group, 4};
 static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8_0_repack8, mr_q8_0_rp8_group, MR_RP_MAX_NC};
 static const mr_repack_kern mr_rp_iq4_nl_avx2 = {8, 8 * 18, mr_iq4_nl_repack8, mr_iq4_nl_rp8_group, 4};
@@ -63,6 +68,8 @@ const mr_kern mr_kern_avx2[MR_TYPE_COUNT] = {
                       .rprep = mr_q4_0_rp_prep_avx2, .rprep_bytes = MR_Q4_0_RP_ACT_BYTES},
     /* block-sum numerics and an 8-row repacked layout (q4_0_avx2.c) */
     [MR_TYPE_Q4_0] = {.dot = mr_vd_q4_0_bs_avx2, .dot4 = mr_vd4_q4_0_bs_avx2, .rp = &mr_rp_q4_0_avx2},
+    /* Q2_0: the scalar reference's numerics and an 8-row repacked layout (q2_0_avx2.c) */
+    [MR_TYPE_Q2_0] = {.dot = mr_vd_q2_0_avx2, .dot4 = mr_vd4_q2_0_avx2, .rp = &mr_rp_q2_0_avx2},
     [MR_TYPE_Q4_K] = {.dot = mr_vd_q4_k_bs_avx2, .dot4 = mr_vd4_q4_k_bs_avx2, .rp = &mr_rp_q4_k_avx2},
     /* IQ4_NL, MXFP4, IQ4_XS: block-sum numerics and 8-row repacked layouts (fp4_avx2.c) */
     [MR_TYPE_IQ4_NL] = {.dot = mr_vd_iq4_nl_bs_avx2, .dot4 = mr_vd4_iq4_nl_bs_avx2, .rp = &mr_rp_iq4_nl_avx2},

@@ -450,8 +450,11 @@ void mr_dequant_q2_0(const void *src, float *dst, int64_t k) {
     }
 }
 
-/* ggml's ggml_vec_dot_q2_0_q8_0_generic: one Q2_0 block spans two Q8_0 blocks; each integer sum is
- * scaled by its activation scale into a float partial, the partials are scaled by the weight's d. */
+/* ggml's ggml_vec_dot_q2_0_q8_0_generic: one Q2_0 block spans two Q8_0 blocks; each exact integer
+ * sum is scaled by its activation scale into a float partial, the partial by the weight's d:
+ *   part = fmaf(dy0, isum0, 0); part = fmaf(dy1, isum1, part); acc = fmaf(dw, part, acc)
+ * Mainline's x86 build contracts its two multiply-adds into these FMAs (tests/golden/quants/README.md:
+ * all of its y values bit for bit); the SIMD kernels do the same operations, so they equal this. */
 void mr_vec_dot_q2_0(int n, float *s, const void *w, const void *y) {
     const mr_block_q2_0 *x = w;
     const mr_block_q8_0 *a = y;
@@ -462,9 +465,9 @@ void mr_vec_dot_q2_0(int n, float *s, const void *w, const void *y) {
             const mr_block_q8_0 *ab = &a[i * (MR_QK2_0 / MR_QK8_0) + b];
             int isum = 0;
             for (int j = 0; j < MR_QK8_0; j++) isum += ((x[i].qs[b * 8 + j / 4] >> (2 * (j % 4)) & 3) - 1) * ab->qs[j];
-            part += h2f(ab->d) * (float)isum;
+            part = fmaf(h2f(ab->d), (float)isum, part);
         }
-        sum += h2f(x[i].d) * part;
+        sum = fmaf(h2f(x[i].d), part, sum);
     }
     *s = sum;
 }

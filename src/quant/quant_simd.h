@@ -133,4 +133,16 @@ void mr_iq3_s_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, voi
 void mr_iq3_s_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 #define MR_IQ3_S_RP8_BLOCK_BYTES 1104
 
+/* Q2_0 (q2_0_avx2.c, q2_0_avx512.c): per-Q8_0-block exact integer sums and the scalar reference's
+ * float steps (part = fma(dy0, isum0, 0), part = fma(dy1, isum1, part), acc = fma(dw, part, acc))
+ * in every kernel, so each equals mr_vec_dot_q2_0 bit for bit. Repacked groups of 16 (AVX-512) or
+ * 8 (AVX2) rows in the layout of q2_0_pack.c, multiplied with the Q8_0 rprep rows of Q4_0. */
+void mr_q2_0_repack(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst, int R);
+void mr_vd_q2_0_avx512(int n, float *s, const void *w, const void *y);
+void mr_vd4_q2_0_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_q2_0_rp16_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+void mr_vd_q2_0_avx2(int n, float *s, const void *w, const void *y);
+void mr_vd4_q2_0_avx2(int n, float *s, const void *w, const void *y, size_t by);
+void mr_q2_0_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+
 #endif
