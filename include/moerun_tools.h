@@ -120,6 +120,9 @@ typedef struct {
     float zipf;          /* routing skew (0 = none) */
     uint64_t seed;
     const char *ratios;  /* deepseek4: per-layer compress ratios "0,0,4,128" (NULL = the shape's) */
+    const char *layout;  /* deepseek4: "trunk" (NULL), "mtp" (a bundled MTP block), "mtp-only" (an MTP
+                            sidecar), "dspark" (arch dflash drafter), "v41" (arch deepseek41) */
+    float shexp_clamp;   /* deepseek4: > 0 writes swiglu_clamp_shexp = this per layer (0: key absent) */
 } mr_synth_params;
 int mr_synth(const char *path, const mr_synth_params *p);
 void mr_synth_list(FILE *out);

@@ -21,6 +21,11 @@ typedef struct { mr_synth_params p; const char *out; int list; } synth_args;
     {.names = "--zipf", .arg = "S", .help = "skew routing: expert popularity ~ Zipf(S) (default 0 = near-uniform);\n" \
      "deepseek4: through the router bias exp_probs_b and the hash-routing tables", .kind = MR_OPT_FLOAT, .dst = &(a)->p.zipf, \
      .lo = 0, .hi = MR_CLI_BIG}, \
+    {.names = "--layout", .arg = "NAME", .help = "deepseek4: trunk (default), mtp (+ a bundled MTP block), mtp-only (an\n" \
+     "MTP sidecar), dspark (a DSpark drafter, arch dflash), v41 (arch deepseek41)", .kind = MR_OPT_STR, .dst = &(a)->p.layout}, \
+    {.names = "--shexp-clamp", .arg = "X", .help = "deepseek4: write swiglu_clamp_shexp = X for every layer (default: key\n" \
+     "absent, so the shared expert takes swiglu_clamp_exp = 10)", .kind = MR_OPT_FLOAT, .dst = &(a)->p.shexp_clamp, \
+     .lo = 0, .hi = MR_CLI_BIG}, \
     {.names = "-s, --seed", .arg = "N", .help = "random seed (default 1)", .kind = MR_OPT_U64, .dst = &(a)->p.seed}, \
     {.names = "--list", .help = "list the shapes and quant mixes", .kind = MR_OPT_FLAG, .dst = &(a)->list, .ival = 1}
 
@@ -28,7 +33,7 @@ static void synth_usage(FILE *f) {
     synth_args a;
     const mr_opt opts[] = {SYNTH_OPTS(&a)};
     fprintf(f, "usage: moerun synth -o OUT.gguf [--shape NAME] [--mix NAME] [--layers N] [--ratios R,R,..]\n"
-               "                   [--zipf S] [--seed N]\n"
+               "                   [--zipf S] [--seed N] [--layout NAME] [--shexp-clamp X]\n"
                "       moerun synth --list\n\n"
                "Writes a random-weight model for benchmarks (weights are random blocks of the chosen quant\n"
                "types; the tokenizer is a synthetic SPM vocabulary with byte fallback).\n");

@@ -30,6 +30,22 @@ static const struct mr_arch *mr_find_arch(const char *name) {
     return NULL;
 }
 
+/* Architectures that come with the files users download beside the ones we run, refused by what
+ * they are rather than as "unsupported" (arch names from mainline llama.cpp's llama-arch.cpp). */
+static void mr_unsupported_arch(const mr_model *m, const char *arch) {
+    if (!strcmp(arch, "dflash")) {
+        const int dspark = mr_gguf_find_tensor(m->gguf, "markov_w1.weight") != NULL;
+        mr_set_error("%s: this is a %s speculative-decoding drafter (general.architecture 'dflash'), a sidecar that "
+                     "drafts for its target model from the target's hidden states; it does not run alone and moerun "
+                     "does not use it (-md takes a complete model)", m->path, dspark ? "DSpark" : "DFlash");
+    } else if (!strcmp(arch, "deepseek41")) {
+        mr_set_error("%s: this is a DeepSeek-V4.1 model (general.architecture 'deepseek41', with Engram tables), "
+                     "which moerun does not support; DeepSeek-V4-Flash files are 'deepseek4'", m->path);
+    } else {
+        mr_set_error("%s: unsupported architecture '%s'", m->path, arch);
+    }
+}
+
 struct mr_session {
     mr_model *m;
     void *st;
@@ -126,7 +142,7 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     }
     snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
     m->arch = mr_find_arch(arch);
-    if (!m->arch) { mr_set_error("%s: unsupported architecture '%s'", path, arch); goto fail; }
+    if (!m->arch) { mr_unsupported_arch(m, arch); goto fail; }
     m->pool = mr_pool_create(m->params.n_threads);
     if (!m->pool) goto fail;
     if (model_isa(m)) goto fail;

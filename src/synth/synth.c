@@ -396,6 +396,10 @@ int mr_synth(const char *path, const mr_synth_params *p) {
         return -1;
     }
     if (s && p->ratios) { mr_set_error("synth: --ratios applies to deepseek4 shapes only"); return -1; }
+    if ((p->layout || p->shexp_clamp != 0) && !synth_ds4_has_shape(p->shape)) {
+        mr_set_error("synth: --layout and --shexp-clamp apply to deepseek4 shapes only");
+        return -1;
+    }
     int n_layer = p->n_layers;
     synth_ctx c = {0};
     c.seed = p->seed;

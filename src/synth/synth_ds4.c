@@ -50,16 +50,17 @@ void synth_ds4_list(FILE *out) {
 /* V4-Flash layout (spec §0): layers 0,1 dense-window, then 4 (CSA) on even and 128 (HCA) on odd layers. */
 static int ds4_default_ratio(int l) { return l < 2 ? 0 : l % 2 == 0 ? 4 : 128; }
 
-static int ds4_metadata(mr_gguf_writer *w, const ds4_shape *s, int L, const int *ratios, int Lh) {
+/* L = block_count (trunk layers + n_mtp MTP blocks); shexp > 0 writes swiglu_clamp_shexp */
+static int ds4_metadata(mr_gguf_writer *w, const char *a, const ds4_shape *s, int L, const int *ratios, int Lh,
+                        int n_mtp, float shexp) {
     char key[128];
-    const char *a = "deepseek4";
 #define SETU(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_u32(w, key, (uint32_t)(v)))
 #define SETF(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_f32(w, key, (float)(v)))
 #define SETB(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_bool(w, key, (v)))
 #define SETS(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_str(w, key, (v)))
-    float clamp[DS4_MAX_LAYERS];
-    int32_t r32[DS4_MAX_LAYERS];
-    for (int l = 0; l < L; l++) { clamp[l] = 10.0f; r32[l] = ratios[l]; }
+    float clamp[DS4_MAX_LAYERS + 1], clamp_sh[DS4_MAX_LAYERS + 1];
+    int32_t r32[DS4_MAX_LAYERS + 1];
+    for (int l = 0; l < L; l++) { clamp[l] = 10.0f; clamp_sh[l] = shexp; r32[l] = ratios[l]; }
     if (mr_gguf_writer_set_str(w, "general.architecture", a) || SETU("context_length", s->n_ctx) ||
         SETU("embedding_length", s->d) || SETU("block_count", L) || SETU("feed_forward_length", s->F) ||
         SETU("expert_feed_forward_length", s->F) || SETU("expert_count", s->E) || SETU("expert_used_count", s->K) ||
@@ -74,12 +75,15 @@ static int ds4_metadata(mr_gguf_writer *w, const ds4_shape *s, int L, const int 
         SETU("attention.indexer.head_count", s->Hi) || SETU("attention.indexer.key_length", s->Di) ||
         SETU("attention.indexer.top_k", s->topk) || SETU("hash_layer_count", Lh) ||
         SETU("hyper_connection.count", s->Nh) || SETU("hyper_connection.sinkhorn_iterations", 20) ||
-        SETF("hyper_connection.epsilon", 1e-6) || SETU("vocab_size", s->V))
+        SETF("hyper_connection.epsilon", 1e-6) || SETU("vocab_size", s->V) ||
+        (n_mtp > 0 && SETU("nextn_predict_layers", n_mtp)))
         return -1;
     snprintf(key, sizeof key, "%s.attention.compress_ratios", a);
     if (mr_gguf_writer_set_kv(w, key, MR_GGUF_ARRAY, MR_GGUF_I32, (uint64_t)L, r32)) return -1;
     snprintf(key, sizeof key, "%s.swiglu_clamp_exp", a);
     if (mr_gguf_writer_set_kv(w, key, MR_GGUF_ARRAY, MR_GGUF_F32, (uint64_t)L, clamp)) return -1;
+    snprintf(key, sizeof key, "%s.swiglu_clamp_shexp", a);
+    if (shexp > 0 && mr_gguf_writer_set_kv(w, key, MR_GGUF_ARRAY, MR_GGUF_F32, (uint64_t)L, clamp_sh)) return -1;
 #undef SETU
 #undef SETF
 #undef SETB
@@ -167,11 +171,47 @@ static int ds4_layer(synth_ctx *c, const ds4_shape *s, const synth_mix *mx, int 
     return 0;
 }
 
+/* The MTP block (mainline's conversion of `mtp.0.*`, blk.L with L trunk layers): a ratio-0, non-hash
+ * layer plus nextn.eh_proj {2d, d} (the embedding and hidden projections side by side), enorm, hnorm
+ * and the shared head norm. */
+static int ds4_mtp_block(synth_ctx *c, const ds4_shape *s, const synth_mix *mx, int L) {
+    return ds4_layer(c, s, mx, L, 0, 0) || ds4_mat(c, mx->attn, "blk.%d.nextn.eh_proj.weight", L, 2 * (int64_t)s->d, s->d, 0) ||
+           synth_norm(c, "blk.%d.nextn.enorm.weight", L, s->d) || synth_norm(c, "blk.%d.nextn.hnorm.weight", L, s->d) ||
+           synth_norm(c, "blk.%d.nextn.shared_head_norm.weight", L, s->d) ? -1 : 0;
+}
+
+/* The DSpark drafter's recognisable part (mainline arch `dflash`: keys %s.block_size and
+ * %s.target_layers, the Markov head markov_w1/w2 and conf_proj); enough for a loader to tell what the
+ * file is, not a drafter that runs. */
+static int ds4_dspark(synth_ctx *c, mr_gguf_writer *w, const ds4_shape *s) {
+    const int32_t targets[3] = {1, s->L / 2, s->L - 1};
+    const int64_t rank = 64;
+    if (mr_gguf_writer_set_str(w, "general.architecture", "dflash") ||
+        mr_gguf_writer_set_u32(w, "dflash.block_size", 16) ||
+        mr_gguf_writer_set_kv(w, "dflash.target_layers", MR_GGUF_ARRAY, MR_GGUF_I32, 3, targets) ||
+        mr_gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)s->d) ||
+        mr_gguf_writer_set_u32(w, "dflash.block_count", 1) ||
+        mr_gguf_writer_set_u32(w, "dflash.hyper_connection.count", (uint32_t)s->Nh) || synth_vocab(w, s->V))
+        return -1;
+    return ds4_mat(c, MR_TYPE_F16, "markov_w1.weight", 0, rank, s->V, 0) ||
+           ds4_mat(c, MR_TYPE_F16, "markov_w2.weight", 0, rank, s->V, 0) ||
+           ds4_mat(c, MR_TYPE_F32, "conf_proj.weight", 0, s->d + rank, 1, 0) ||
+           ds4_mat(c, MR_TYPE_F16, "fc.weight", 0, 3 * (int64_t)s->d, s->d, 0) || ds4_ones(c, "output_norm.weight", 0, s->d)
+               ? -1 : 0;
+}
+
 int synth_ds4_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx,
                     const mr_synth_params *p, int *n_layer) {
     const ds4_shape *s = ds4_find(shape);
     if (!s) { mr_set_error("synth: unknown deepseek4 shape '%s'", shape); return -1; }
-    int ratios[DS4_MAX_LAYERS], L = *n_layer;
+    const char *layout = p->layout ? p->layout : "trunk";
+    const int mtp = !strcmp(layout, "mtp"), mtp_only = !strcmp(layout, "mtp-only"), v41 = !strcmp(layout, "v41");
+    if (!mtp && !mtp_only && !v41 && strcmp(layout, "trunk") && strcmp(layout, "dspark")) {
+        mr_set_error("synth: unknown deepseek4 layout '%s' (trunk, mtp, mtp-only, dspark, v41)", layout);
+        return -1;
+    }
+    if (p->shexp_clamp < 0) { mr_set_error("synth: --shexp-clamp must be > 0"); return -1; }
+    int ratios[DS4_MAX_LAYERS + 1], L = *n_layer;
     if (p->ratios) {
         int n = synth_parse_ratios(p->ratios, ratios, DS4_MAX_LAYERS);
         if (n < 0) return -1;
@@ -187,7 +227,12 @@ int synth_ds4_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const sy
     *n_layer = L;
     c->d = s->d;
     c->n_expert = s->E;
-    if (ds4_metadata(w, s, L, ratios, Lh) || synth_vocab(w, s->V)) return -1;
+    if (!strcmp(layout, "dspark")) return ds4_dspark(c, w, s);
+    const int n_mtp = mtp || mtp_only;
+    ratios[L] = 0; /* the MTP block attends over its window only */
+    if (ds4_metadata(w, v41 ? "deepseek41" : "deepseek4", s, L + n_mtp, ratios, Lh, n_mtp, p->shexp_clamp) ||
+        synth_vocab(w, s->V))
+        return -1;
     /* global tensors (§2.1); the embedding is F16 in every published V4 GGUF */
     synth_tensor *t = synth_add(c, SYNTH_EMBD, MR_TYPE_F16, "token_embd.weight", 0, 2, s->d, s->V, 1);
     if (!t) return -1;
@@ -197,7 +242,9 @@ int synth_ds4_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const sy
         ds4_vec(c, "output_hc_scale.weight", 0, 1, 0.5f, 0) || ds4_ones(c, "output_norm.weight", 0, s->d) ||
         ds4_mat(c, mx->head, "output.weight", 0, s->d, s->V, 0))
         return -1;
-    for (int l = 0; l < L; l++)
+    /* an MTP-only sidecar (mainline's convert --mtp) keeps the embedding, the head and the block only */
+    for (int l = 0; !mtp_only && l < L; l++)
         if (ds4_layer(c, s, mx, l, ratios[l], l < Lh)) return -1;
-    return 0;
+    if (v41 && ds4_mat(c, MR_TYPE_F16, "blk.%d.engram_table.weight", 0, s->d, 64, 0)) return -1;
+    return n_mtp ? ds4_mtp_block(c, s, mx, L) : 0;
 }

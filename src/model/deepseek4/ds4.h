@@ -13,6 +13,7 @@
 typedef struct {
     int ratio;                  /* 0, 4 or 128 */
     float lim;                  /* routed SwiGLU clamp (swiglu_clamp_exp) */
+    float lim_sh;               /* shared expert's (swiglu_clamp_shexp; absent: lim, as mainline) */
     mr_weight hc_attn_fn, hc_ffn_fn;
     const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale;
     const float *attn_norm, *ffn_norm, *sinks, *q_a_norm, *kv_norm;
@@ -30,6 +31,9 @@ typedef struct {
 } ds4_layer;
 
 typedef struct {
+    int L_all;                  /* block_count: the trunk layers and n_mtp MTP blocks after them */
+    int n_mtp;                  /* nextn_predict_layers with the blocks present (never run as layers) */
+    int shexp_key;              /* the file has swiglu_clamp_shexp */
     int d, L, V, H, D, R, G, rq, ro, E, K, F, Fs, Lh, W, Hi, Di, topk, Nh, Ti, n_ctx_train;
     float eps, eps_hc, ws;
     int norm_w;

@@ -833,11 +833,11 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
                             .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim, .guess_next = ds4_guess_next,
                             .guess_ctx = &gc, .hash_routed = ly->tid2eid != NULL};
     /* hash layers: the token's experts from tid2eid [V][K] (weights still from the scores); others:
-     * top-k of the scores plus exp_probs_b. Shared expert: no clamp in the reference, the routed
-     * clamp in the official graph (§8). */
+     * top-k of the scores plus exp_probs_b. Shared expert: no clamp in the reference,
+     * swiglu_clamp_shexp (absent: the routed clamp) in the official graph (§8). */
     const mr_moe_layer ml = {.router = &ly->gate_inp, .sel_bias = ly->exp_bias, .tok_experts = ly->tid2eid, .tok = tok,
                              .sh_gate = &ly->sh_gate, .sh_up = &ly->sh_up, .sh_down = &ly->sh_down,
-                             .sh_clamp = M->official ? ly->lim : 0.0f};
+                             .sh_clamp = M->official ? ly->lim_sh : 0.0f};
     const mr_moe_buf mb = {.logits = B->logits, .w = B->w, .g = B->sg, .u = B->su, .sh = B->sh, .sel = B->sel};
     if (mr_moe_block(m, il, &cfg, &ml, B->a, n, &mb, B->moe, NULL)) return -1;
     ds4_hc_post(m, M, X, B->moe, n, B);

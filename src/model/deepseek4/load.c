@@ -29,26 +29,98 @@ static int ds4_get_kv_array(mr_model *m, const char *suffix, const mr_gguf_kv **
     return *out ? 0 : -1;
 }
 
-/* swiglu_clamp_exp: f32 scalar or f32[L] (exactly L entries); absent = 0 (no clamp) */
-static int ds4_read_clamp(mr_model *m, ds4_model *M) {
+/* a clamp key (swiglu_clamp_exp / swiglu_clamp_shexp): f32 scalar or f32[block_count] (mainline's
+ * get_key_or_arr: exactly block_count entries, the MTP block's included); out[l] for the trunk layers.
+ * Returns 1 when the key is absent (out untouched), 0 when read, -1 on a malformed key. */
+static int ds4_read_clamp(mr_model *m, const ds4_model *M, const char *suffix, float *out, size_t stride) {
     const mr_gguf_kv *kv;
-    for (int l = 0; l < M->L; l++) M->layers[l].lim = 0.0f;
-    if (ds4_get_kv_array(m, "swiglu_clamp_exp", &kv)) return 0;
+    if (ds4_get_kv_array(m, suffix, &kv)) return 1;
     if (kv->type == MR_GGUF_F32 || kv->type == MR_GGUF_F64) {
-        for (int l = 0; l < M->L; l++) M->layers[l].lim = (float)kv->v.f64;
+        for (int l = 0; l < M->L; l++) *(float *)((char *)out + l * stride) = (float)kv->v.f64;
         return 0;
     }
     if (kv->type == MR_GGUF_ARRAY && kv->arr_type == MR_GGUF_F32) {
-        if (kv->n != (uint64_t)M->L) {
-            mr_set_error("%s: %s.swiglu_clamp_exp has %llu entries, expected %d (block_count)", m->path,
-                         m->arch_name, (unsigned long long)kv->n, M->L);
+        if (kv->n != (uint64_t)M->L_all) {
+            mr_set_error("%s: %s.%s has %llu entries, expected %d (block_count)", m->path, m->arch_name, suffix,
+                         (unsigned long long)kv->n, M->L_all);
             return -1;
         }
-        for (int l = 0; l < M->L; l++) M->layers[l].lim = ((const float *)kv->arr)[l];
+        for (int l = 0; l < M->L; l++) *(float *)((char *)out + l * stride) = ((const float *)kv->arr)[l];
         return 0;
     }
-    mr_set_error("%s: %s.swiglu_clamp_exp must be a float or a float array", m->path, m->arch_name);
+    mr_set_error("%s: %s.%s must be a float or a float array", m->path, m->arch_name, suffix);
     return -1;
+}
+
+/* Routed clamp (absent: 0 = none) and the shared expert's (absent: the routed one, as mainline's
+ * load_hparams does; spec §8 item 2). */
+static int ds4_read_clamps(mr_model *m, ds4_model *M) {
+    for (int l = 0; l < M->L; l++) M->layers[l].lim = 0.0f;
+    int rc = ds4_read_clamp(m, M, "swiglu_clamp_exp", &M->layers[0].lim, sizeof(ds4_layer));
+    if (rc < 0) return -1;
+    rc = ds4_read_clamp(m, M, "swiglu_clamp_shexp", &M->layers[0].lim_sh, sizeof(ds4_layer));
+    if (rc < 0) return -1;
+    M->shexp_key = rc == 0;
+    if (rc) for (int l = 0; l < M->L; l++) M->layers[l].lim_sh = M->layers[l].lim;
+    return 0;
+}
+
+/* expert_feed_forward_length: u32 or u32[block_count]. Mainline sizes every layer's experts with
+ * entry 0 (n_ff_exp()), so an array whose trunk entries differ is refused rather than mis-read. */
+static int ds4_read_ffexp(mr_model *m, ds4_model *M) {
+    uint32_t *w = mr_malloc(sizeof *w * (size_t)M->L_all);
+    if (!w) { mr_set_error("deepseek4: out of memory"); return -1; }
+    int rc = mr_model_hp_u32_layers(m, "expert_feed_forward_length", 1, 0, w, M->L_all);
+    for (int l = 1; !rc && l < M->L; l++)
+        if (w[l] != w[0]) {
+            mr_set_error("%s: %s.expert_feed_forward_length differs between layers (%u at layer 0, %u at layer %d); "
+                         "DeepSeek V4 (and mainline llama.cpp) size every layer's experts alike", m->path,
+                         m->arch_name, w[0], w[l], l);
+            rc = -1;
+        }
+    if (!rc) {
+        if (w[0] > 0x7fffffff) { mr_set_error("%s: expert_feed_forward_length %u is too large", m->path, w[0]); rc = -1; }
+        else M->F = (int)w[0];
+    }
+    free(w);
+    return rc;
+}
+
+/* nextn_predict_layers (mainline load_arch_hparams): the last n of block_count blocks are MTP blocks
+ * (blk.N.nextn.eh_proj/enorm/hnorm/shared_head_norm + a full layer's tensors) when blk.(L-n).nextn
+ * .eh_proj exists; otherwise the key is ignored and every block is a trunk layer. The MTP block is
+ * never run as a layer. A file with the block but no trunk (blk.0.attn_norm missing) is an MTP-only
+ * sidecar, refused by name, as is a trailing nextn block the key does not announce. */
+static int ds4_read_nextn(mr_model *m, ds4_model *M) {
+    uint32_t n = 0;
+    if (mr_model_hp_u32(m, "nextn_predict_layers", 0, 0, &n)) return -1;
+    char name[96];
+    if (n >= (uint32_t)M->L_all) {
+        mr_set_error("%s: %s.nextn_predict_layers = %u must be below block_count %d", m->path, m->arch_name, n, M->L_all);
+        return -1;
+    }
+    if (n > 0) {
+        snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", M->L_all - (int)n);
+        if (!mr_gguf_find_tensor(m->gguf, name)) n = 0;
+    }
+    if (n > 0 && !mr_gguf_find_tensor(m->gguf, "blk.0.attn_norm.weight")) {
+        mr_set_error("%s: this is a DeepSeek-V4 MTP sidecar (%u next-token-prediction block%s, no trunk layers: "
+                     "nextn_predict_layers with block_count %d); it drafts for the main model and does not run alone, "
+                     "and moerun does not use MTP sidecars: load the main model", m->path, n, n > 1 ? "s" : "", M->L_all);
+        return -1;
+    }
+    if (n == 0) {
+        snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", M->L_all - 1);
+        if (mr_gguf_find_tensor(m->gguf, name)) {
+            mr_set_error("%s: blk.%d is an MTP (nextn) block but %s.nextn_predict_layers does not say so; "
+                         "it would be run as a layer: fix the metadata", m->path, M->L_all - 1, m->arch_name);
+            return -1;
+        }
+    }
+    M->n_mtp = (int)n;
+    M->L = M->L_all - (int)n;
+    if (n > 0) mr_log(2, "%s: %u MTP block%s (blk.%d) recognised and not run as a layer\n", m->path, n, n > 1 ? "s" : "", M->L);
+    return 0;
 }
 
 /* attention.compress_ratios: u32/i32 array of >= L entries, each 0, 4 or 128 */
@@ -59,9 +131,9 @@ static int ds4_read_ratios(mr_model *m, ds4_model *M) {
         return -1;
     }
     if (kv->type != MR_GGUF_ARRAY || (kv->arr_type != MR_GGUF_U32 && kv->arr_type != MR_GGUF_I32) ||
-        kv->n < (uint64_t)M->L) {
-        mr_set_error("%s: %s.attention.compress_ratios must be an integer array of at least %d entries",
-                     m->path, m->arch_name, M->L);
+        kv->n < (uint64_t)M->L_all) {
+        mr_set_error("%s: %s.attention.compress_ratios must be an integer array of at least %d entries (block_count)",
+                     m->path, m->arch_name, M->L_all);
         return -1;
     }
     for (int l = 0; l < M->L; l++) {
@@ -120,10 +192,10 @@ static int ds4_load(mr_model *m) {
     if (!M) { mr_set_error("deepseek4: out of memory"); return -1; }
     m->priv = M;
     int hkv = 0, vlen = 0, gating = 0, n_group = 0, ksw = 0, vsw = 0, rsw = 0, n_orig = 0, head_count = 0;
-    float rope_base = 10000.0f, rope_factor = 0.0f, comp_base = 0.0f;
+    float rope_base = 10000.0f, rope_factor = 0.0f, comp_base = 0.0f, beta_fast = 32.0f, beta_slow = 1.0f;
     U32("context_length", 1, 0, M->n_ctx_train);
     U32("embedding_length", 1, 0, M->d);
-    U32("block_count", 1, 0, M->L);
+    U32("block_count", 1, 0, M->L_all);
     U32("expert_count", 0, 0, M->E);
     U32("expert_used_count", 0, 0, M->K);
     U32("expert_group_count", 0, 0, n_group);
@@ -146,7 +218,6 @@ static int ds4_load(mr_model *m) {
     U32("attention.q_lora_rank", 1, 0, M->rq);
     U32("attention.output_lora_rank", 1, 0, M->ro);
     U32("attention.output_group_count", 1, 0, M->G);
-    U32("expert_feed_forward_length", 1, 0, M->F);
     int n_shared = 0;
     U32("expert_shared_count", 1, 0, n_shared);
     F32("expert_weights_scale", 0, 0.0f, M->ws);
@@ -161,12 +232,24 @@ static int ds4_load(mr_model *m) {
     U32("hyper_connection.count", 1, 0, M->Nh);
     U32("hyper_connection.sinkhorn_iterations", 1, 0, M->Ti);
     F32("hyper_connection.epsilon", 1, 0.0f, M->eps_hc);
+    F32("rope.scaling.yarn_beta_fast", 0, 32.0f, beta_fast);
+    F32("rope.scaling.yarn_beta_slow", 0, 1.0f, beta_slow);
+    {
+        /* mainline's graph rotates the window-only layers with rope.freq_base and never reads the
+         * _swa base (nor does the fork); a file that sets a different one is run the same way */
+        float base_swa = 0.0f;
+        F32("rope.freq_base_swa", 0, 0.0f, base_swa);
+        if (base_swa > 0.0f && base_swa != rope_base)
+            mr_log(1, "%s: rope.freq_base_swa %g differs from rope.freq_base %g; like llama.cpp, the window layers use %g\n",
+                   m->path, base_swa, rope_base, rope_base);
+    }
+    if (ds4_read_nextn(m, M) || ds4_read_ffexp(m, M)) goto fail;
     char stkey[128];
     snprintf(stkey, sizeof stkey, "%s.rope.scaling.type", m->arch_name);
     const char *stype = mr_model_meta_str_internal(m, stkey);
 
     /* shape constraints of the graph (§0, §1.3, §3.5, §6.1) */
-    if (M->d <= 0 || M->L <= 0 || M->H <= 0) BAD("%s: deepseek4 needs embedding_length, block_count and attention.head_count", m->path);
+    if (M->d <= 0 || M->L_all <= 0 || M->H <= 0) BAD("%s: deepseek4 needs embedding_length, block_count and attention.head_count", m->path);
     if (hkv != 1) BAD("%s: deepseek4 has one latent KV head; attention.head_count_kv = %d", m->path, hkv);
     if (vlen != M->D) BAD("%s: attention.value_length (%d) must equal key_length (%d)", m->path, vlen, M->D);
     if (M->D > 4096 || M->R <= 0 || M->R > M->D || M->R % 2) BAD("%s: rope.dimension_count %d does not fit head dim %d", m->path, M->R, M->D);
@@ -188,7 +271,7 @@ static int ds4_load(mr_model *m) {
 
     M->layers = mr_calloc((size_t)M->L, sizeof(ds4_layer));
     if (!M->layers) BAD("deepseek4: out of memory");
-    if (ds4_read_ratios(m, M) || ds4_read_clamp(m, M)) goto fail;
+    if (ds4_read_ratios(m, M) || ds4_read_clamps(m, M)) goto fail;
     int any4 = 0;
     for (int l = 0; l < M->L; l++) any4 |= M->layers[l].ratio == 4;
     if (any4) {
@@ -208,8 +291,8 @@ static int ds4_load(mr_model *m) {
     const float af = (ext != 0.0f && fs > 0.0f) ? 1.0f / (1.0f + 0.1f * logf(1.0f / fs)) : 1.0f;
     for (int l = 0; l < M->L; l++) {
         ds4_layer *ly = &M->layers[l];
-        if (ly->ratio == 0) ds4_rope_init(&ly->rope, M->R, 0, rope_base, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
-        else ds4_rope_init(&ly->rope, M->R, n_orig, comp_base > 0.0f ? comp_base : rope_base, fs, ext, af, 32.0f, 1.0f);
+        if (ly->ratio == 0) ds4_rope_init(&ly->rope, M->R, 0, rope_base, 1.0f, 0.0f, 1.0f, beta_fast, beta_slow);
+        else ds4_rope_init(&ly->rope, M->R, n_orig, comp_base > 0.0f ? comp_base : rope_base, fs, ext, af, beta_fast, beta_slow);
     }
 
     /* tensors (§2) */

@@ -1,0 +1,117 @@
+/* The DeepSeek-V4 file layouts users download (mainline llama.cpp's conversions), synthesized with
+ * `moerun synth --layout` and loaded: each loads as what it is or is refused with a message naming it.
+ *   trunk     the plain model
+ *   mtp       + a bundled MTP block (block_count L+1, nextn_predict_layers 1, blk.L.nextn.*): runs the
+ *             L trunk layers only, so its logits equal the trunk file's bit for bit
+ *   mtp-only  an MTP sidecar (mainline's convert --mtp): refused as such
+ *   dspark    a DSpark drafter (arch dflash): refused as such
+ *   v41       DeepSeek-V4.1 (arch deepseek41): refused as such
+ * and swiglu_clamp_shexp: read, applied to the shared expert (absent: the routed clamp). */
+#include "moerun.h"
+#include "moerun_tools.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/mr_ds4lay_XXXXXX";
+
+static const char *make(const char *layout, float shexp) {
+    static char path[8][256];
+    static int i;
+    char *p = path[i++ & 7];
+    snprintf(p, 256, "%s/%s-%g.gguf", dir, layout, (double)shexp);
+    mr_synth_params sp = {.shape = "deepseek-v4-tiny", .mix = "f32", .seed = 7, .layout = layout, .shexp_clamp = shexp};
+    if (mr_synth(p, &sp)) { printf("# synth %s: %s\n", layout, mr_last_error()); return NULL; }
+    return p;
+}
+
+static const int32_t ids[] = {1, 77, 300, 5, 1999, 42, 42, 8, 1024, 17, 600, 3};
+#define N_IDS (int)(sizeof ids / sizeof ids[0])
+
+/* prefill logits of ids (all rows) with the given graph, NULL on failure (error kept) */
+static float *logits_of(const char *path, int reference, int *V) {
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = 1;
+    mp.reference = reference;
+    mr_model *m = mr_model_load(path, &mp);
+    if (!m) return NULL;
+    *V = mr_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)N_IDS * (size_t)*V);
+    mr_session *s = mr_session_new(m, 64);
+    int rc = !lg || !s || mr_session_eval(s, ids, N_IDS, lg, 1);
+    mr_session_free(s);
+    mr_model_free(m);
+    if (rc) { free(lg); return NULL; }
+    return lg;
+}
+
+static void refused(const char *layout, const char *what) {
+    const char *p = make(layout, 0);
+    CHECK(p, "synth %s", layout);
+    if (!p) return;
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mr_model *m = mr_model_load(p, &mp);
+    CHECK(!m, "%s loaded", layout);
+    CHECK(!m && strstr(mr_last_error(), what), "%s: the message should name '%s': %s", layout, what, mr_last_error());
+    mr_model_free(m);
+}
+
+static void test_ds4_layout_mtp_bundled(void) {
+    const char *t = make("trunk", 0), *b = make("mtp", 0);
+    CHECK(t && b, "synth");
+    if (!t || !b) return;
+    int V1 = 0, V2 = 0;
+    float *l1 = logits_of(t, 1, &V1), *l2 = logits_of(b, 1, &V2);
+    CHECK(l1 && l2, "eval: %s", mr_last_error());
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mr_model *m = mr_model_load(b, &mp);
+    CHECK(m && mr_model_n_layer(m) == 4, "the MTP file should run 4 trunk layers, not %d", m ? mr_model_n_layer(m) : -1);
+    mr_model_free(m);
+    /* the MTP block is not a layer: the trunk is the same weights (same seed, block written last) */
+    CHECK(l1 && l2 && V1 == V2 && !memcmp(l1, l2, sizeof(float) * (size_t)N_IDS * (size_t)V1),
+          "the bundled-MTP file's logits differ from the trunk's");
+    free(l1);
+    free(l2);
+}
+
+static void test_ds4_layout_mtp_only(void) { refused("mtp-only", "MTP sidecar"); }
+static void test_ds4_layout_dspark(void) { refused("dspark", "DSpark"); }
+static void test_ds4_layout_v41(void) { refused("v41", "DeepSeek-V4.1"); }
+
+/* swiglu_clamp_shexp = 0.05 bites on nearly every shared-expert activation: the clamping graph's
+ * logits move, the fork's graph (no shared clamp) ignores the key */
+static void test_ds4_layout_shexp_clamp(void) {
+    const char *t = make("trunk", 0), *c = make("trunk", 0.05f);
+    CHECK(t && c, "synth");
+    if (!t || !c) return;
+    int V = 0;
+    float *fork_t = logits_of(t, 1, &V), *fork_c = logits_of(c, 1, &V);
+    float *off_t = logits_of(t, 0, &V), *off_c = logits_of(c, 0, &V);
+    CHECK(fork_t && fork_c && off_t && off_c, "eval: %s", mr_last_error());
+    if (fork_t && fork_c && off_t && off_c) {
+        const size_t n = (size_t)N_IDS * (size_t)V;
+        CHECK(!memcmp(fork_t, fork_c, sizeof(float) * n), "the fork's graph should not read swiglu_clamp_shexp");
+        double diff = 0;
+        for (size_t i = 0; i < n; i++) diff = fmax(diff, fabs((double)off_t[i] - off_c[i]));
+        CHECK(diff > 1e-2, "a shared clamp of 0.05 should move the logits (max |diff| %g)", diff);
+    }
+    free(fork_t); free(fork_c); free(off_t); free(off_c);
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) { printf("FAIL mkdtemp\n"); return 1; }
+    RUN(test_ds4_layout_mtp_bundled);
+    RUN(test_ds4_layout_mtp_only);
+    RUN(test_ds4_layout_dspark);
+    RUN(test_ds4_layout_v41);
+    RUN(test_ds4_layout_shexp_clamp);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) printf("# could not remove %s\n", dir);
+    return t_finish();
+}
