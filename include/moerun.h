@@ -51,12 +51,17 @@ typedef struct {
                                milliseconds); NULL or "": none. A malformed spec fails the load. */
 } mr_pager_params;
 
+/* deepseek4 graphs: the official DeepSeek V4 one (FP8 KV rows, indexer Hadamard + FP4, shared-expert
+ * clamp), mainline llama.cpp's (no FP8 KV simulation, indexer Hadamard without FP4), the llama.cpp
+ * fork's that made ../shared/golden (FP8, no indexer QAT, no shared-expert clamp) */
+enum { MR_GRAPH_OFFICIAL = 0, MR_GRAPH_MAINLINE = 1, MR_GRAPH_FORK = 2 };
+
 typedef struct {
     int n_threads;          /* worker threads; 0 = physical cores, at most the cgroup CPU quota and affinity */
     int n_ctx;              /* default session context; 0 = min(training context, 4096) */
     uint64_t ram_budget;    /* bytes of RAM for routed experts; 0 = no paging (experts read from the mmap) */
-    int reference;          /* 1 = reproduce the reference llama.cpp fork where it deviates from the
-                               official model (deepseek4: no indexer QAT, no shared-expert clamp) */
+    int graph;              /* deepseek4, where implementations differ (docs/DEEPSEEK4.md):
+                               MR_GRAPH_OFFICIAL (0, default), MR_GRAPH_MAINLINE, MR_GRAPH_FORK */
     int kv_f32;             /* 1 = keep the KV cache in F32 (default 0: F16 like the reference) */
     const char *dump;       /* debug: "all" or comma-separated intermediate names (e.g. "attn_norm,ffn_out")
                                printed to stderr with stats per layer; NULL = off */

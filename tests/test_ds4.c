@@ -38,7 +38,7 @@ static int run_model(const char *model, const char *tokens, int reference, run_t
     mr_model_params p;
     mr_model_params_default(&p);
     p.n_threads = 1;
-    p.reference = reference;
+    p.graph = reference ? MR_GRAPH_FORK : MR_GRAPH_OFFICIAL;
     mr_model *m = mr_model_load(t_shared(model), &p);
     CHECK(m != NULL, "load %s: %s", model, mr_last_error());
     if (!m) return -1;
@@ -141,7 +141,7 @@ static mr_model *load_p(const char *rel, int threads, int reference) {
     mr_model_params p;
     mr_model_params_default(&p);
     p.n_threads = threads;
-    p.reference = reference;
+    p.graph = reference ? MR_GRAPH_FORK : MR_GRAPH_OFFICIAL;
     return mr_model_load(t_shared(rel), &p);
 }
 

@@ -78,6 +78,7 @@ void mr_cli_common_init(mr_cli_common *c);
 void mr_cli_approx_poll(mr_cli_common *c, mr_model *m);
 int mr_cli_opt_seed(const char *opt, const char *v, void *dst);           /* dst: mr_cli_common */
 int mr_cli_opt_repeat_penalty(const char *opt, const char *v, void *dst); /* dst: float */
+int mr_cli_opt_graph(const char *opt, const char *v, void *dst);          /* dst: int (MR_GRAPH_*) */
 int mr_cli_opt_approx(const char *opt, const char *v, void *dst);         /* dst: mr_approx_params */
 uint64_t mr_cli_random_seed(void);
 /* A random seed unless --seed gave one; "seed: N" on stderr either way (so a run can be repeated). */
@@ -97,9 +98,12 @@ void mr_cli_pick_seed(mr_cli_common *c);
      "MemAvailable or the memory cgroup's room; default: no paging);\n" \
      "prints the pager summary at exit", .kind = MR_OPT_STR, .dst = &(c)->budget}
 #define MR_CLI_OPT_OFFICIAL(c) \
-    {.names = "--official", .help = "deepseek4: the official model's graph (indexer QAT, shared-expert\n" \
-     "clamp) instead of the reference llama.cpp fork (docs/DEEPSEEK4.md)", .kind = MR_OPT_FLAG, \
-     .dst = &(c)->mp.reference, .ival = 0}
+    {.names = "--graph", .arg = "NAME", .help = "deepseek4: official (default: FP8 KV rows, indexer QAT, shared-expert\n" \
+     "clamp), mainline (llama.cpp's: no FP8 KV simulation), fork (the llama.cpp\n" \
+     "fork of ../shared/golden: no indexer QAT, no shared clamp); docs/DEEPSEEK4.md", .kind = MR_OPT_FN, \
+     .dst = &(c)->mp.graph, .fn = mr_cli_opt_graph}, \
+    {.names = "--official", .help = "deepseek4: the same as --graph official", .kind = MR_OPT_FLAG, \
+     .dst = &(c)->mp.graph, .ival = MR_GRAPH_OFFICIAL}
 /* llama.cpp options with no meaning here */
 #define MR_CLI_OPTS_IGNORED \
     {.names = "-ngl, --gpu-layers, --n-gpu-layers", .arg = "N", .help = "moerun runs on the CPU", .kind = MR_OPT_NOTICE_ARG}, \

@@ -134,6 +134,14 @@ int mr_cli_opt_repeat_penalty(const char *opt, const char *v, void *dst) {
     return 0;
 }
 
+int mr_cli_opt_graph(const char *opt, const char *v, void *dst) {
+    static const char *names[] = {[MR_GRAPH_OFFICIAL] = "official", [MR_GRAPH_MAINLINE] = "mainline", [MR_GRAPH_FORK] = "fork"};
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
+        if (!strcmp(v, names[i])) { *(int *)dst = i; return 0; }
+    fprintf(stderr, "error: bad value '%s' for %s (want official, mainline or fork)\n", v, opt);
+    return -1;
+}
+
 int mr_cli_opt_approx(const char *opt, const char *v, void *dst) {
     const char *key = !strcmp(opt, "--moe-prune") ? "prune" : !strcmp(opt, "--moe-tau") ? "tau"
                     : !strcmp(opt, "--moe-skip") ? "skip" : "";

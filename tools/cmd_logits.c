@@ -37,7 +37,7 @@ static void logits_usage(FILE *f) {
     logits_args a;
     const mr_opt opts[] = {LOGITS_OPTS(&a)};
     fprintf(f, "usage: moerun logits -m MODEL (--tokens 1,2,3 | --tokens-file FILE) [--decode] -o OUT.lgts\n"
-               "                     [-t THREADS] [-c CTX] [--kv-f32] [--official] [--dump NAMES]\n"
+               "                     [-t THREADS] [-c CTX] [--kv-f32] [--graph G] [--dump NAMES]\n"
                "                     [--ram-budget SIZE|auto] [--stats-file FILE] [--ep]\n\n"
                "Evaluates the ids as one batch (default) or one at a time (--decode, through the KV cache)\n"
                "and writes the logits of every position (0..n-1) in the LGTS format. With --ep (an MPI build, under\n"

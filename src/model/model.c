@@ -54,7 +54,6 @@ struct mr_session {
 
 void mr_model_params_default(mr_model_params *p) {
     memset(p, 0, sizeof *p);
-    p->reference = 1;
     p->dump_n = 8;
 }
 

@@ -38,7 +38,12 @@ typedef struct {
     float eps, eps_hc, ws;
     int norm_w;
     int gating;                 /* MR_GATING_* (expert_gating_func, mapped by mr_moe_gating_from_gguf) */
-    int official;               /* !params.reference */
+    int graph;                  /* params.graph (MR_GRAPH_*) */
+    int fp8;                    /* FP8 (E4M3) simulation of the stored KV rows (§3.5): official, fork */
+    int idx_had, idx_fp4;       /* indexer q and keys Hadamard-rotated (official, mainline), then FP4 (official) */
+    int sh_clamp;               /* the shared expert clamped at lim_sh (official, mainline) */
+    int kv_rot;                 /* mainline when D == Di: q, KV rows and the attention output rotated by a
+                                   kv_rot-point Hadamard per block (its KV-cache rotation), else 0 */
     int kv_f16;                 /* caches hold F16 (default) */
     int prefill_f32;            /* params.ds4_prefill_f32: the reference's asymmetric precision (a
                                    prefill's compressed layers attend over F32 keys); default: the

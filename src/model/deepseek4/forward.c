@@ -144,20 +144,27 @@ static void ds4_hc_post(mr_model *m, const ds4_model *M, float *X, const float *
 /* ---------------------------------------------------------------------------------------------- */
 /* compressor (§3.6) */
 
-/* a row of compressed keys: norm, RoPE at the block start, FP8 when fp8 */
+/* mainline's rotation of attention rows (kv_rot > 0): a kv_rot-point Hadamard per block of the row */
+static void ds4_kv_rotate(const ds4_model *M, float *x, int n) {
+    for (int i = 0; i + M->kv_rot <= n; i += M->kv_rot) ds4_hadamard(x + i, M->kv_rot);
+}
+
+/* a row of compressed keys: norm, RoPE at the block start; an attention row (attn) then as the cache
+ * keeps it: FP8 (official, fork) or rotated (mainline when D == Di) */
 static void ds4_comp_finish(const ds4_model *M, const ds4_layer *ly, float *row, int Dh, const float *norm, int64_t start,
-                            int fp8) {
+                            int attn) {
     float cs[4096];
     mr_rms_norm(row, row, norm, Dh, M->eps);
     ds4_rope_cache(&ly->rope, start, 0, cs);
     ds4_rope_tail(row, Dh, M->R, cs);
-    if (fp8) ds4_fp8_sim(row, Dh, M->R);
+    if (attn && M->fp8) ds4_fp8_sim(row, Dh, M->R);
+    if (attn && M->kv_rot) ds4_kv_rotate(M, row, Dh);
 }
 
 typedef struct {
     const ds4_model *M;
     const ds4_layer *ly;
-    int r, Dh, fp8;
+    int r, Dh, attn;
     const float *kv, *sc, *norm, *pad_kv, *pad_sc;
     float *out;
     /* pooling split by features (one block of a streaming step) */
@@ -185,7 +192,7 @@ static void ds4_comp_block_item(void *arg, long b) {
     }
     float *row = j->out + b * (int64_t)Dh;
     ds4_pool(row, kp, sp, ne, Dh);
-    ds4_comp_finish(j->M, j->ly, row, Dh, j->norm, b * (int64_t)r, j->fp8);
+    ds4_comp_finish(j->M, j->ly, row, Dh, j->norm, b * (int64_t)r, j->attn);
 }
 
 /* features [64c, 64c+64) of one pooled row (a streaming step of a ratio-128 layer) */
@@ -200,15 +207,15 @@ static void ds4_comp_feat_item(void *arg, long c) {
 }
 
 /* Batched compressor (prefill, §3.6.2): rows for the n/r complete blocks of the batch from kv/sc
- * [n][Wd] (ape already added); out [n/r][Dh] after norm and RoPE (FP8 when fp8). Also the streaming
+ * [n][Wd] (ape already added); out [n/r][Dh] after norm and RoPE (as stored when attn). Also the streaming
  * state left by the batch tail (§3.6.3). */
 static int ds4_compress_batch(mr_model *m, const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv,
-                              const float *sc, int n, const float *norm, int fp8, float *out, float *kvs, float *scs) {
+                              const float *sc, int n, const float *norm, int attn, float *out, float *kvs, float *scs) {
     const int c = r == 4 ? 2 : 1, Wd = c * Dh, n_comp = n / r;
     float *pad_kv = mr_calloc((size_t)Dh, sizeof(float)), *pad_sc = mr_malloc(sizeof(float) * (size_t)Dh);
     if (!pad_kv || !pad_sc) { free(pad_kv); free(pad_sc); return -1; }
     for (int i = 0; i < Dh; i++) pad_sc[i] = -INFINITY;
-    ds4_comp_job j = {.M = M, .ly = ly, .r = r, .Dh = Dh, .fp8 = fp8, .kv = kv, .sc = sc, .norm = norm, .pad_kv = pad_kv,
+    ds4_comp_job j = {.M = M, .ly = ly, .r = r, .Dh = Dh, .attn = attn, .kv = kv, .sc = sc, .norm = norm, .pad_kv = pad_kv,
                       .pad_sc = pad_sc, .out = out};
     ds4_pfor(m, n_comp, ds4_comp_block_item, &j);
     /* state from the tail (§3.6.3) */
@@ -235,9 +242,9 @@ static int ds4_compress_batch(mr_model *m, const ds4_model *M, const ds4_layer *
 }
 
 /* Streaming compressor step for position p (§3.6.3): store (kv, sc) in the state; if p closes a
- * block, pool it into out (norm, RoPE at the block start, FP8 when fp8) and return 1. */
+ * block, pool it into out (norm, RoPE at the block start, as stored when attn) and return 1. */
 static int ds4_compress_step(mr_model *m, const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv,
-                             const float *sc, int64_t p, const float *norm, int fp8, float *kvs, float *scs, float *out) {
+                             const float *sc, int64_t p, const float *norm, int attn, float *kvs, float *scs, float *out) {
     const int c = r == 4 ? 2 : 1, Wd = c * Dh;
     const int row = r == 4 ? 4 + (int)(p % 4) : (int)(p % r);
     memcpy(kvs + (int64_t)row * Wd, kv, sizeof(float) * (size_t)Wd);
@@ -261,7 +268,7 @@ static int ds4_compress_step(mr_model *m, const ds4_model *M, const ds4_layer *l
         memcpy(kvs, kvs + 4 * (int64_t)Wd, sizeof(float) * 4 * (size_t)Wd);
         memcpy(scs, scs + 4 * (int64_t)Wd, sizeof(float) * 4 * (size_t)Wd);
     }
-    ds4_comp_finish(M, ly, out, Dh, norm, p + 1 - r, fp8);
+    ds4_comp_finish(M, ly, out, Dh, norm, p + 1 - r, attn);
     return 1;
 }
 
@@ -294,7 +301,11 @@ static void ds4_tok_item(void *arg, long t) {
         for (int h = 0; h < H; h++) ds4_rope_tail(q + (int64_t)h * D, D, R, cs);
         ds4_rope_tail(kv, D, R, cs);
     }
-    if (j->stage & DS4_ST_FP8) ds4_fp8_sim(kv, D, R);
+    if ((j->stage & DS4_ST_FP8) && M->fp8) ds4_fp8_sim(kv, D, R);
+    if ((j->stage & DS4_ST_FP8) && M->kv_rot) {
+        ds4_kv_rotate(M, kv, D);
+        for (int h = 0; h < H; h++) ds4_kv_rotate(M, q + (int64_t)h * D, D);
+    }
     if (!(j->stage & DS4_ST_REST)) return;
     float *kvb = B->kvb + t * (int64_t)D;
     if (j->kvb_f16) for (int i = 0; i < D; i++) kvb[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(kv[i]));
@@ -316,7 +327,8 @@ static void ds4_tok_item(void *arg, long t) {
     for (int h = 0; h < Hi; h++) {
         float *qh = B->qI + (t * (int64_t)Hi + h) * Di;
         ds4_rope_tail(qh, Di, R, cs);
-        if (M->official) { ds4_hadamard(qh, Di); ds4_fp4_sim(qh, Di); }
+        if (M->idx_had) ds4_hadamard(qh, Di);
+        if (M->idx_fp4) ds4_fp4_sim(qh, Di);
         /* the indexer scores with F16-rounded q when its keys are F16 (same numbers on both paths) */
         if (j->idx_f16) for (int i = 0; i < Di; i++) qh[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(qh[i]));
     }
@@ -565,7 +577,11 @@ static void ds4_orope_item(void *arg, long t) {
     const int D = j->M->D, H = j->M->H;
     float cs[4096];
     ds4_rope_cache(&j->ly->rope, j->pos0 + t, 1, cs);
-    for (int h = 0; h < H; h++) ds4_rope_tail(j->o + (t * H + h) * (int64_t)D, D, j->M->R, cs);
+    for (int h = 0; h < H; h++) {
+        float *oh = j->o + (t * H + h) * (int64_t)D;
+        if (j->M->kv_rot) ds4_kv_rotate(j->M, oh, D); /* back from the rotated keys' basis (H H = I) */
+        ds4_rope_tail(oh, D, j->M->R, cs);
+    }
 }
 
 /* the attention half of layer il for the batch: X [n][Nh*d] updated in place (via Xt scratch) */
@@ -641,7 +657,8 @@ static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4
             if (r == 4) {
                 if (ds4_compress_batch(m, M, ly, 4, Di, B->ikv, B->isc, n, ly->ic_norm, 0, B->icomp32, ls->ikvs, ls->iscs)) goto oom;
                 for (int b = 0; b < n_comp; b++) {
-                    if (M->official) { ds4_hadamard(B->icomp32 + (int64_t)b * Di, Di); ds4_fp4_sim(B->icomp32 + (int64_t)b * Di, Di); }
+                    if (M->idx_had) ds4_hadamard(B->icomp32 + (int64_t)b * Di, Di);
+                    if (M->idx_fp4) ds4_fp4_sim(B->icomp32 + (int64_t)b * Di, Di);
                     ds4_rows_put(&ls->icomp, b, B->icomp32 + (int64_t)b * Di);
                     if (M->kv_f16 && !M->prefill_f32)
                         for (int i = 0; i < Di; i++)
@@ -661,7 +678,8 @@ static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4
                 }
                 if (r == 4 && ds4_compress_step(m, M, ly, 4, Di, B->ikv + (int64_t)t * IWd, B->isc + (int64_t)t * IWd, p,
                                                 ly->ic_norm, 0, ls->ikvs, ls->iscs, irow)) {
-                    if (M->official) { ds4_hadamard(irow, Di); ds4_fp4_sim(irow, Di); }
+                    if (M->idx_had) ds4_hadamard(irow, Di);
+                    if (M->idx_fp4) ds4_fp4_sim(irow, Di);
                     ds4_rows_put(&ls->icomp, (p + 1) / 4 - 1, irow);
                     DUMP("indexer_KVcompress", il, irow, Di, 1);
                 }
@@ -833,11 +851,11 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
                             .w_scale = M->ws, .weight_before_down = 1, .clamp = ly->lim, .guess_next = ds4_guess_next,
                             .guess_ctx = &gc, .hash_routed = ly->tid2eid != NULL};
     /* hash layers: the token's experts from tid2eid [V][K] (weights still from the scores); others:
-     * top-k of the scores plus exp_probs_b. Shared expert: no clamp in the reference,
-     * swiglu_clamp_shexp (absent: the routed clamp) in the official graph (§8). */
+     * top-k of the scores plus exp_probs_b. Shared expert: clamped at
+     * swiglu_clamp_shexp (official, mainline; absent: the routed clamp), not at all in the fork (§8). */
     const mr_moe_layer ml = {.router = &ly->gate_inp, .sel_bias = ly->exp_bias, .tok_experts = ly->tid2eid, .tok = tok,
                              .sh_gate = &ly->sh_gate, .sh_up = &ly->sh_up, .sh_down = &ly->sh_down,
-                             .sh_clamp = M->official ? ly->lim_sh : 0.0f};
+                             .sh_clamp = M->sh_clamp ? ly->lim_sh : 0.0f};
     const mr_moe_buf mb = {.logits = B->logits, .w = B->w, .g = B->sg, .u = B->su, .sh = B->sh, .sel = B->sel};
     if (mr_moe_block(m, il, &cfg, &ml, B->a, n, &mb, B->moe, NULL)) return -1;
     ds4_hc_post(m, M, X, B->moe, n, B);

@@ -10,8 +10,9 @@
  * tokens decoded one by one compute the same numbers bit for bit; MOERUN_DS4_PREFILL_F32=1 restores
  * the reference's asymmetric precision (see docs/DEEPSEEK4.md for the measurements).
  *
- * Reference vs official (§8): params.reference (default 1) reproduces the llama.cpp fork; 0 adds the
- * official graph's indexer QAT (Hadamard + FP4 on indexer q and keys) and the shared-expert clamp. */
+ * Graphs (params.graph, docs/DEEPSEEK4.md): official (default; FP8 KV rows, indexer QAT = Hadamard +
+ * FP4 on indexer q and keys, shared-expert clamp), mainline llama.cpp's (no FP8, indexer Hadamard
+ * only, shared clamp), the fork's (FP8, no indexer QAT, no shared clamp; spec §8). */
 #include "model/deepseek4/ds4.h"
 #include "model/moe.h"
 
@@ -265,7 +266,12 @@ static int ds4_load(mr_model *m) {
         goto fail;
     if (M->Lh > M->L) M->Lh = M->L;
     M->Fs = M->F * n_shared;
-    M->official = !m->params.reference;
+    M->graph = m->params.graph;
+    if (M->graph < MR_GRAPH_OFFICIAL || M->graph > MR_GRAPH_FORK) BAD("%s: unknown deepseek4 graph %d", m->path, M->graph);
+    M->fp8 = M->graph != MR_GRAPH_MAINLINE;
+    M->idx_fp4 = M->graph == MR_GRAPH_OFFICIAL;
+    M->idx_had = M->graph != MR_GRAPH_FORK;
+    M->sh_clamp = M->graph != MR_GRAPH_FORK;
     M->kv_f16 = !m->params.kv_f32;
     M->prefill_f32 = m->params.ds4_prefill_f32 != 0;
 
@@ -278,10 +284,21 @@ static int ds4_load(mr_model *m) {
         if (M->Hi <= 0 || M->Di <= 0 || M->topk <= 0)
             BAD("%s: ratio-4 layers need attention.indexer.head_count, key_length and top_k", m->path);
         if (M->Di < M->R || M->Di > 4096) BAD("%s: indexer key_length %d must be in [rope dims %d, 4096]", m->path, M->Di, M->R);
-        if (M->official && (M->Di & (M->Di - 1) || M->Di % 32))
+        /* mainline rotates in blocks of the largest power of two dividing Di; the rotation leaves the
+         * scores as they are up to rounding, so a Di that is not a power of two is scored unrotated */
+        if (M->graph == MR_GRAPH_MAINLINE && (M->Di & (M->Di - 1) || M->Di % 32)) M->idx_had = 0;
+        if (M->idx_fp4 && (M->Di & (M->Di - 1) || M->Di % 32))
             BAD("%s: the official indexer (Hadamard + FP4) needs a power-of-two key_length >= 32, not %d", m->path, M->Di);
     }
     if (M->W <= 0) BAD("%s: deepseek4 needs attention.sliding_window > 0", m->path);
+    /* mainline also rotates the attention caches (q, KV rows, output back) when the head size
+     * equals the indexer's (llama-kv-cache.cpp: "always create Hadamard rotation tensors for
+     * DeepSeek lightning indexers"), in blocks of the largest power of two >= 64 dividing D: the
+     * same values up to the F16 rounding of the rotated keys. Not in V4-Flash (D 512, Di 128). */
+    if (M->graph == MR_GRAPH_MAINLINE && M->D == M->Di && M->D % 64 == 0) {
+        M->kv_rot = 64;
+        while (M->D % (2 * M->kv_rot) == 0) M->kv_rot *= 2;
+    }
 
     /* RoPE per layer kind (§3.4) */
     const int yarn = stype && !strcmp(stype, "yarn");
