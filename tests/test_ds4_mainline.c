@@ -1,0 +1,181 @@
+/* deepseek4 against mainline llama.cpp's logits (tests/golden/ds4-mainline/, produced as its README
+ * says), with --graph mainline: tiny models with swiglu_clamp_shexp set low enough to bite, with the
+ * key absent, with a bundled MTP block, and ../shared's tiny-deepseek4; prefill and decode, with the
+ * routed experts resident and paged through the smallest legal RAM budget, in the tolerance classes
+ * of ../shared/README.md. The default (official) graph must differ from mainline on every file (it
+ * simulates FP8 KV rows), by more than the strict class allows. */
+#include "moerun.h"
+#include "moerun_tools.h"
+#include "test.h"
+
+#include <stdint.h>
+#include <unistd.h>
+
+#define DIR "tests/golden/ds4-mainline/"
+
+typedef struct {
+    char name[64], model[128], layout[32], golden[64], cls[32], hash[32];
+    unsigned long long seed;
+    float shexp;
+} ml_entry;
+
+static int read_manifest(ml_entry *e, int max) {
+    FILE *f = fopen(DIR "manifest.tsv", "r");
+    if (!f) return -1;
+    char line[512];
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        if (sscanf(line, "%63s %127s %llu %31s %f %63s %31s %31s", e[n].name, e[n].model, &e[n].seed, e[n].layout,
+                   &e[n].shexp, e[n].golden, e[n].cls, e[n].hash) == 8)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static unsigned long long fnv1a_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned long long h = 0xcbf29ce484222325ull;
+    unsigned char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < k; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
+    fclose(f);
+    return h;
+}
+
+static int32_t *read_ids(const char *path, int *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    int cap = 1024, k = 0;
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
+    long x;
+    while (v && k < cap && fscanf(f, " %ld ,", &x) == 1) v[k++] = (int32_t)x;
+    fclose(f);
+    *n = k;
+    return v;
+}
+
+/* logits [n][V] of ids as one batch or one at a time */
+static float *eval_ids(mr_model *m, const int32_t *ids, int n, int decode) {
+    const int V = mr_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
+    mr_session *s = mr_session_new(m, n);
+    int rc = !lg || !s;
+    if (decode) { for (int i = 0; i < n && !rc; i++) rc = mr_session_eval(s, ids + i, 1, lg + (size_t)i * V, 0); }
+    else if (!rc) rc = mr_session_eval(s, ids, n, lg, 1);
+    mr_session_free(s);
+    if (rc) { free(lg); return NULL; }
+    return lg;
+}
+
+/* compare the golden rows; returns 1 pass, 0 fail (why filled) */
+static int check(const ml_entry *e, const char *path, const float *lg, int n, int V, const char *cls, char *why, size_t wl,
+                 mr_logits_cmp *c) {
+    char rel[256];
+    snprintf(rel, sizeof rel, DIR "%.63s.%.16s.lgts", e->golden, path);
+    int nr, nv;
+    int32_t *pos;
+    float *ref;
+    if (mr_lgts_read(rel, &nr, &nv, &pos, &ref)) { snprintf(why, wl, "%s", mr_last_error()); return 0; }
+    float *sel = malloc(sizeof(float) * (size_t)nr * (size_t)nv);
+    int ok = sel && nv == V, rc = 0;
+    for (int r = 0; ok && r < nr; r++) {
+        if (pos[r] < 0 || pos[r] >= n) ok = 0;
+        else memcpy(sel + (size_t)r * nv, lg + (size_t)pos[r] * V, sizeof(float) * (size_t)nv);
+    }
+    if (!ok) snprintf(why, wl, "golden %s does not fit (n_vocab %d vs %d, or positions)", rel, nv, V);
+    else if (mr_logits_compare(ref, sel, nr, nv, c) == 0) rc = mr_logits_check_class(cls, c, why, wl) == 1;
+    else snprintf(why, wl, "compare: %s", mr_last_error());
+    free(sel); free(pos); free(ref);
+    return rc;
+}
+
+static void run_entry(const ml_entry *e, const char *tmpdir) {
+    char model[512];
+    if (!strcmp(e->model, "synth")) {
+        snprintf(model, sizeof model, "%.200s/%.63s.gguf", tmpdir, e->name);
+        mr_synth_params sp = {.shape = "deepseek-v4-tiny", .mix = "f32", .seed = e->seed, .layout = e->layout,
+                              .shexp_clamp = e->shexp};
+        if (mr_synth(model, &sp)) { printf("FAIL %s: synth: %s\n", e->name, mr_last_error()); t_failed++; return; }
+        unsigned long long h = fnv1a_file(model), want = strtoull(e->hash, NULL, 16);
+        if (h != want) {
+            printf("FAIL %s: the synthesized file's hash is %016llx, the goldens were made from %016llx: moerun synth "
+                   "changed; regenerate the goldens (" DIR "README.md)\n", e->name, h, want);
+            t_failed++;
+            unlink(model);
+            return;
+        }
+    } else {
+        snprintf(model, sizeof model, "%s", t_shared(e->model));
+    }
+    int n = 0;
+    int32_t *ids = read_ids(DIR "tokens-160.txt", &n);
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = 1;
+    mp.graph = MR_GRAPH_MAINLINE;
+    mr_pager_model_info pi;
+    if (mr_pager_model_sizes(model, &pi) || pi.min_budget == 0) { printf("FAIL %s: pager sizes: %s\n", e->name, mr_last_error()); t_failed++; }
+    for (int paged = 0; ids && paged < 2; paged++) {
+        mp.ram_budget = paged ? pi.min_budget : 0;
+        mr_model *m = mr_model_load(model, &mp);
+        if (!m) { printf("FAIL %s: %s\n", e->name, mr_last_error()); t_failed++; continue; }
+        const int V = mr_model_n_vocab(m);
+        for (int d = 0; d < 2; d++) {
+            const char *path = d ? "decode" : "prefill";
+            float *lg = eval_ids(m, ids, n, d);
+            char why[512];
+            mr_logits_cmp c;
+            if (!lg) { printf("FAIL %s.%s: eval: %s\n", e->name, path, mr_last_error()); t_failed++; continue; }
+            if (check(e, path, lg, n, V, e->cls, why, sizeof why, &c)) {
+                printf("ok %s.%s.%s [%s] %s\n", e->name, path, paged ? "paged" : "resident", e->cls, why);
+                t_passed++;
+            } else {
+                printf("FAIL %s.%s.%s [%s]: %s\n", e->name, path, paged ? "paged" : "resident", e->cls, why);
+                t_failed++;
+            }
+            free(lg);
+        }
+        mr_pager_stats ps;
+        if (paged && (mr_model_pager_stats(m, &ps) || !ps.paging || ps.misses == 0)) {
+            printf("FAIL %s.paged: the pager did not page (budget %llu)\n", e->name, (unsigned long long)pi.min_budget);
+            t_failed++;
+        }
+        mr_model_free(m);
+    }
+    /* the official graph (FP8 KV rows) is not mainline's: it must fail the strict class here */
+    mp.ram_budget = 0;
+    mp.graph = MR_GRAPH_OFFICIAL;
+    mr_model *m = ids ? mr_model_load(model, &mp) : NULL;
+    float *lg = m ? eval_ids(m, ids, n, 0) : NULL;
+    char why[512];
+    mr_logits_cmp c;
+    if (!lg) { printf("FAIL %s.official: %s\n", e->name, mr_last_error()); t_failed++; }
+    else if (check(e, "prefill", lg, n, mr_model_n_vocab(m), "strict", why, sizeof why, &c)) {
+        printf("FAIL %s.official: the official graph matches mainline strictly (%s)\n", e->name, why);
+        t_failed++;
+    } else {
+        printf("ok %s.official differs from mainline: KL max %.3g median %.3g\n", e->name, c.kl_max, c.kl_median);
+        t_passed++;
+    }
+    free(lg);
+    mr_model_free(m);
+    free(ids);
+    if (!strcmp(e->model, "synth")) unlink(model);
+}
+
+int main(void) {
+    (void)t_case_name; /* results are counted per entry and path, not through RUN */
+    (void)t_case_failed;
+    ml_entry e[16];
+    int n = read_manifest(e, 16);
+    if (n <= 0) { printf("FAIL manifest: cannot read " DIR "manifest.tsv\n"); return 1; }
+    char tmpdir[] = "/tmp/mr-ds4ml-XXXXXX";
+    if (!mkdtemp(tmpdir)) { printf("FAIL tmpdir\n"); return 1; }
+    for (int i = 0; i < n; i++) run_entry(&e[i], tmpdir);
+    rmdir(tmpdir);
+    return t_finish();
+}
