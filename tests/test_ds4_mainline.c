@@ -1,6 +1,7 @@
 /* deepseek4 against mainline llama.cpp's logits (tests/golden/ds4-mainline/, produced as its README
  * says), with --graph mainline: tiny models with swiglu_clamp_shexp set low enough to bite, with the
- * key absent, with a bundled MTP block, and ../shared's tiny-deepseek4; prefill and decode, with the
+ * key absent, with a bundled MTP block, the published V4 mix (IQ3_S / MXFP4 experts, Q8_0 elsewhere),
+ * and ../shared's tiny-deepseek4; prefill and decode, with the
  * routed experts resident and paged through the smallest legal RAM budget, in the tolerance classes
  * of ../shared/README.md. The default (official) graph must differ from mainline on every file (it
  * simulates FP8 KV rows), by more than the strict class allows. */
@@ -14,7 +15,7 @@
 #define DIR "tests/golden/ds4-mainline/"
 
 typedef struct {
-    char name[64], model[128], layout[32], golden[64], cls[32], hash[32];
+    char name[64], model[128], mix[32], layout[32], golden[64], cls[32], hash[32];
     unsigned long long seed;
     float shexp;
 } ml_entry;
@@ -26,8 +27,8 @@ static int read_manifest(ml_entry *e, int max) {
     int n = 0;
     while (n < max && fgets(line, sizeof line, f)) {
         if (line[0] == '#' || line[0] == '\n') continue;
-        if (sscanf(line, "%63s %127s %llu %31s %f %63s %31s %31s", e[n].name, e[n].model, &e[n].seed, e[n].layout,
-                   &e[n].shexp, e[n].golden, e[n].cls, e[n].hash) == 8)
+        if (sscanf(line, "%63s %127s %31s %llu %31s %f %63s %31s %31s", e[n].name, e[n].model, e[n].mix, &e[n].seed,
+                   e[n].layout, &e[n].shexp, e[n].golden, e[n].cls, e[n].hash) == 9)
             n++;
     }
     fclose(f);
@@ -97,7 +98,7 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
     char model[512];
     if (!strcmp(e->model, "synth")) {
         snprintf(model, sizeof model, "%.200s/%.63s.gguf", tmpdir, e->name);
-        mr_synth_params sp = {.shape = "deepseek-v4-tiny", .mix = "f32", .seed = e->seed, .layout = e->layout,
+        mr_synth_params sp = {.shape = "deepseek-v4-tiny", .mix = e->mix, .seed = e->seed, .layout = e->layout,
                               .shexp_clamp = e->shexp};
         if (mr_synth(model, &sp)) { printf("FAIL %s: synth: %s\n", e->name, mr_last_error()); t_failed++; return; }
         unsigned long long h = fnv1a_file(model), want = strtoull(e->hash, NULL, 16);
