@@ -10,6 +10,7 @@
 #include "moerun.h"
 #include "moerun_tools.h"
 #include "test.h"
+#include "gguf/gguf.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -106,6 +107,67 @@ static void test_ds4_layout_shexp_clamp(void) {
     free(fork_t); free(fork_c);
 }
 
+/* a copy of src without the key `drop` (NULL: none) and with `set` (an array of n entries of type
+ * arr_type; NULL: none) */
+static int rewrite(const char *src, const char *dst, const char *drop, const char *set, int arr_type, uint64_t n,
+                   const void *vals) {
+    mr_gguf *g = mr_gguf_open(src);
+    if (!g) return -1;
+    mr_gguf_writer *w = mr_gguf_writer_new();
+    int rc = w ? 0 : -1;
+    for (uint64_t i = 0; !rc && i < mr_gguf_n_kv(g); i++) {
+        const mr_gguf_kv *kv = mr_gguf_kv_at(g, i);
+        if ((drop && !strcmp(kv->key, drop)) || (set && !strcmp(kv->key, set))) continue;
+        rc = mr_gguf_writer_copy_kv(w, kv);
+    }
+    if (!rc && set) rc = mr_gguf_writer_set_kv(w, set, MR_GGUF_ARRAY, arr_type, n, vals);
+    for (uint64_t i = 0; !rc && i < mr_gguf_n_tensors(g); i++) {
+        const mr_gguf_tensor *t = mr_gguf_tensor_at(g, i);
+        rc = mr_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+    }
+    if (!rc) rc = mr_gguf_writer_write(w, dst, 1);
+    mr_gguf_writer_free(w);
+    mr_gguf_close(g);
+    return rc;
+}
+
+/* variants of the keys: an MTP block the metadata does not announce is refused (it would run as a
+ * layer); expert_feed_forward_length as a per-layer array loads when its trunk entries agree and is
+ * refused when they do not; clamp arrays must have block_count entries */
+static void test_ds4_layout_key_variants(void) {
+    const char *t = make("trunk", 0), *b = make("mtp", 0);
+    CHECK(t && b, "synth");
+    if (!t || !b) return;
+    char dst[300];
+    snprintf(dst, sizeof dst, "%s/variant.gguf", dir);
+    const uint32_t ff_same[5] = {256, 256, 256, 256, 256}, ff_diff[5] = {256, 256, 128, 256, 256};
+    const float clamp4[4] = {10, 10, 10, 10};
+    struct { const char *src, *drop, *set; int type; uint64_t n; const void *vals; const char *want; } cases[] = {
+        {b, "deepseek4.nextn_predict_layers", NULL, 0, 0, NULL, "does not say so"},
+        {b, NULL, "deepseek4.expert_feed_forward_length", MR_GGUF_U32, 5, ff_same, NULL},
+        {b, NULL, "deepseek4.expert_feed_forward_length", MR_GGUF_U32, 5, ff_diff, "differs between layers"},
+        {b, NULL, "deepseek4.swiglu_clamp_shexp", MR_GGUF_F32, 4, clamp4, "expected 5 (block_count)"},
+    };
+    int V = 0;
+    float *ref = logits_of(t, MR_GRAPH_OFFICIAL, &V);
+    CHECK(ref, "eval: %s", mr_last_error());
+    for (size_t i = 0; ref && i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK(rewrite(cases[i].src, dst, cases[i].drop, cases[i].set, cases[i].type, cases[i].n, cases[i].vals) == 0,
+              "rewrite: %s", mr_last_error());
+        int V2 = 0;
+        float *lg = logits_of(dst, MR_GRAPH_OFFICIAL, &V2);
+        if (cases[i].want)
+            CHECK(!lg && strstr(mr_last_error(), cases[i].want), "case %zu: expected an error naming '%s', got '%s'", i,
+                  cases[i].want, lg ? "(loaded)" : mr_last_error());
+        else
+            CHECK(lg && V2 == V && !memcmp(lg, ref, sizeof(float) * (size_t)N_IDS * (size_t)V),
+                  "case %zu: should load and equal the trunk's logits (%s)", i, lg ? "differs" : mr_last_error());
+        free(lg);
+    }
+    free(ref);
+    remove(dst);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) { printf("FAIL mkdtemp\n"); return 1; }
     RUN(test_ds4_layout_mtp_bundled);
@@ -113,6 +175,7 @@ int main(void) {
     RUN(test_ds4_layout_dspark);
     RUN(test_ds4_layout_v41);
     RUN(test_ds4_layout_shexp_clamp);
+    RUN(test_ds4_layout_key_variants);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) printf("# could not remove %s\n", dir);
