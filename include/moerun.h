@@ -139,6 +139,42 @@ int mr_sessions_eval(mr_session *const *s, const int32_t *tokens, int n, float *
 int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, const uint8_t *want, float *logits);
 int mr_model_can_batch(const mr_model *m);   /* 1 if mr_sessions_eval works for this architecture */
 
+/* ---- snapshots: a session's whole evaluation state, saved and restored (docs/SNAPSHOTS.md) ----
+ * A snapshot holds what the next evaluation reads: the KV rows of the positions evaluated, and
+ * deepseek4's window ring, compressor states and indexer rows, qwen35moe's recurrent states; optionally
+ * the n_past token ids; behind a header with the format version, the model's identity, sizes and
+ * checksums. Restored into a session of the same model (loaded with the same kv_f32, graph and
+ * ds4_prefill_f32; resident or paged, any threads), evaluation continues with the same logits, bit for
+ * bit, as without the interruption. A corrupted, truncated, foreign-model or other-version snapshot
+ * is refused with a message. */
+#define MR_SNAPSHOT_VERSION 1
+typedef struct {
+    int version, n_past, has_tokens;
+    uint64_t model_id;      /* mr_model_identity of the model it was taken from */
+    uint64_t bytes;         /* the whole snapshot */
+} mr_snapshot_info;
+/* 64-bit identity of the model file and the settings that change the state (metadata, tensor table,
+ * file sizes, the first bytes of the non-expert tensors, kv_f32/graph/ds4_prefill_f32); computed
+ * once. The prompt cache names its files by it. */
+uint64_t mr_model_identity(const mr_model *m);
+/* Bytes mr_session_save needs at the session's current position (with or without the token ids);
+ * 0 (error set) if the architecture cannot be saved. */
+size_t mr_session_save_size(mr_session *s, int with_tokens);
+/* Write the snapshot into buf[0..size) (size >= mr_session_save_size). tokens: the n_past token ids
+ * to keep with it, or NULL. 0, or -1 with the error set. */
+int mr_session_save(mr_session *s, const int32_t *tokens, void *buf, size_t size);
+/* The same into a file: written under a temporary name in the same directory, synced, then renamed
+ * to path (a crash or a full disk never leaves a partial file under path; the temporary is removed). */
+int mr_session_save_file(mr_session *s, const int32_t *tokens, const char *path);
+/* Replace the session's state with the snapshot's. tokens (may be NULL): receives the n_past token ids
+ * (max_tokens >= n_past, and the snapshot must hold them). Returns n_past, or -1 with the error set;
+ * the session is then empty (position 0), whatever it held before. Every field, size and checksum is
+ * checked; a file's body checksum as it is read. */
+int mr_session_restore(mr_session *s, const void *buf, size_t size, int32_t *tokens, int max_tokens);
+int mr_session_restore_file(mr_session *s, const char *path, int32_t *tokens, int max_tokens);
+/* The header of a snapshot in memory (its checksum, magic, version): 0 and *info, or -1. */
+int mr_snapshot_peek(const void *buf, size_t size, mr_snapshot_info *info);
+
 /* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4, chatglm4,
  * gpt-oss (harmony), kimi-k2. mr_chat_template_detect: the family of the model's embedded
  * tokenizer.chat_template, else a built-in per architecture (deepseek4, gpt-oss, and chatglm4 for

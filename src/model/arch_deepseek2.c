@@ -274,6 +274,13 @@ oom:
 
 static void ds2_state_reset(mr_model *m, void *st) { (void)m; (void)st; /* positions are overwritten */ }
 static int ds2_state_truncate(mr_model *m, void *st, int n) { (void)m; (void)st; (void)n; return 0; }
+/* snapshot regions (model.h): each layer's cache rows [0, n_past) */
+static int ds2_state_io(mr_model *m, void *st, int n_past, mr_state_io *io) {
+    ds2_state *s = st;
+    for (int i = 0; i < m->n_layer; i++)
+        if (io->fn(io, s->kv[i], (size_t)n_past * (size_t)s->kv_dim * (s->kv_f16 ? 2 : 4))) return -1;
+    return 0;
+}
 
 /* RoPE of q_pe (every head) and k_pe, RMSNorm of the latent c, and the cache row [c | k_pe] of
  * tokens [8 ch, 8 ch + 8): tokens are independent. */
@@ -432,4 +439,5 @@ const struct mr_arch mr_arch_deepseek2 = {
     .state_reset = ds2_state_reset,
     .eval = ds2_eval,
     .state_truncate = ds2_state_truncate,
+    .state_io = ds2_state_io,
 };

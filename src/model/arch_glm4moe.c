@@ -71,4 +71,5 @@ const struct mr_arch mr_arch_glm4moe = {
     .state_reset = mr_llm_state_reset,
     .eval = mr_llm_eval,
     .state_truncate = mr_llm_state_truncate,
+    .state_io = mr_llm_state_io,
 };

@@ -27,5 +27,6 @@ const struct mr_arch mr_arch_llama = {
     .state_reset = mr_llm_state_reset,
     .eval = mr_llm_eval,
     .state_truncate = mr_llm_state_truncate,
+    .state_io = mr_llm_state_io,
     .eval_multi = mr_llm_eval_multi,
 };

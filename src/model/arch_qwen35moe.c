@@ -238,6 +238,22 @@ static void q35_state_reset(mr_model *m, void *st) {
         }
 }
 
+/* snapshot regions (model.h): attention layers' K then V rows [0, n_past), delta-net layers' whole
+ * convolution window and recurrent state (they summarise every position so far) */
+static int q35_state_io(mr_model *m, void *st, int n_past, mr_state_io *io) {
+    q35_model *M = m->priv;
+    q35_state *s = st;
+    const size_t kvb = (size_t)n_past * (size_t)s->kv_dim * (s->kv_f16 ? 2 : 4);
+    for (int i = 0; i < m->n_layer; i++) {
+        int rc = M->layers[i].recurrent
+            ? io->fn(io, s->conv[i], sizeof(float) * (size_t)(M->Kc - 1 > 0 ? M->Kc - 1 : 1) * (size_t)M->conv_dim) ||
+              io->fn(io, s->ssm[i], sizeof(float) * (size_t)M->Hv * (size_t)M->S * (size_t)M->S)
+            : io->fn(io, s->k[i], kvb) || io->fn(io, s->v[i], kvb);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 /* x / max(|x|, eps) with the sum of squares in double (ggml_l2_norm) */
 static void q35_l2_norm(float *x, int64_t n, float eps) {
     double sum = 0.0;
@@ -406,4 +422,5 @@ const struct mr_arch mr_arch_qwen35moe = {
     .state_reset = q35_state_reset,
     .eval = q35_eval,
     .state_truncate = NULL, /* the recurrent state cannot be cut back */
+    .state_io = q35_state_io,
 };

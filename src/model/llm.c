@@ -140,6 +140,15 @@ void mr_llm_state_reset(mr_model *m, void *st) { (void)m; (void)st; /* positions
 /* The KV cache holds one row per position and later positions are simply overwritten. */
 int mr_llm_state_truncate(mr_model *m, void *st, int n) { (void)m; (void)st; (void)n; return 0; }
 
+/* snapshot regions (model.h): each layer's K then V rows [0, n_past) */
+int mr_llm_state_io(mr_model *m, void *st, int n_past, mr_state_io *io) {
+    mr_llm_state *s = st;
+    const size_t bytes = (size_t)n_past * (size_t)s->kv_dim * (s->kv_f16 ? 2 : 4);
+    for (int i = 0; i < m->n_layer; i++)
+        if (io->fn(io, s->k[i], bytes) || io->fn(io, s->v[i], bytes)) return -1;
+    return 0;
+}
+
 static void add_bias(float *x, const float *b, int64_t dim, int64_t n, int64_t stride) {
     if (!b) return;
     for (int64_t t = 0; t < n; t++)

@@ -64,6 +64,7 @@ void *mr_llm_state_new(mr_model *m, int n_ctx);
 void mr_llm_state_free(mr_model *m, void *st);
 void mr_llm_state_reset(mr_model *m, void *st);
 int mr_llm_state_truncate(mr_model *m, void *st, int n);
+int mr_llm_state_io(mr_model *m, void *st, int n_past, mr_state_io *io);
 int mr_llm_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits);
 int mr_llm_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
                       float *logits);

@@ -46,12 +46,6 @@ static void mr_unsupported_arch(const mr_model *m, const char *arch) {
     }
 }
 
-struct mr_session {
-    mr_model *m;
-    void *st;
-    int n_ctx, n_past;
-};
-
 void mr_model_params_default(mr_model_params *p) {
     memset(p, 0, sizeof *p);
     p->dump_n = 8;

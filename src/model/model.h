@@ -18,9 +18,16 @@
  * logits may be NULL (nothing written). Returns 0, or -1 with mr_set_error(). On failure the state is
  * unspecified until state_reset.
  *
+ * Snapshots (snapshot.c, mr_session_save/restore): state_io hands every region of the state that the
+ * positions [0, n_past) left behind to io->fn, always in the same order for the same model and n_past:
+ * io->fn copies it out (save), overwrites it (restore) or only counts it (size). A region is whatever
+ * the next evaluation may read: KV rows [0, n_past), whole recurrent states and rings. On restore the
+ * hook also sets its own position bookkeeping to n_past.
+ *
  * Threads: m->pool (mr_pool_run; also handed to mr_matmul). Weights: mr_model_matmul(). */
 #ifndef MR_MODEL_H
 #define MR_MODEL_H
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "moerun.h"
@@ -30,6 +37,12 @@
 #include "pager/pager.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
+
+typedef struct mr_state_io {
+    int restore;                                        /* 1: fn overwrites the region */
+    int (*fn)(struct mr_state_io *io, void *data, size_t bytes); /* 0, or -1 with mr_set_error */
+    void *user;
+} mr_state_io;
 
 struct mr_arch {
     const char *name;                                   /* general.architecture */
@@ -45,6 +58,15 @@ struct mr_arch {
      * logits [rows][n_vocab] for the tokens with want[t] != 0 in token order (want NULL: every token) */
     int (*eval_multi)(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
                       float *logits);
+    /* the evaluation state at n_past positions through io (above); returns what io->fn returned */
+    int (*state_io)(mr_model *m, void *st, int n_past, mr_state_io *io);
+};
+
+/* a session (moerun.h): the arch state and its position */
+struct mr_session {
+    mr_model *m;
+    void *st;
+    int n_ctx, n_past;
 };
 
 struct mr_model {
@@ -70,6 +92,7 @@ struct mr_model {
     const mr_repacked **exp_rp; /* [n_layer * MR_PAGER_MATS] copies of the resident experts, or NULL */
     /* floats converted from F16/BF16 1-D tensors by mr_model_f32 (freed with the model) */
     void **owned; int n_owned, cap_owned;
+    _Atomic uint64_t identity;  /* mr_model_identity once computed (snapshot.c), 0 before */
 };
 
 /* ---- hyperparameters: key is "<arch>.<suffix>" ---- */

@@ -474,6 +474,34 @@ static int ds4_state_truncate(mr_model *m, void *p, int n) {
     return 0;
 }
 
+/* snapshot regions (model.h), per layer: the whole window ring (rows by position modulo its size:
+ * the same in every session of the model), compressed rows [0, n_past / ratio), the compressor
+ * states and their per-position input rings, the indexer's the same way; then n_past is set. */
+static int ds4_rows_io(mr_state_io *io, ds4_rows *r, int64_t rows) {
+    return io->fn(io, r->data, (size_t)(rows * r->width) * (r->f16 ? 2 : 4));
+}
+
+static int ds4_state_io(mr_model *m, void *p, int n_past, mr_state_io *io) {
+    ds4_model *M = m->priv;
+    ds4_state *s = p;
+    for (int l = 0; l < s->n_layers; l++) {
+        ds4_lstate *ls = &s->l[l];
+        const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
+        if (ds4_rows_io(io, &ls->raw, ls->raw.cap)) return -1;
+        if (r > 0 && (ds4_rows_io(io, &ls->comp, n_past / r) || ds4_rows_io(io, &ls->hkv, ls->hkv.cap) ||
+                      ds4_rows_io(io, &ls->hsc, ls->hsc.cap) ||
+                      io->fn(io, ls->kvs, sizeof(float) * (size_t)c * r * c * M->D) ||
+                      io->fn(io, ls->scs, sizeof(float) * (size_t)c * r * c * M->D)))
+            return -1;
+        if (r == 4 && (ds4_rows_io(io, &ls->icomp, n_past / 4) || ds4_rows_io(io, &ls->ihkv, ls->ihkv.cap) ||
+                       ds4_rows_io(io, &ls->ihsc, ls->ihsc.cap) || io->fn(io, ls->ikvs, sizeof(float) * 16 * (size_t)M->Di) ||
+                       io->fn(io, ls->iscs, sizeof(float) * 16 * (size_t)M->Di)))
+            return -1;
+    }
+    if (io->restore) s->n_past = n_past;
+    return 0;
+}
+
 static void *ds4_state_new(mr_model *m, int n_ctx) {
     ds4_model *M = m->priv;
     ds4_state *s = mr_calloc(1, sizeof *s);
@@ -520,6 +548,7 @@ const struct mr_arch mr_arch_deepseek4 = {
     .state_free = ds4_state_free,
     .state_reset = ds4_state_reset,
     .state_truncate = ds4_state_truncate,
+    .state_io = ds4_state_io,
     .eval = ds4_eval,
     .eval_multi = ds4_eval_multi,
 };
