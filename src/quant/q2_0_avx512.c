@@ -51,20 +51,17 @@ static inline __m512i q2z_prod(__m512i aw, __mmask64 neg, const int8_t *y0, cons
 static inline void q2z_dot(int n, float *s, const void *w, const void *vy, size_t by, const int nc) {
     const mr_block_q2_0 *x = w;
     const mr_block_q8_0 *y[4];
-    Q2Z_UNROLL for (int c = 0; c < nc; c++) y[c] = (const mr_block_q8_0 *)((const uint8_t *)vy + (size_t)c * by);
+    Q2Z_UNROLL for (int c = 0; c < 4; c++) y[c] = (const mr_block_q8_0 *)((const uint8_t *)vy + (size_t)(c < nc ? c : 0) * by);
     __m128 acc = _mm_setzero_ps();
     for (int i = 0; i < n / MR_QK2_0; i++) {
         const __m512i wv = q2z_weights(&x[i]);
         const __m512i aw = _mm512_abs_epi8(wv);
         const __mmask64 neg = _mm512_movepi8_mask(wv);
         __m256i lo[4], hi[4];
-        uint16_t dh0[8] = {0}, dh1[8] = {0};
         Q2Z_UNROLL for (int c = 0; c < nc; c++) {
             const __m512i p = q2z_prod(aw, neg, y[c][2 * i].qs, y[c][2 * i + 1].qs);
             lo[c] = _mm512_castsi512_si256(p);
             hi[c] = _mm512_extracti64x4_epi64(p, 1);
-            dh0[c] = y[c][2 * i].d;
-            dh1[c] = y[c][2 * i + 1].d;
         }
         __m128i i0, i1; /* lane c: column c's exact sums over the two Q8_0 blocks */
         if (nc == 4) {
@@ -79,8 +76,13 @@ static inline void q2z_dot(int n, float *s, const void *w, const void *vy, size_
             i0 = h;
             i1 = _mm_shuffle_epi32(h, 1);
         }
-        const __m128 dy0 = _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)dh0));
-        const __m128 dy1 = _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)dh1));
+        __m128i dh0 = _mm_cvtsi32_si128(y[0][2 * i].d), dh1 = _mm_cvtsi32_si128(y[0][2 * i + 1].d);
+        if (nc == 4) { /* the four columns' scales in lanes 0..3 (inserts, not stores and a load) */
+            dh0 = _mm_insert_epi16(_mm_insert_epi16(_mm_insert_epi16(dh0, y[1][2 * i].d, 1), y[2][2 * i].d, 2), y[3][2 * i].d, 3);
+            dh1 = _mm_insert_epi16(_mm_insert_epi16(_mm_insert_epi16(dh1, y[1][2 * i + 1].d, 1), y[2][2 * i + 1].d, 2),
+                                   y[3][2 * i + 1].d, 3);
+        }
+        const __m128 dy0 = _mm_cvtph_ps(dh0), dy1 = _mm_cvtph_ps(dh1);
         __m128 part = _mm_fmadd_ps(dy0, _mm_cvtepi32_ps(i0), _mm_setzero_ps());
         part = _mm_fmadd_ps(dy1, _mm_cvtepi32_ps(i1), part);
         acc = _mm_fmadd_ps(_mm_set1_ps(_cvtsh_ss(x[i].d)), part, acc);
