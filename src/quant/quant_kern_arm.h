@@ -2,7 +2,7 @@
  * SIMD: int8 products widened with smull/smull2 and pair-added into int32 with sadalp) and by
  * quant_dotprod.c (KA_DOTPROD=1: ARMv8.2 FEAT_DotProd, one sdot per 16 bytes). Both give the
  * same int32 lanes (lane l: the sum of products 4l..4l+3 of 16 bytes), so the two ISAs give the
- * same bits. Q8_0 and Q4_K run the scalar references' float operations in their order (that of
+ * same bits. Q8_0, Q4_K and Q2_0 run the scalar references' float operations in their order (that of
  * ggml-cpu's x86 kernels, which made the golden logits; quant_ref.c), so they give the scalar bits;
  * Q4_0, IQ4_NL, MXFP4, IQ4_XS and IQ3_S run the AVX2 kernels' block sums (their bits); the other
  * types differ from the scalar reference in float summation order.
@@ -725,6 +725,56 @@ KA_ENTRIES(q6_k, ka_q6_k)
     }
 KA_SB(iq4_xs, mr_block_iq4_xs)
 KA_SB(iq3_s, mr_block_iq3_s)
+/* ---- Q2_0: the scalar reference's numerics (quant_ref.c mr_vec_dot_q2_0), so every ISA gives its bits:
+ * per 64-value block the exact int32 sums isum0, isum1 of its two Q8_0 blocks, then
+ * part = fma(dy0, isum0, 0), part = fma(dy1, isum1, part), acc = fma(dw, part, acc).
+ * Decoding: byte j holds values 4j..4j+3 at bits 0, 2, 4, 6; a table lookup repeats each byte 4
+ * times and a per-byte shift right by 0, 2, 4, 6 brings each value's code to bits 0-1. */
+static const uint8_t ka_q2_0_rep[4][16] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3}, {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
+    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11}, {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
+};
+static const int8_t ka_q2_0_shr[16] = {0, -2, -4, -6, 0, -2, -4, -6, 0, -2, -4, -6, 0, -2, -4, -6};
+
+KA void ka_q2_0(int n, float *s, const void *w, const void *y, size_t by, int nc) {
+    const mr_block_q2_0 *x = w;
+    const int8x16_t sh = vld1q_s8(ka_q2_0_shr);
+    float acc1 = 0.0f;
+    float32x4_t acc4 = vdupq_n_f32(0);
+    for (int i = 0; i < n / MR_QK2_0; i++) {
+        const uint8x16_t q = vld1q_u8(x[i].qs);
+        int8x16_t wq[4]; /* values 16g .. 16g+15, code - 1 */
+        for (int g = 0; g < 4; g++) {
+            const uint8x16_t c = vandq_u8(vshlq_u8(vqtbl1q_u8(q, vld1q_u8(ka_q2_0_rep[g])), sh), vdupq_n_u8(3));
+            wq[g] = vsubq_s8(vreinterpretq_s8_u8(c), vdupq_n_s8(1));
+        }
+        const float dw = ka_h2f(x[i].d);
+        int32x4_t p0[4], p1[4];
+        KA_COLS for (int c = 0; c < nc; c++) {
+            const mr_block_q8_0 *a = KA_ACT(mr_block_q8_0, y, by, c) + 2 * i;
+            p0[c] = ka_dot32_total(wq[0], wq[1], a[0].qs);
+            p1[c] = ka_dot32_total(wq[2], wq[3], a[1].qs);
+        }
+        if (nc == 1) {
+            const mr_block_q8_0 *a = KA_ACT(mr_block_q8_0, y, by, 0) + 2 * i;
+            float part = __builtin_fmaf(ka_h2f(a[0].d), (float)vaddvq_s32(p0[0]), 0.0f);
+            part = __builtin_fmaf(ka_h2f(a[1].d), (float)vaddvq_s32(p1[0]), part);
+            acc1 = __builtin_fmaf(dw, part, acc1);
+            continue;
+        }
+        const mr_block_q8_0 *a0 = KA_ACT(mr_block_q8_0, y, by, 0) + 2 * i, *a1 = KA_ACT(mr_block_q8_0, y, by, 1) + 2 * i,
+                            *a2 = KA_ACT(mr_block_q8_0, y, by, 2) + 2 * i, *a3 = KA_ACT(mr_block_q8_0, y, by, 3) + 2 * i;
+        const float32x4_t dy0 = ka_h2f_4(&a0[0].d, &a1[0].d, &a2[0].d, &a3[0].d);
+        const float32x4_t dy1 = ka_h2f_4(&a0[1].d, &a1[1].d, &a2[1].d, &a3[1].d);
+        float32x4_t part = vfmaq_f32(vdupq_n_f32(0), dy0, vcvtq_f32_s32(ka_sum4x4(p0[0], p0[1], p0[2], p0[3])));
+        part = vfmaq_f32(part, dy1, vcvtq_f32_s32(ka_sum4x4(p1[0], p1[1], p1[2], p1[3])));
+        acc4 = vfmaq_n_f32(acc4, part, dw);
+    }
+    if (nc == 1) s[0] = acc1;
+    else vst1q_f32(s, acc4);
+}
+KA_ENTRIES(q2_0, ka_q2_0)
+
 /* mr_gemm_fn from a kernel body of up to MR_GEMM_NC columns: row by row, so each weight block is
  * decoded once for all nc columns (for the types whose decoding costs more than the accumulators
  * the column loop then keeps in memory: bench/aarch64_insn.sh) */
@@ -766,6 +816,6 @@ KA_ENTRIES(iq2_xxs, ka_iq2_xxs)
     [MR_TYPE_Q4_0] = KA_KG(q4_0), [MR_TYPE_IQ4_NL] = KA_KG(iq4_nl), [MR_TYPE_MXFP4] = KA_KG(mxfp4),       \
     [MR_TYPE_Q2_K] = KA_KG(q2_k), [MR_TYPE_Q4_K] = KA_KG(q4_k), [MR_TYPE_Q5_K] = KA_KG(q5_k),            \
     [MR_TYPE_Q6_K] = KA_KG(q6_k), [MR_TYPE_IQ4_XS] = KA_KG(iq4_xs), [MR_TYPE_IQ3_S] = {.dot = KA_CAT(ka_vd_iq3_s_, KA_SUFFIX), .dot4 = KA_CAT(ka_vd4_iq3_s_, KA_SUFFIX), .gemm = KA_CAT(ka_gemm_iq3_s_, KA_SUFFIX), .rp = &KA_CAT(ka_rp_iq3_s_, KA_SUFFIX)},        \
-    [MR_TYPE_IQ2_XXS] = KA_KG(iq2_xxs)
+    [MR_TYPE_IQ2_XXS] = KA_KG(iq2_xxs), [MR_TYPE_Q2_0] = KA_K(q2_0)
 
 #endif
