@@ -226,8 +226,8 @@ static void test_synth_ds4_errors(void) {
 /* a synthetic tiny deepseek4 runs through mr_model_load: finite, non-degenerate logits for a prefill
  * long enough to close ratio-4 and ratio-128 blocks (140 tokens) and for decode steps after it */
 static void test_synth_ds4_runs(void) {
-    static const char *mixes[2] = {"iq3s-mxfp4", "iq2xxs-q2k"};
-    for (int mi = 0; mi < 2; mi++) {
+    static const char *mixes[3] = {"iq3s-mxfp4", "iq2xxs-q2k", "q2_0-iq2xxs"};
+    for (int mi = 0; mi < 3; mi++) {
         char path[] = "/tmp/mr_synth_XXXXXX.gguf";
         CHECK(t_tmp_path(path) == 0, "mkstemps");
         mr_synth_params p = {.shape = "deepseek-v4-tiny", .mix = mixes[mi], .zipf = 1.0f, .seed = 5, .ratios = "0,4,128,4"};
@@ -268,6 +268,69 @@ static void test_synth_ds4_runs(void) {
     }
 }
 
+/* the Q2_0 mix (the DeepSeek-V4 CPU guide's files): attention and shared experts in Q2_0 for
+ * deepseek4 and deepseek2 (columns that are no multiple of 64 fall back to Q8_0 there), routed
+ * experts IQ2_XXS / Q2_K; a deepseek2 model runs (deepseek4's run is in test_synth_ds4_runs) */
+static void test_synth_q2_0_mix(void) {
+    static const struct { const char *shape, *attn, *shexp; } cases[2] = {
+        {"deepseek-v4-tiny", "blk.2.attn_output_a.weight", "blk.2.ffn_down_shexp.weight"},
+        {"deepseek2-tiny", "blk.2.attn_q_b.weight", "blk.2.ffn_gate_shexp.weight"},
+    };
+    for (int ci = 0; ci < 2; ci++) {
+        char path[] = "/tmp/mr_synth_XXXXXX.gguf";
+        CHECK(t_tmp_path(path) == 0, "mkstemps");
+        mr_synth_params p = {.shape = cases[ci].shape, .mix = "q2_0-iq2xxs", .n_layers = 3, .seed = 3};
+        CHECK(mr_synth(path, &p) == 0, "synth %s: %s", cases[ci].shape, mr_last_error());
+        mr_gguf *g = mr_gguf_open(path);
+        CHECK(g != NULL, "open: %s", mr_last_error());
+        if (!g) { unlink(path); continue; }
+        const char *q2[2] = {cases[ci].attn, cases[ci].shexp};
+        for (int k = 0; k < 2; k++) {
+            const mr_gguf_tensor *t = mr_gguf_find_tensor(g, q2[k]);
+            CHECK(t && t->type == MR_TYPE_Q2_0, "%s %s: type %s", cases[ci].shape, q2[k], t ? mr_type_name(t->type) : "none");
+            if (t) { /* Gaussian blocks through the reference quantizer: RMS near the target */
+                double r = t_rms(t, 16), want = 1.0 / sqrt((double)t->ne[0]);
+                CHECK(r > 0.5 * want && r < 2.0 * want, "%s rms %g want %g", q2[k], r, want);
+            }
+        }
+        const mr_gguf_tensor *t = mr_gguf_find_tensor(g, "blk.2.ffn_up_exps.weight");
+        CHECK(t && t->type == MR_TYPE_IQ2_XXS, "%s: routed up type", cases[ci].shape);
+        mr_gguf_close(g);
+        if (ci == 1) {
+            mr_model_params mp;
+            mr_model_params_default(&mp);
+            mp.n_threads = 1;
+            mr_model *m = mr_model_load(path, &mp);
+            CHECK(m != NULL, "deepseek2 q2_0: load: %s", mr_last_error());
+            mr_session *s = m ? mr_session_new(m, 64) : NULL;
+            if (s) {
+                enum { NP = 24 };
+                const int nv = mr_model_n_vocab(m);
+                int32_t tok[NP];
+                for (int i = 0; i < NP; i++) tok[i] = i == 0 ? 1 : 3 + (int32_t)((i * 2654435761u) % (uint32_t)(nv - 3));
+                float *lg = malloc(sizeof(float) * (size_t)nv * NP);
+                CHECK(mr_session_eval(s, tok, NP, lg, 1) == 0, "prefill: %s", mr_last_error());
+                int bad = 0, flat = 0;
+                for (int r = 0; r < NP; r++) {
+                    double mn = 1e30, mx = -1e30;
+                    for (int k = 0; k < nv; k++) {
+                        const float v = lg[(size_t)r * nv + k];
+                        bad += !isfinite(v);
+                        if (v < mn) mn = v;
+                        if (v > mx) mx = v;
+                    }
+                    flat += !(mx - mn > 1e-3);
+                }
+                CHECK(bad == 0 && flat == 0, "deepseek2 q2_0: %d non-finite logits, %d constant rows", bad, flat);
+                free(lg);
+            }
+            mr_session_free(s);
+            mr_model_free(m);
+        }
+        unlink(path);
+    }
+}
+
 int main(void) {
     RUN(test_synth_qwen3_iq3s_mxfp4);
     RUN(test_synth_errors);
@@ -275,5 +338,6 @@ int main(void) {
     RUN(test_synth_ds4_defaults);
     RUN(test_synth_ds4_errors);
     RUN(test_synth_ds4_runs);
+    RUN(test_synth_q2_0_mix);
     return t_finish();
 }

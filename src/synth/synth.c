@@ -231,7 +231,7 @@ static const synth_shape synth_shapes[] = {
      1024, 12, 16, 4, 64, 64, 4, 512, 8000, 2048, 1000000.0f},
 };
 
-/* ftype: LLAMA_FTYPE_ALL_F32 0, LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19, MXFP4_MOE 38} (llama.h) */
+/* ftype: LLAMA_FTYPE_ALL_F32 0, LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19, MXFP4_MOE 38, Q2_0 41} (llama.h) */
 static const synth_mix synth_mixes[] = {
     {"f32", MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, 0},
     {"q4_0", MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, 2},
@@ -241,6 +241,9 @@ static const synth_mix synth_mixes[] = {
     {"iq3s-mxfp4", MR_TYPE_Q8_0, MR_TYPE_IQ3_S, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 26},
     {"iq2xxs-q2k", MR_TYPE_Q8_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 19},
     {"mxfp4", MR_TYPE_Q8_0, MR_TYPE_MXFP4, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 38},
+    /* the DeepSeek-V4 CPU guide's files: iq2xxs-q2k with attention and shared experts in Q2_0
+     * (labelled LLAMA_FTYPE_MOSTLY_Q2_0 = 41) */
+    {"q2_0-iq2xxs", MR_TYPE_Q2_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 41},
 };
 
 /* Architectures whose shapes live in their own file. */
