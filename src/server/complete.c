@@ -1,8 +1,8 @@
 /* Completions: the prompt (re-using the longest prefix the session already holds), n choices generated
- * with the generation API, tool calls parsed back from the reply, and the answer in the shape of the
- * API asked: OpenAI chat.completion / text_completion (whole or streamed chunks) or an Anthropic
- * message (whole or streamed events). */
+ * with the generation API, tool calls parsed back from the reply; the answer is written by the API's
+ * writer (reply.h), which this file drives without knowing the API. */
 #include "server/state.h"
+#include "server/reply.h"
 #include "base/base.h"
 
 #include <math.h>
@@ -20,47 +20,12 @@ typedef struct {
     float *blog;                 /* [n_vocab]: logits of a prompt's last token evaluated in a batched step */
     mr_http_req *r;
     const srv_req *q;
-    unsigned long id;
-    long created;
     const char *marker;          /* tool-call marker when tool calls are parsed, else NULL */
     const char *forced;          /* text the reply starts with (tool_choice), part of the prompt */
-    /* the choice being generated */
-    int choice;
-    mr_sbuf reply;               /* forced + generated text */
-    size_t sent;                 /* bytes of reply already streamed as content */
-    int text_block;              /* anthropic stream: the text block is open */
-    mr_sbuf lp;                  /* chat: logprob entries; completions: "tokens" array items */
-    mr_sbuf lp_vals, lp_top, lp_off; /* completions: token_logprobs, top_logprobs, text_offset */
-    int n_lp;
-    size_t lp_offset;
-    /* totals */
-    mr_sbuf choices;             /* non-streamed choices (OpenAI) */
-    int n_prompt, n_cached, n_gen;
-    int n_drafted, n_draft_accepted; /* speculative decoding */
-    double t_prefill, t_decode;
-    uint64_t seed;
+    mr_sbuf reply;               /* the choice being generated: forced + generated text */
+    size_t sent;                 /* bytes of reply already given to the writer */
+    srv_reply w;                 /* the API's writer and the reply's totals */
 } cctx;
-
-static void put_model(mr_sbuf *b, const srv_state *st) { mr_sbuf_json_str(b, st->model_name, strlen(st->model_name)); }
-
-static const char *oai_finish(int finish, int n_calls) {
-    if (n_calls) return "tool_calls";
-    return finish == MR_GEN_LENGTH || finish == MR_GEN_CONTEXT ? "length" : "stop";
-}
-
-static const char *anthropic_stop(int finish, int n_calls) {
-    if (n_calls) return "tool_use";
-    if (finish == MR_GEN_STOP) return "stop_sequence";
-    return finish == MR_GEN_LENGTH || finish == MR_GEN_CONTEXT ? "max_tokens" : "end_turn";
-}
-
-/* ---- logprobs ---- */
-
-static void put_token_bytes(mr_sbuf *b, const char *p, int n) {
-    mr_sbuf_puts(b, "[");
-    for (int i = 0; i < n; i++) mr_sbuf_printf(b, "%s%u", i ? "," : "", (unsigned char)p[i]);
-    mr_sbuf_puts(b, "]");
-}
 
 static int piece_of(const srv_state *st, int32_t id, char *buf, int size) {
     int n = mr_token_to_piece(st->tok, id, buf, size, 1);
@@ -84,118 +49,19 @@ static void lp_add(cctx *c, const float *logits, int32_t id) {
         while (j > 0 && logits[i] > logits[top[j - 1]]) { top[j] = top[j - 1]; j--; }
         top[j] = i;
     }
-    char piece[256];
-    int pl = piece_of(c->st, id, piece, sizeof piece);
-    if (c->q->api == SRV_API_CHAT) {
-        mr_sbuf *b = &c->lp;
-        if (c->n_lp) mr_sbuf_puts(b, ",");
-        mr_sbuf_puts(b, "{\"token\":");
-        mr_sbuf_json_str(b, piece, (size_t)pl);
-        mr_sbuf_printf(b, ",\"logprob\":%.6f,\"bytes\":", logits[id] - lse);
-        put_token_bytes(b, piece, pl);
-        mr_sbuf_puts(b, ",\"top_logprobs\":[");
-        for (int t = 0; t < nt; t++) {
-            char tp[256];
-            int tl = piece_of(c->st, top[t], tp, sizeof tp);
-            mr_sbuf_puts(b, t ? ",{\"token\":" : "{\"token\":");
-            mr_sbuf_json_str(b, tp, (size_t)tl);
-            mr_sbuf_printf(b, ",\"logprob\":%.6f,\"bytes\":", logits[top[t]] - lse);
-            put_token_bytes(b, tp, tl);
-            mr_sbuf_puts(b, "}");
-        }
-        mr_sbuf_puts(b, "]}");
-    } else { /* completions: parallel arrays */
-        const char *sep = c->n_lp ? "," : "";
-        mr_sbuf_puts(&c->lp, sep);
-        mr_sbuf_json_str(&c->lp, piece, (size_t)pl);
-        mr_sbuf_printf(&c->lp_vals, "%s%.6f", sep, logits[id] - lse);
-        mr_sbuf_printf(&c->lp_off, "%s%zu", sep, c->lp_offset);
-        mr_sbuf_printf(&c->lp_top, "%s{", sep);
-        for (int t = 0; t < nt; t++) {
-            char tp[256];
-            int tl = piece_of(c->st, top[t], tp, sizeof tp);
-            if (t) mr_sbuf_puts(&c->lp_top, ",");
-            mr_sbuf_json_str(&c->lp_top, tp, (size_t)tl);
-            mr_sbuf_printf(&c->lp_top, ":%.6f", logits[top[t]] - lse);
-        }
-        mr_sbuf_puts(&c->lp_top, "}");
-        c->lp_offset += (size_t)pl;
+    srv_logprob lp;
+    lp.tok.len = piece_of(c->st, id, lp.tok.piece, sizeof lp.tok.piece);
+    lp.tok.logprob = logits[id] - lse;
+    lp.n_top = nt;
+    for (int t = 0; t < nt; t++) {
+        lp.top[t].len = piece_of(c->st, top[t], lp.top[t].piece, sizeof lp.top[t].piece);
+        lp.top[t].logprob = logits[top[t]] - lse;
     }
-    c->n_lp++;
+    c->w.w->logprob(&c->w, &lp);
 }
 
-/* the logprobs collected so far as a JSON value (then cleared), "null" when not asked */
-static void lp_take(cctx *c, mr_sbuf *b) {
-    if (!c->q->logprobs) { mr_sbuf_puts(b, "null"); return; }
-    if (c->q->api == SRV_API_CHAT) mr_sbuf_printf(b, "{\"content\":[%s]}", c->lp.p ? c->lp.p : "");
-    else mr_sbuf_printf(b, "{\"tokens\":[%s],\"token_logprobs\":[%s],\"top_logprobs\":[%s],\"text_offset\":[%s]}",
-                        c->lp.p ? c->lp.p : "", c->lp_vals.p ? c->lp_vals.p : "", c->lp_top.p ? c->lp_top.p : "",
-                        c->lp_off.p ? c->lp_off.p : "");
-    mr_sbuf_free(&c->lp);
-    mr_sbuf_free(&c->lp_vals);
-    mr_sbuf_free(&c->lp_top);
-    mr_sbuf_free(&c->lp_off);
-    c->n_lp = 0;
-}
-
-/* ---- streamed pieces ---- */
-
-static void oai_chunk(cctx *c, const char *delta, const char *text, size_t n, const char *finish) {
-    mr_sbuf b = {0};
-    int chat = c->q->api == SRV_API_CHAT;
-    mr_sbuf_printf(&b, "{\"id\":\"%s-%lu\",\"object\":\"%s\",\"created\":%ld,\"model\":", chat ? "chatcmpl" : "cmpl", c->id,
-                   chat ? "chat.completion.chunk" : "text_completion", c->created);
-    put_model(&b, c->st);
-    mr_sbuf_printf(&b, ",\"system_fingerprint\":\"moerun-%s\",\"choices\":[{\"index\":%d,", mr_version(), c->choice);
-    if (chat) {
-        mr_sbuf_puts(&b, "\"delta\":{");
-        if (delta) mr_sbuf_puts(&b, delta);
-        if (text) { mr_sbuf_puts(&b, delta && *delta ? ",\"content\":" : "\"content\":"); mr_sbuf_json_str(&b, text, n); }
-        mr_sbuf_puts(&b, "}");
-    } else {
-        mr_sbuf_puts(&b, "\"text\":");
-        mr_sbuf_json_str(&b, text ? text : "", text ? n : 0);
-    }
-    mr_sbuf_puts(&b, ",\"logprobs\":");
-    if (c->n_lp || !c->q->logprobs) lp_take(c, &b);
-    else mr_sbuf_puts(&b, "null");
-    mr_sbuf_printf(&b, ",\"finish_reason\":%s%s%s}]", finish ? "\"" : "", finish ? finish : "null", finish ? "\"" : "");
-    if (c->q->include_usage) mr_sbuf_puts(&b, ",\"usage\":null");
-    if (finish) { mr_sbuf_puts(&b, ","); srv_put_approx(c->st, &b); } /* the setting the choice ended with */
-    mr_sbuf_puts(&b, "}");
-    if (b.oom) { /* a chunk lost would silently cut the text: end the stream with an error */
-        srv_error(c->r, 500, "out of memory");
-        c->r->broken = 1;
-    } else mr_http_sse_send(c->r, b.p, b.n);
-    mr_sbuf_free(&b);
-}
-
-static void anthropic_event(cctx *c, const char *event, mr_sbuf *b) {
-    if (b->oom) {
-        static const char oom[] = "{\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"out of memory\"}}";
-        mr_http_sse_event(c->r, "error", oom, sizeof oom - 1);
-        c->r->broken = 1;
-    } else if (b->p) mr_http_sse_event(c->r, event, b->p, b->n);
-    mr_sbuf_free(b);
-}
-
-static void emit_text(cctx *c, const char *t, size_t n) {
-    if (!n) return;
-    if (c->q->api != SRV_API_ANTHROPIC) { oai_chunk(c, NULL, t, n, NULL); return; }
-    mr_sbuf b = {0};
-    if (!c->text_block) {
-        mr_sbuf_puts(&b, "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}");
-        anthropic_event(c, "content_block_start", &b);
-        c->text_block = 1;
-    }
-    mr_sbuf_puts(&b, "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":");
-    mr_sbuf_json_str(&b, t, n);
-    mr_sbuf_puts(&b, "}}");
-    anthropic_event(c, "content_block_delta", &b);
-}
-
-/* Streams the reply text that is final: never the tool-call marker, a suffix that may grow into it,
- * or the newlines that may turn out to separate the calls from the content. */
+/* Gives the writer the reply text that is final: never the tool-call marker, a suffix that may grow
+ * into it, or the newlines that may turn out to separate the calls from the content. */
 static void flush(cctx *c) {
     const char *t = c->reply.p ? c->reply.p : "";
     size_t len = c->reply.n, safe = len;
@@ -209,7 +75,7 @@ static void flush(cctx *c) {
         while (safe > c->sent && t[safe - 1] == '\n') safe--;
     }
     if (safe > c->sent) {
-        emit_text(c, t + c->sent, safe - c->sent);
+        c->w.w->delta(&c->w, t + c->sent, safe - c->sent);
         c->sent = safe;
     }
 }
@@ -229,19 +95,9 @@ static int on_prefill(void *user, int done, int total) {
     return gone;
 }
 
-static void put_call_json(mr_sbuf *b, const cctx *c, int k, const mr_chat_tool_call *call, int stream_index) {
-    mr_sbuf_puts(b, "{");
-    if (stream_index) mr_sbuf_printf(b, "\"index\":%d,", k);
-    mr_sbuf_printf(b, "\"id\":\"call_%lu_%d_%d\",\"type\":\"function\",\"function\":{\"name\":", c->id, c->choice, k);
-    mr_sbuf_json_str(b, call->name, strlen(call->name));
-    mr_sbuf_puts(b, ",\"arguments\":");
-    mr_sbuf_json_str(b, call->arguments, strlen(call->arguments));
-    mr_sbuf_puts(b, "}}");
-}
-
-/* The end of a choice: tool calls parsed, the rest streamed or the choice recorded. */
+/* The end of a choice: tool calls parsed from the reply, the rest of the text, the calls and the
+ * end given to the writer. */
 static void choice_end(cctx *c, int finish) {
-    const srv_req *q = c->q;
     mr_chat_tool_call calls[SRV_MAX_CALLS];
     size_t content_len = c->reply.n;
     int n_calls = 0;
@@ -251,96 +107,11 @@ static void choice_end(cctx *c, int finish) {
         if (n_calls < 0) { n_calls = 0; content_len = c->reply.n; } /* malformed: all of it is text */
     }
     const char *text = c->reply.p ? c->reply.p : "";
-    if (c->r->streaming) {
-        if (content_len > c->sent) emit_text(c, text + c->sent, content_len - c->sent);
-        c->sent = content_len;
-        if (q->api == SRV_API_ANTHROPIC) {
-            mr_sbuf b = {0};
-            if (c->text_block) {
-                mr_sbuf_puts(&b, "{\"type\":\"content_block_stop\",\"index\":0}");
-                anthropic_event(c, "content_block_stop", &b);
-            }
-            for (int k = 0; k < n_calls; k++) {
-                int idx = c->text_block + k;
-                mr_sbuf_printf(&b, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"tool_use\","
-                               "\"id\":\"toolu_%lu_%d\",\"name\":", idx, c->id, k);
-                mr_sbuf_json_str(&b, calls[k].name, strlen(calls[k].name));
-                mr_sbuf_puts(&b, ",\"input\":{}}}");
-                anthropic_event(c, "content_block_start", &b);
-                mr_sbuf_printf(&b, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"input_json_delta\","
-                               "\"partial_json\":", idx);
-                mr_sbuf_json_str(&b, calls[k].arguments, strlen(calls[k].arguments));
-                mr_sbuf_puts(&b, "}}");
-                anthropic_event(c, "content_block_delta", &b);
-                mr_sbuf_printf(&b, "{\"type\":\"content_block_stop\",\"index\":%d}", idx);
-                anthropic_event(c, "content_block_stop", &b);
-            }
-            mr_sbuf_printf(&b, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"%s\",\"stop_sequence\":null},"
-                           "\"usage\":{\"output_tokens\":%d},", anthropic_stop(finish, n_calls), c->n_gen);
-            srv_put_approx(c->st, &b);
-            mr_sbuf_puts(&b, "}");
-            anthropic_event(c, "message_delta", &b);
-        } else {
-            if (n_calls) {
-                mr_sbuf d = {0};
-                mr_sbuf_puts(&d, "\"tool_calls\":[");
-                for (int k = 0; k < n_calls; k++) {
-                    if (k) mr_sbuf_puts(&d, ",");
-                    put_call_json(&d, c, k, &calls[k], 1);
-                }
-                mr_sbuf_puts(&d, "]");
-                if (d.oom) { srv_error(c->r, 500, "out of memory"); c->r->broken = 1; }
-                else oai_chunk(c, d.p, NULL, 0, NULL);
-                mr_sbuf_free(&d);
-            }
-            oai_chunk(c, "", NULL, 0, oai_finish(finish, n_calls));
-        }
-    } else if (q->api == SRV_API_ANTHROPIC) {
-        mr_sbuf *b = &c->choices; /* one message: its content blocks */
-        int blocks = 0;
-        if (content_len) {
-            mr_sbuf_puts(b, "{\"type\":\"text\",\"text\":");
-            mr_sbuf_json_str(b, text, content_len);
-            mr_sbuf_puts(b, "}");
-            blocks++;
-        }
-        for (int k = 0; k < n_calls; k++, blocks++) {
-            mr_sbuf_printf(b, "%s{\"type\":\"tool_use\",\"id\":\"toolu_%lu_%d\",\"name\":", blocks ? "," : "", c->id, k);
-            mr_sbuf_json_str(b, calls[k].name, strlen(calls[k].name));
-            mr_sbuf_printf(b, ",\"input\":%s}", calls[k].arguments);
-        }
-        mr_sbuf_printf(b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null", anthropic_stop(finish, n_calls));
-    } else {
-        mr_sbuf *b = &c->choices;
-        mr_sbuf_printf(b, "%s{\"index\":%d,", c->choice ? "," : "", c->choice);
-        if (q->api == SRV_API_CHAT) {
-            mr_sbuf_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-            if (n_calls && !content_len) mr_sbuf_puts(b, "null");
-            else mr_sbuf_json_str(b, text, content_len);
-            if (n_calls) {
-                mr_sbuf_puts(b, ",\"tool_calls\":[");
-                for (int k = 0; k < n_calls; k++) {
-                    if (k) mr_sbuf_puts(b, ",");
-                    put_call_json(b, c, k, &calls[k], 0);
-                }
-                mr_sbuf_puts(b, "]");
-            }
-            mr_sbuf_puts(b, "}");
-        } else {
-            mr_sbuf_puts(b, "\"text\":");
-            if (q->echo && q->prompt) {
-                mr_sbuf e = {0};
-                mr_sbuf_puts(&e, q->prompt);
-                mr_sbuf_add(&e, text, content_len);
-                mr_sbuf_json_str(b, e.p ? e.p : "", e.n);
-                mr_sbuf_free(&e);
-            } else mr_sbuf_json_str(b, text, content_len);
-        }
-        mr_sbuf_puts(b, ",\"logprobs\":");
-        lp_take(c, b);
-        mr_sbuf_printf(b, ",\"finish_reason\":\"%s\"}", oai_finish(finish, n_calls));
-    }
-    mr_chat_tool_calls_free(calls, n_calls > 0 ? n_calls : 0);
+    if (content_len > c->sent) c->w.w->delta(&c->w, text + c->sent, content_len - c->sent);
+    c->sent = content_len;
+    if (n_calls) c->w.w->tool_calls(&c->w, calls, n_calls);
+    c->w.w->choice_end(&c->w, finish, n_calls);
+    mr_chat_tool_calls_free(calls, n_calls);
 }
 
 /* The prompt tokens [from, n) through the batched steps, a piece per step beside the other slots'
@@ -378,7 +149,7 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     mr_gen_params gp;
     mr_gen_params_default(&gp);
     gp.sampler = q->sp;
-    gp.sampler.seed = c->seed + (uint64_t)c->choice;
+    gp.sampler.seed = c->w.seed + (uint64_t)c->w.choice;
     gp.max_tokens = q->max_tokens;
     gp.stop = q->stop;
     gp.n_stop = q->n_stop;
@@ -402,7 +173,7 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
         rc = mr_gen_prefill(g, prompt + reuse, n_prompt - reuse);
         srv_model_unlock(st);
     }
-    c->t_prefill += mr_now() - t_pre;
+    c->w.t_prefill += mr_now() - t_pre;
     if (rc != 0) {
         if (rc > 0) { /* the client left: what was evaluated stays cached */
             sl->n_cache = mr_session_n_past(sl->s);
@@ -416,14 +187,11 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     }
     memcpy(sl->cache + reuse, prompt + reuse, sizeof(int32_t) * (size_t)(n_prompt - reuse));
     sl->n_cache = n_prompt;
-    if (c->choice == 0) c->n_cached = reuse;
+    if (c->w.choice == 0) c->w.n_cached = reuse;
     mr_sbuf_free(&c->reply);
     c->sent = 0;
-    c->text_block = 0;
-    c->lp_offset = 0;
     if (c->forced) mr_sbuf_puts(&c->reply, c->forced);
-    if (c->r->streaming && q->api == SRV_API_CHAT) oai_chunk(c, "\"role\":\"assistant\",\"content\":\"\"", NULL, 0, NULL);
-    if (c->r->streaming && q->api == SRV_API_COMPLETIONS && q->echo && q->prompt) emit_text(c, q->prompt, strlen(q->prompt));
+    c->w.w->choice_begin(&c->w);
     mr_gen_step step = {0};
     int err = 0;
     const double t_dec = mr_now(); /* wall time: with batching the evaluations run outside mr_gen */
@@ -438,7 +206,7 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
             srv_model_unlock(st);
             if (e) { err = 1; break; }
         }
-        if (q->logprobs && step.n_accepted) {
+        if (q->logprobs && step.n_accepted && c->w.w->logprob) {
             const int32_t *ids;
             int ng = mr_gen_tokens(g, &ids);
             const float *lg = mr_gen_logits(g);
@@ -450,10 +218,10 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     }
     mr_gen_stats gs;
     mr_gen_get_stats(g, &gs);
-    c->n_gen += gs.n_gen;
-    c->n_drafted += gs.n_drafted;
-    c->n_draft_accepted += gs.n_draft_accepted;
-    c->t_decode += mr_now() - t_dec;
+    c->w.n_gen += gs.n_gen;
+    c->w.n_drafted += gs.n_drafted;
+    c->w.n_draft_accepted += gs.n_draft_accepted;
+    c->w.t_decode += mr_now() - t_dec;
     if (err) {
         mr_gen_free(g);
         mr_session_reset(sl->s);
@@ -475,91 +243,6 @@ static uint64_t random_seed(void) {
     uint64_t s = 0;
     if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) s = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     return s & ((1ull << 53) - 1); /* exact in a JSON number read as a double: the seed can be sent back */
-}
-
-static void put_usage(mr_sbuf *b, const cctx *c) {
-    mr_sbuf_printf(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
-                   "\"prompt_tokens_details\":{\"cached_tokens\":%d}},\"timings\":{\"cache_n\":%d,\"prompt_n\":%d,"
-                   "\"prompt_ms\":%.3f,\"prompt_per_second\":%.3f,\"predicted_n\":%d,\"predicted_ms\":%.3f,"
-                   "\"predicted_per_second\":%.3f,\"draft_n\":%d,\"draft_n_accepted\":%d}", c->n_prompt, c->n_gen,
-                   c->n_prompt + c->n_gen, c->n_cached, c->n_cached, c->n_prompt - c->n_cached, 1e3 * c->t_prefill,
-                   c->t_prefill > 0 ? (c->n_prompt - c->n_cached) / c->t_prefill : 0.0, c->n_gen, 1e3 * c->t_decode,
-                   c->t_decode > 0 ? c->n_gen / c->t_decode : 0.0, c->n_drafted, c->n_draft_accepted);
-}
-
-static void stream_begin(cctx *c) {
-    srv_approx_header(c->st, c->r); /* the setting when the stream starts; the last chunk has the final one */
-    mr_http_sse_begin(c->r);
-    if (c->q->api != SRV_API_ANTHROPIC) return;
-    mr_sbuf b = {0};
-    mr_sbuf_printf(&b, "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_%lu\",\"type\":\"message\",\"role\":\"assistant\","
-                   "\"content\":[],\"model\":", c->id);
-    put_model(&b, c->st);
-    mr_sbuf_printf(&b, ",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":%d,\"output_tokens\":0},",
-                   c->n_prompt);
-    srv_put_approx(c->st, &b);
-    mr_sbuf_puts(&b, "}}");
-    anthropic_event(c, "message_start", &b);
-    mr_sbuf_puts(&b, "{\"type\":\"ping\"}");
-    anthropic_event(c, "ping", &b);
-}
-
-static void stream_end(cctx *c) {
-    mr_sbuf b = {0};
-    if (c->q->api == SRV_API_ANTHROPIC) {
-        mr_sbuf_puts(&b, "{\"type\":\"message_stop\"}");
-        anthropic_event(c, "message_stop", &b);
-    } else {
-        if (c->q->include_usage) {
-            int chat = c->q->api == SRV_API_CHAT;
-            mr_sbuf_printf(&b, "{\"id\":\"%s-%lu\",\"object\":\"%s\",\"created\":%ld,\"model\":", chat ? "chatcmpl" : "cmpl",
-                           c->id, chat ? "chat.completion.chunk" : "text_completion", c->created);
-            put_model(&b, c->st);
-            mr_sbuf_puts(&b, ",\"choices\":[],");
-            put_usage(&b, c);
-            mr_sbuf_puts(&b, ",");
-            srv_put_approx(c->st, &b);
-            mr_sbuf_puts(&b, "}");
-            if (b.oom) { mr_sbuf_free(&b); srv_error(c->r, 500, "out of memory"); return; }
-            mr_http_sse_send(c->r, b.p, b.n);
-            mr_sbuf_free(&b);
-        }
-        mr_http_sse_send(c->r, "[DONE]", 6);
-    }
-    mr_http_sse_end(c->r);
-}
-
-static void reply_whole(cctx *c) {
-    mr_sbuf b = {0};
-    const srv_req *q = c->q;
-    if (c->choices.oom || c->lp.oom || c->lp_vals.oom || c->lp_top.oom || c->lp_off.oom) { srv_error(c->r, 500, "out of memory"); return; }
-    if (q->api == SRV_API_ANTHROPIC) {
-        mr_sbuf_printf(&b, "{\"id\":\"msg_%lu\",\"type\":\"message\",\"role\":\"assistant\",\"model\":", c->id);
-        put_model(&b, c->st);
-        mr_sbuf_puts(&b, ",\"content\":[");
-        mr_sbuf_add(&b, c->choices.p ? c->choices.p : "", c->choices.n);
-        mr_sbuf_printf(&b, ",\"usage\":{\"input_tokens\":%d,\"output_tokens\":%d,\"cache_read_input_tokens\":%d,"
-                       "\"cache_creation_input_tokens\":0},", c->n_prompt - c->n_cached, c->n_gen, c->n_cached);
-        srv_put_approx(c->st, &b);
-        mr_sbuf_puts(&b, "}");
-    } else {
-        int chat = q->api == SRV_API_CHAT;
-        mr_sbuf_printf(&b, "{\"id\":\"%s-%lu\",\"object\":\"%s\",\"created\":%ld,\"model\":", chat ? "chatcmpl" : "cmpl", c->id,
-                       chat ? "chat.completion" : "text_completion", c->created);
-        put_model(&b, c->st);
-        mr_sbuf_printf(&b, ",\"system_fingerprint\":\"moerun-%s\",\"seed\":%llu,\"choices\":[", mr_version(),
-                       (unsigned long long)c->seed);
-        mr_sbuf_add(&b, c->choices.p ? c->choices.p : "", c->choices.n);
-        mr_sbuf_puts(&b, "],");
-        put_usage(&b, c);
-        mr_sbuf_puts(&b, ",");
-        srv_put_approx(c->st, &b);
-        mr_sbuf_puts(&b, "}");
-    }
-    srv_approx_header(c->st, c->r);
-    if (b.oom) srv_error(c->r, 500, "out of memory");
-    else mr_http_reply(c->r, 200, "application/json", b.p, b.n);
-    mr_sbuf_free(&b);
 }
 
 /* The prompt tokens of q: the rendered conversation (with the forced start of a tool call) or the
@@ -626,51 +309,51 @@ void srv_complete(srv_state *st, mr_http_req *r, int api) {
     c.st = st;
     c.r = r;
     c.q = &q;
-    c.created = (long)time(NULL);
-    c.n_prompt = n;
     c.forced = forced;
-    c.seed = q.seed_given ? q.sp.seed : random_seed();
-    if (q.n_tools && q.tool_choice != SRV_TOOLS_NONE) c.marker = mr_chat_tool_marker(st->m, st->tmpl);
+    c.w.w = srv_writer_for(api);
+    c.w.r = r;
+    c.w.q = &q;
+    c.w.sched = st;
+    c.w.model_name = st->model_name;
+    c.w.created = (long)time(NULL);
+    c.w.n_prompt = n;
+    c.w.seed = q.seed_given ? q.sp.seed : random_seed();
+    if (q.n_tools && q.tool_choice != SRV_TOOLS_NONE && c.w.w->tool_calls) c.marker = mr_chat_tool_marker(st->m, st->tmpl);
     c.blog = mr_malloc(sizeof(float) * (size_t)st->n_vocab);
     if (!c.blog) { srv_error(r, 500, "out of memory"); goto done; }
     int si = srv_acquire(st, r, toks, n);
     if (si < 0) goto done; /* the client left while queued */
     c.slot = &st->slots[si];
     pthread_mutex_lock(&st->qmu);
-    c.id = ++st->req_id;
+    c.w.id = ++st->req_id;
     pthread_mutex_unlock(&st->qmu);
-    if (q.stream) stream_begin(&c);
+    c.w.w->begin(&c.w);
     int rc = 0;
     if (st->can_batch) srv_step_join(st, 1); /* from here on the steps wait for this request */
-    for (c.choice = 0; c.choice < q.n && rc == 0; c.choice++) rc = run_choice(&c, toks, n);
+    for (c.w.choice = 0; c.w.choice < q.n && rc == 0; c.w.choice++) rc = run_choice(&c, toks, n);
     if (st->can_batch) srv_step_join(st, -1);
     if (rc < 0) srv_error(r, 500, mr_last_error());
-    else if (rc == 0 && q.stream) stream_end(&c);
-    else if (rc == 0) reply_whole(&c);
+    else if (rc == 0) c.w.w->end(&c.w);
     pthread_mutex_lock(&st->qmu);
     st->n_requests++;
     st->n_errors += rc < 0;
     st->n_aborted += rc > 0;
     st->n_prompt += (unsigned long long)n;
-    st->n_cached += (unsigned long long)c.n_cached;
-    st->n_gen += (unsigned long long)c.n_gen;
-    st->prefill_s += c.t_prefill;
-    st->decode_s += c.t_decode;
+    st->n_cached += (unsigned long long)c.w.n_cached;
+    st->n_gen += (unsigned long long)c.w.n_gen;
+    st->prefill_s += c.w.t_prefill;
+    st->decode_s += c.w.t_decode;
     pthread_mutex_unlock(&st->qmu);
     char spec[64] = "";
-    if (c.n_drafted) snprintf(spec, sizeof spec, " (%d drafted, %d accepted)", c.n_drafted, c.n_draft_accepted);
-    mr_log(1, "request %lu: prompt %d tokens (%d cached) %.2f s, %d choice%s, generated %d tokens %.2f tok/s%s%s\n", c.id, n,
-           c.n_cached, c.t_prefill, q.n, q.n > 1 ? "s" : "", c.n_gen, c.t_decode > 0 ? c.n_gen / c.t_decode : 0.0, spec,
+    if (c.w.n_drafted) snprintf(spec, sizeof spec, " (%d drafted, %d accepted)", c.w.n_drafted, c.w.n_draft_accepted);
+    mr_log(1, "request %lu: prompt %d tokens (%d cached) %.2f s, %d choice%s, generated %d tokens %.2f tok/s%s%s\n", c.w.id, n,
+           c.w.n_cached, c.w.t_prefill, q.n, q.n > 1 ? "s" : "", c.w.n_gen, c.w.t_decode > 0 ? c.w.n_gen / c.w.t_decode : 0.0, spec,
            rc > 0 ? ", client left" : rc < 0 ? ", failed" : "");
     srv_release(st, si);
 done:
     free(c.blog);
     mr_sbuf_free(&c.reply);
-    mr_sbuf_free(&c.choices);
-    mr_sbuf_free(&c.lp);
-    mr_sbuf_free(&c.lp_vals);
-    mr_sbuf_free(&c.lp_top);
-    mr_sbuf_free(&c.lp_off);
+    srv_reply_free(&c.w);
     free(toks);
     free(forced);
     srv_req_free(&q);

@@ -2,7 +2,7 @@
  * small endpoints (/health, /v1/models, /props, /slots, /metrics, /tokenize, /detokenize,
  * /apply-template). Connections are served by their own threads (http.c); requests that use the model
  * wait in a FIFO queue for the one session, and leave it when their client goes away. Generation and
- * the replies are in complete.c. */
+ * the replies are in complete.c and the writers (reply*.c). */
 #include "server/state.h"
 #include "base/base.h"
 
@@ -15,31 +15,6 @@
 #include <unistd.h>
 
 struct srv_waiter { srv_waiter *next; int granted; };
-
-void srv_error(mr_http_req *r, int status, const char *msg) {
-    mr_sbuf b = {0};
-    mr_sbuf_puts(&b, "{\"error\":{\"message\":");
-    mr_sbuf_json_str(&b, msg, strlen(msg));
-    mr_sbuf_printf(&b, ",\"type\":\"%s\",\"code\":%d}}", status >= 500 ? "server_error" : "invalid_request_error", status);
-    if (b.oom) { /* the message did not fit in memory: a fixed one */
-        mr_sbuf_free(&b);
-        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}";
-        if (r->streaming) { mr_http_sse_send(r, oom, sizeof oom - 1); mr_http_sse_end(r); }
-        else mr_http_reply(r, 500, "application/json", oom, sizeof oom - 1);
-        return;
-    }
-    if (r->streaming) {
-        mr_http_sse_send(r, b.p ? b.p : "{}", b.n);
-        mr_http_sse_end(r);
-    } else mr_http_reply(r, status, "application/json", b.p ? b.p : "{}", b.n);
-    mr_sbuf_free(&b);
-}
-
-static void reply_json(mr_http_req *r, mr_sbuf *b) {
-    if (b->oom) srv_error(r, 500, "out of memory");
-    else mr_http_reply(r, 200, "application/json", b->p ? b->p : "{}", b->n);
-    mr_sbuf_free(b);
-}
 
 static int common_prefix(const srv_slot *sl, const int32_t *p, int n) {
     int k = 0;
@@ -412,7 +387,7 @@ static void ep_admin_moe(srv_state *st, mr_http_req *r) {
     else mr_sbuf_puts(&b, "null");
     mr_sbuf_puts(&b, "}");
     srv_approx_header(st, r);
-    reply_json(r, &b);
+    srv_reply_json(r, &b);
 }
 
 static int path_is(const char *path, const char *a, const char *b) { return !strcmp(path, a) || (b && !strcmp(path, b)); }
@@ -423,7 +398,7 @@ static void ep_models(srv_state *st, mr_http_req *r) {
     mr_sbuf_json_str(&b, st->model_name, strlen(st->model_name));
     mr_sbuf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"moerun\",\"meta\":{\"arch\":\"%s\",\"n_ctx\":%d,"
                    "\"n_vocab\":%d}}]}", st->started_wall, mr_model_arch(st->m), st->n_ctx, st->n_vocab);
-    reply_json(r, &b);
+    srv_reply_json(r, &b);
 }
 
 static void ep_props(srv_state *st, mr_http_req *r) {
@@ -436,7 +411,7 @@ static void ep_props(srv_state *st, mr_http_req *r) {
                    st->tmpl, mr_model_n_threads(st->m), st->spec_max, st->spec_ngram, mr_version());
     srv_put_approx(st, &b);
     mr_sbuf_puts(&b, "}");
-    reply_json(r, &b);
+    srv_reply_json(r, &b);
 }
 
 static void ep_slots(srv_state *st, mr_http_req *r) {
@@ -449,7 +424,7 @@ static void ep_slots(srv_state *st, mr_http_req *r) {
                        st->slots[i].busy ? "true" : "false", st->slots[i].n_cache);
     pthread_mutex_unlock(&st->qmu);
     mr_sbuf_puts(&b, "]");
-    reply_json(r, &b);
+    srv_reply_json(r, &b);
 }
 
 static void ep_metrics(srv_state *st, mr_http_req *r) {
@@ -519,7 +494,7 @@ static void ep_tokenize(srv_state *st, mr_http_req *r, const mr_json *j) {
     }
     mr_sbuf_puts(&b, "]}");
     free(ids);
-    reply_json(r, &b);
+    srv_reply_json(r, &b);
 }
 
 /* POST /detokenize {"tokens": [...]} -> {"content": text} */
@@ -548,7 +523,7 @@ static void ep_detokenize(srv_state *st, mr_http_req *r, const mr_json *j) {
     mr_sbuf_json_str(&b, text, (size_t)len);
     mr_sbuf_puts(&b, "}");
     free(text);
-    reply_json(r, &b);
+    srv_reply_json(r, &b);
 }
 
 /* POST /apply-template {"messages": [...], "tools": [...]} -> {"prompt": text} (what the model sees) */
@@ -564,7 +539,7 @@ static void ep_apply_template(srv_state *st, mr_http_req *r, const mr_json *j) {
     mr_sbuf_json_str(&b, text, strlen(text));
     mr_sbuf_puts(&b, "}");
     free(text);
-    reply_json(r, &b);
+    srv_reply_json(r, &b);
 }
 
 static void srv_handle(void *user, mr_http_req *r) {

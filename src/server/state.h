@@ -1,12 +1,13 @@
 /* The server's shared state: one model, one session (the prompt cache), the FIFO queue of requests
  * waiting for it, and counters for /metrics. server.c owns connections and small endpoints,
- * complete.c runs generations and writes the OpenAI and Anthropic replies. */
+ * complete.c runs generations, the writers (reply.h) write the replies. */
 #ifndef MR_SERVER_STATE_H
 #define MR_SERVER_STATE_H
 #include "moerun.h"
 #include "server/http.h"
 #include "json/json.h"
 #include "server/request.h"
+#include "server/reply.h"
 
 #include <pthread.h>
 
@@ -21,7 +22,7 @@ typedef struct {
     int busy;                /* under qmu */
 } srv_slot;
 
-typedef struct {
+typedef struct srv_state {
     mr_model *m;
     const mr_tokenizer *tok;
     srv_slot *slots;
@@ -64,7 +65,6 @@ typedef struct {
     double prefill_s, decode_s;
 } srv_state;
 
-void srv_error(mr_http_req *r, int status, const char *msg);
 /* Tokenize text (parse_special on); -1 and mr_last_error() on failure. *out is malloc'd. */
 int srv_tokenize(const srv_state *st, const char *text, int add_special, int32_t **out);
 /* A free slot for the prompt (the one holding the longest prefix of it), waiting in arrival order;
@@ -85,10 +85,6 @@ int srv_batch_eval(srv_state *st, srv_slot *slot, mr_gen *g);
  * tokens: returns how many tokens the step took (1..n; at most step_prompt), -1 on error. logits
  * ([n_vocab]) get the last token's when all n were taken. */
 int srv_batch_prompt(srv_state *st, srv_slot *slot, const int32_t *ids, int n, float *logits);
-/* The active approximation setting in a response: "moerun":{"approx":"SPEC"} (SPEC as
- * mr_approx_format writes it, "off" when exact), and the X-Moerun-Approx header line. */
-void srv_put_approx(srv_state *st, mr_sbuf *b);
-void srv_approx_header(srv_state *st, mr_http_req *r);
 /* POST /v1/chat/completions, /v1/completions, /v1/messages */
 void srv_complete(srv_state *st, mr_http_req *r, int api);
 /* The chat prompt of q (tools included) as text; NULL with mr_last_error() on failure. */
