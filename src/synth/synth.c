@@ -229,6 +229,13 @@ static const synth_shape synth_shapes[] = {
      2048, 48, 32, 4, 128, 128, 8, 768, 32000, 4096, 1000000.0f},
     {"qwen3-small", "qwen3moe", "small qwen3moe for demos (d 1024, 64 experts top-4, 12 layers)",
      1024, 12, 16, 4, 64, 64, 4, 512, 8000, 2048, 1000000.0f},
+    {"qwen3moe-tiny", "qwen3moe", "tiny qwen3moe for tests (2 layers, d 256, 8 experts top-2 of 256, 4 heads / 2 KV of 64)",
+     256, 2, 4, 2, 64, 8, 2, 256, 512, 2048, 1000000.0f},
+    /* llama: no q/k norm; n_expert 0 is dense with an FFN ff_exp wide, else Mixtral-style experts */
+    {"llama-tiny", "llama", "tiny dense llama for tests (2 layers, d 256, ff 512, 4 heads / 2 KV of 64)",
+     256, 2, 4, 2, 64, 0, 0, 512, 512, 2048, 10000.0f},
+    {"mixtral-tiny", "llama", "tiny Mixtral-style llama for tests (2 layers, d 256, 8 experts top-2 of 256, 4 heads / 2 KV of 64)",
+     256, 2, 4, 2, 64, 8, 2, 256, 512, 2048, 10000.0f},
 };
 
 /* ftype: LLAMA_FTYPE_ALL_F32 0, LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19, MXFP4_MOE 38, Q2_0 41} (llama.h) */
@@ -339,19 +346,23 @@ done:
     return rc;
 }
 
+/* qwen3moe, and llama (dense or Mixtral-style) with the keys mainline's converter writes for it:
+ * feed_forward_length is the (expert) FFN width, no q/k norm, no key/value lengths. */
 static int synth_qwen3moe(synth_ctx *c, mr_gguf_writer *w, const synth_shape *s, const synth_mix *mx, int n_layer) {
     char key[128];
     const char *a = s->arch;
+    const int llama = !strcmp(a, "llama"), moe = s->n_expert > 0;
 #define SETU(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_u32(w, key, (uint32_t)(v)))
 #define SETF(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_f32(w, key, (float)(v)))
     if (mr_gguf_writer_set_str(w, "general.architecture", a) || SETU("context_length", s->n_ctx) ||
-        SETU("embedding_length", s->d) || SETU("block_count", n_layer) || SETU("feed_forward_length", s->ff_exp * 8) ||
+        SETU("embedding_length", s->d) || SETU("block_count", n_layer) ||
+        SETU("feed_forward_length", llama ? s->ff_exp : s->ff_exp * 8) ||
         SETU("attention.head_count", s->n_head) || SETU("attention.head_count_kv", s->n_head_kv) ||
         SETF("rope.freq_base", s->rope_base) || SETF("attention.layer_norm_rms_epsilon", 1e-6) ||
-        SETU("expert_count", s->n_expert) || SETU("expert_used_count", s->n_used) ||
-        SETU("expert_feed_forward_length", s->ff_exp) || SETU("attention.key_length", s->head_dim) ||
-        SETU("attention.value_length", s->head_dim) || SETU("rope.dimension_count", s->head_dim) ||
-        SETU("vocab_size", s->vocab))
+        (moe && (SETU("expert_count", s->n_expert) || SETU("expert_used_count", s->n_used))) ||
+        (!llama && (SETU("expert_feed_forward_length", s->ff_exp) || SETU("attention.key_length", s->head_dim) ||
+                    SETU("attention.value_length", s->head_dim))) ||
+        SETU("rope.dimension_count", s->head_dim) || SETU("vocab_size", s->vocab))
         return -1;
 #undef SETU
 #undef SETF
@@ -369,10 +380,18 @@ static int synth_qwen3moe(synth_ctx *c, mr_gguf_writer *w, const synth_shape *s,
             !synth_add(c, SYNTH_POOL, mx->attn, "blk.%d.attn_k.weight", l, 2, d, kv, 1) ||
             !synth_add(c, SYNTH_POOL, mx->attn, "blk.%d.attn_v.weight", l, 2, d, kv, 1) ||
             !synth_add(c, SYNTH_POOL, mx->attn, "blk.%d.attn_output.weight", l, 2, q, d, 1) ||
-            !synth_add(c, SYNTH_ONES, 0, "blk.%d.attn_q_norm.weight", l, 1, s->head_dim, 1, 1) ||
-            !synth_add(c, SYNTH_ONES, 0, "blk.%d.attn_k_norm.weight", l, 1, s->head_dim, 1, 1) ||
-            !synth_add(c, SYNTH_ONES, 0, "blk.%d.ffn_norm.weight", l, 1, d, 1, 1) ||
-            !(t = synth_add(c, SYNTH_ROUTER, 0, "blk.%d.ffn_gate_inp.weight", l, 2, d, s->n_expert, 1)) ||
+            (!llama && (!synth_add(c, SYNTH_ONES, 0, "blk.%d.attn_q_norm.weight", l, 1, s->head_dim, 1, 1) ||
+                        !synth_add(c, SYNTH_ONES, 0, "blk.%d.attn_k_norm.weight", l, 1, s->head_dim, 1, 1))) ||
+            !synth_add(c, SYNTH_ONES, 0, "blk.%d.ffn_norm.weight", l, 1, d, 1, 1))
+            return -1;
+        if (!moe) { /* dense SwiGLU FFN: the mix's expert types */
+            if (!synth_add(c, SYNTH_POOL, mx->gate_up, "blk.%d.ffn_gate.weight", l, 2, d, s->ff_exp, 1) ||
+                !synth_add(c, SYNTH_POOL, mx->gate_up, "blk.%d.ffn_up.weight", l, 2, d, s->ff_exp, 1) ||
+                !synth_add(c, SYNTH_POOL, mx->down, "blk.%d.ffn_down.weight", l, 2, s->ff_exp, d, 1))
+                return -1;
+            continue;
+        }
+        if (!(t = synth_add(c, SYNTH_ROUTER, 0, "blk.%d.ffn_gate_inp.weight", l, 2, d, s->n_expert, 1)) ||
             !synth_add(c, SYNTH_POOL, mx->gate_up, "blk.%d.ffn_gate_exps.weight", l, 3, d, s->ff_exp, s->n_expert) ||
             !synth_add(c, SYNTH_POOL, mx->gate_up, "blk.%d.ffn_up_exps.weight", l, 3, d, s->ff_exp, s->n_expert) ||
             !synth_add(c, SYNTH_POOL, mx->down, "blk.%d.ffn_down_exps.weight", l, 3, s->ff_exp, d, s->n_expert))
