@@ -1,21 +1,30 @@
-/* Golden logits of the MoE families added for issue 16 (deepseek2, ...): tiny random-weight models
- * are synthesized here from a fixed seed (moerun synth is deterministic; the recipe's FNV-1a hash of
- * the file guards that), evaluated as one batch (prefill) and one token at a time (decode), and compared
- * with the logits the reference engine computed on the same files (tests/golden/families/, produced as
- * its README says) by the tolerance classes of ../shared/README.md. Also: paging the routed experts
- * through the smallest legal RAM budget gives the same bits as reading them from the mmap. */
+/* Golden logits of tiny random-weight models: synthesized here from a fixed seed (moerun synth is
+ * deterministic; the recipe's FNV-1a hash of the file guards that), evaluated as one batch (prefill)
+ * and one token at a time (decode), and compared by the tolerance classes of ../shared/README.md with
+ * the logits two references computed on the same files, each directory produced as its README says:
+ * tests/golden/families/ (the llama.cpp fork; the issue-16 families) and tests/golden/mainline/
+ * (mainline llama.cpp; every family but deepseek4). A model in both manifests is evaluated once.
+ * Also: paging the routed experts through the smallest legal RAM budget gives the same bits as
+ * reading them from the mmap. */
 #include "moerun_tools.h"
 #include "test.h"
 
 #include <stdint.h>
 #include <unistd.h>
 
-#define DIR "tests/golden/families/"
+#define FAM_DIR "tests/golden/families/"
+#define MAIN_DIR "tests/golden/mainline/"
 
-typedef struct { char name[64], shape[64], mix[32], tokens[64], cls[32]; unsigned long long seed, hash; } fam_entry;
+typedef struct {
+    char name[64], shape[64], mix[32], tokens[64], cls[32];
+    unsigned long long seed, hash;
+    const char *dir;
+} fam_entry;
 
-static int read_manifest(fam_entry *e, int max) {
-    FILE *f = fopen(DIR "manifest.tsv", "r");
+static int read_manifest(const char *dir, fam_entry *e, int max) {
+    char path[256];
+    snprintf(path, sizeof path, "%smanifest.tsv", dir);
+    FILE *f = fopen(path, "r");
     if (!f) return -1;
     char line[512];
     int n = 0;
@@ -23,7 +32,7 @@ static int read_manifest(fam_entry *e, int max) {
         if (line[0] == '#' || line[0] == '\n') continue;
         if (sscanf(line, "%63s %63s %31s %llu %63s %31s %llx", e[n].name, e[n].shape, e[n].mix, &e[n].seed, e[n].tokens,
                    e[n].cls, &e[n].hash) == 7)
-            n++;
+            e[n++].dir = dir;
     }
     fclose(f);
     return n;
@@ -68,7 +77,7 @@ static float *eval_ids(mr_model *m, const int32_t *ids, int n, int decode) {
 
 static void check_against(const fam_entry *e, const char *path, const float *lg, int n, int V) {
     char why[512], rel[256];
-    snprintf(rel, sizeof rel, DIR "%.63s.%.16s.lgts", e->name, path);
+    snprintf(rel, sizeof rel, "%s%.63s.%.16s.lgts", e->dir, e->name, path);
     int nr, nv;
     int32_t *pos;
     float *ref;
@@ -83,21 +92,30 @@ static void check_against(const fam_entry *e, const char *path, const float *lg,
     int rc = ok ? mr_logits_compare(ref, sel, nr, nv, &c) : -1;
     if (rc == 0) rc = mr_logits_check_class(e->cls, &c, why, sizeof why);
     else { snprintf(why, sizeof why, "golden %s does not fit (n_vocab %d vs %d, or positions)", rel, nv, V); rc = 0; }
-    if (rc == 1) { printf("ok %s.%s [%s] %s\n", e->name, path, e->cls, why); t_passed++; }
-    else { printf("FAIL %s.%s [%s]: %s\n", e->name, path, e->cls, why); t_failed++; }
+    if (rc == 1) { printf("ok %s%s.%s [%s] %s\n", e->dir, e->name, path, e->cls, why); t_passed++; }
+    else { printf("FAIL %s%s.%s [%s]: %s\n", e->dir, e->name, path, e->cls, why); t_failed++; }
     free(sel); free(pos); free(ref);
 }
 
-static void run_entry(const fam_entry *e, const char *tmpdir) {
+/* the token files of two entries hold the same bytes (each directory has its own copy) */
+static int same_file_text(const fam_entry *a, const fam_entry *b) {
+    char pa[256], pb[256];
+    snprintf(pa, sizeof pa, "%s%.63s", a->dir, a->tokens);
+    snprintf(pb, sizeof pb, "%s%.63s", b->dir, b->tokens);
+    return fnv1a_file(pa) == fnv1a_file(pb) && fnv1a_file(pa) != 0;
+}
+
+/* e[0..n_e-1]: the same model (shape, mix, seed, hash) in one or more golden directories */
+static void run_entry(const fam_entry *e, int n_e, const char *tmpdir) {
     char model[512], tok[256];
     snprintf(model, sizeof model, "%.200s/%.63s.gguf", tmpdir, e->name);
-    snprintf(tok, sizeof tok, DIR "%.63s", e->tokens);
+    snprintf(tok, sizeof tok, "%s%.63s", e->dir, e->tokens);
     mr_synth_params sp = {.shape = e->shape, .mix = e->mix, .seed = e->seed};
     if (mr_synth(model, &sp)) { printf("FAIL %s: synth: %s\n", e->name, mr_last_error()); t_failed++; return; }
     unsigned long long h = fnv1a_file(model);
     if (h != e->hash) {
         printf("FAIL %s: the synthesized file's hash is %016llx, the goldens were made from %016llx: moerun synth "
-               "changed; regenerate the goldens (" DIR "README.md)\n", e->name, h, e->hash);
+               "changed; regenerate the goldens (%sREADME.md)\n", e->name, h, e->hash, e->dir);
         t_failed++;
         unlink(model);
         return;
@@ -112,7 +130,7 @@ static void run_entry(const fam_entry *e, const char *tmpdir) {
     float *lg[2] = {eval_ids(m, ids, n, 0), eval_ids(m, ids, n, 1)};
     for (int d = 0; d < 2; d++) {
         if (!lg[d]) { printf("FAIL %s.%s: eval: %s\n", e->name, d ? "decode" : "prefill", mr_last_error()); t_failed++; }
-        else check_against(e, d ? "decode" : "prefill", lg[d], n, V);
+        else for (int k = 0; k < n_e; k++) check_against(&e[k], d ? "decode" : "prefill", lg[d], n, V);
     }
     /* paged through the smallest budget == resident, bit for bit, both paths */
     mr_pager_model_info pi;
@@ -155,12 +173,25 @@ static void test_chat_templates(void) {
 
 int main(void) {
     RUN(test_chat_templates);
-    fam_entry e[32];
-    int n = read_manifest(e, 32);
-    if (n <= 0) { printf("FAIL manifest: cannot read " DIR "manifest.tsv\n"); return 1; }
+    static fam_entry e[64];
+    int nf = read_manifest(FAM_DIR, e, 32), nm = nf > 0 ? read_manifest(MAIN_DIR, e + nf, 32) : 0;
+    if (nf <= 0 || nm <= 0) { printf("FAIL manifest: cannot read %smanifest.tsv\n", nf <= 0 ? FAM_DIR : MAIN_DIR); return 1; }
     char tmpdir[] = "/tmp/mr-families-XXXXXX";
     if (!mkdtemp(tmpdir)) { printf("FAIL tmpdir\n"); return 1; }
-    for (int i = 0; i < n; i++) run_entry(&e[i], tmpdir);
+    int done[64] = {0};
+    for (int i = 0; i < nf + nm; i++) {
+        if (done[i]) continue;
+        /* the same model's entries side by side; their token files must hold the same ids */
+        fam_entry same[4];
+        int ns = 0;
+        for (int j = i; j < nf + nm && ns < 4; j++)
+            if (!done[j] && !strcmp(e[j].shape, e[i].shape) && !strcmp(e[j].mix, e[i].mix) && e[j].seed == e[i].seed &&
+                e[j].hash == e[i].hash && same_file_text(&e[i], &e[j])) {
+                same[ns++] = e[j];
+                done[j] = 1;
+            }
+        run_entry(same, ns, tmpdir);
+    }
     rmdir(tmpdir);
     return t_finish();
 }
