@@ -7,6 +7,8 @@
  * Also: paging the routed experts through the smallest legal RAM budget gives the same bits as
  * reading them from the mmap. */
 #include "moerun_tools.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -92,8 +94,8 @@ static void check_against(const fam_entry *e, const char *path, const float *lg,
     int rc = ok ? mr_logits_compare(ref, sel, nr, nv, &c) : -1;
     if (rc == 0) rc = mr_logits_check_class(e->cls, &c, why, sizeof why);
     else { snprintf(why, sizeof why, "golden %s does not fit (n_vocab %d vs %d, or positions)", rel, nv, V); rc = 0; }
-    if (rc == 1) { printf("ok %s%s.%s [%s] %s\n", e->dir, e->name, path, e->cls, why); t_passed++; }
-    else { printf("FAIL %s%s.%s [%s]: %s\n", e->dir, e->name, path, e->cls, why); t_failed++; }
+    if (rc == 1) { printf("ok %s%s.%s (%s) [%s] %s\n", e->dir, e->name, path, e->shape, e->cls, why); t_passed++; }
+    else { printf("FAIL %s%s.%s (%s) [%s]: %s\n", e->dir, e->name, path, e->shape, e->cls, why); t_failed++; }
     free(sel); free(pos); free(ref);
 }
 
@@ -141,7 +143,7 @@ static void run_entry(const fam_entry *e, int n_e, const char *tmpdir) {
         mr_pager_stats ps;
         int same = mpg && mr_model_pager_stats(mpg, &ps) == 0 && ps.paging && ps.misses > 0 && pg[0] && pg[1] && !memcmp(pg[0], lg[0], sizeof(float) * (size_t)n * V) &&
                    !memcmp(pg[1], lg[1], sizeof(float) * (size_t)n * V);
-        if (same) { printf("ok %s.paged (budget %llu bytes, %llu expert reads) == resident\n", e->name, (unsigned long long)pi.min_budget, (unsigned long long)ps.misses); t_passed++; }
+        if (same) { printf("ok %s.paged (%s, budget %llu bytes, %llu expert reads) == resident\n", e->name, e->shape, (unsigned long long)pi.min_budget, (unsigned long long)ps.misses); t_passed++; }
         else { printf("FAIL %s.paged: %s\n", e->name, mpg ? "logits differ from the resident run" : mr_last_error()); t_failed++; }
         free(pg[0]); free(pg[1]);
         mr_model_free(mpg);
@@ -171,8 +173,60 @@ static void test_chat_templates(void) {
     }
 }
 
+/* src re-written to dst with one more F32 tensor (ones) and/or one more f32 key */
+static int write_with(const char *src, const char *dst, const char *tensor, int64_t n, const char *key, float val) {
+    mr_gguf *g = mr_gguf_open(src);
+    if (!g) return -1;
+    mr_gguf_writer *w = mr_gguf_writer_new();
+    float *ones = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    int rc = !w || !ones;
+    for (int64_t i = 0; !rc && i < n; i++) ones[i] = 1.0f;
+    for (uint64_t i = 0; !rc && i < mr_gguf_n_kv(g); i++) rc = mr_gguf_writer_copy_kv(w, mr_gguf_kv_at(g, i));
+    if (!rc && key) rc = mr_gguf_writer_set_f32(w, key, val);
+    for (uint64_t i = 0; !rc && i < mr_gguf_n_tensors(g); i++) {
+        const mr_gguf_tensor *t = mr_gguf_tensor_at(g, i);
+        rc = mr_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+    }
+    if (!rc && tensor) rc = mr_gguf_writer_add_tensor(w, tensor, MR_TYPE_F32, 1, (const int64_t[]){n, 1, 1, 1}, ones);
+    if (!rc) rc = mr_gguf_writer_write(w, dst, 1);
+    mr_gguf_writer_free(w);
+    mr_gguf_close(g);
+    free(ones);
+    return rc ? -1 : 0;
+}
+
+/* Files with weights or keys mainline uses and moerun does not implement are refused, naming them,
+ * instead of being run without them: an optional FFN bias (llama), an NVFP4-style per-tensor
+ * ".scale" (every arch in mainline), deepseek2's attention temperature (Mistral-Large-3). */
+static void test_unimplemented_refused(void) {
+    static const struct { const char *shape, *tensor, *key, *want; int64_t n; } cases[] = {
+        {"llama-tiny", "blk.0.ffn_up.bias", NULL, "blk.0.ffn_up.bias", 512},
+        {"qwen3moe-tiny", "blk.1.attn_q.scale", NULL, "blk.1.attn_q.scale", 1},
+        {"deepseek2-tiny", NULL, "deepseek2.attention.temperature_scale", "temperature_scale", 0},
+    };
+    char src[64], dst[64];
+    snprintf(src, sizeof src, "/tmp/mr-layout-%d.gguf", (int)getpid());
+    snprintf(dst, sizeof dst, "/tmp/mr-layout-%d-x.gguf", (int)getpid());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mr_synth_params sp = {.shape = cases[i].shape, .mix = "q8_0", .seed = 1};
+        mr_model_params mp;
+        mr_model_params_default(&mp);
+        mr_model *m = mr_synth(src, &sp) ? NULL : mr_model_load(src, &mp);
+        CHECK(m != NULL, "%s: the plain file: %s", cases[i].shape, mr_last_error());
+        mr_model_free(m);
+        CHECK(write_with(src, dst, cases[i].tensor, cases[i].n, cases[i].key, 0.1f) == 0, "write: %s", mr_last_error());
+        m = mr_model_load(dst, &mp);
+        CHECK(!m && strstr(mr_last_error(), cases[i].want), "%s + %s: expected an error naming it, got %s", cases[i].shape,
+              cases[i].want, m ? "(loaded)" : mr_last_error());
+        mr_model_free(m);
+    }
+    unlink(src);
+    unlink(dst);
+}
+
 int main(void) {
     RUN(test_chat_templates);
+    RUN(test_unimplemented_refused);
     static fam_entry e[64];
     int nf = read_manifest(FAM_DIR, e, 32), nm = nf > 0 ? read_manifest(MAIN_DIR, e + nf, 32) : 0;
     if (nf <= 0 || nm <= 0) { printf("FAIL manifest: cannot read %smanifest.tsv\n", nf <= 0 ? FAM_DIR : MAIN_DIR); return 1; }

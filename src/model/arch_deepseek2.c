@@ -16,6 +16,7 @@
  *   others: x += routed experts (moe.h: softmax or sigmoid gating, exp_probs_b selection bias, expert
  *           groups, weight norm and scale) + shared expert SwiGLU FFN(h)
  * logits = output . (RMSNorm(x) * output_norm)
+ * The last nextn_predict_layers blocks (an MTP head, GLM-4.7-Flash) are not run.
  * Legacy GGUFs without key_length_mla (one unsplit attn_kv_b) are not supported. */
 #include "model/ffn.h"
 #include "model/hparams.h"
@@ -165,6 +166,21 @@ static int ds2_hparams(mr_model *m, ds2_model *M) {
     const float attn_org = M->rope.attn_factor * (1.0f + 0.1f * logf(1.0f / M->rope.freq_scale));
     const float mscale = attn_org * (1.0f + 0.1f * log_mul * logf(1.0f / M->rope.freq_scale));
     M->kq_scale = 1.0f * mscale * mscale / sqrtf((float)klm);
+    /* Mistral-Large-3 style files scale q by a position-dependent attention temperature (mainline reads
+     * attention.temperature_scale / _length for this arch); not implemented: refuse rather than differ */
+    float temp_scale = 0.0f;
+    if (mr_model_hp_f32(m, "attention.temperature_scale", 0, 0.0f, &temp_scale)) goto out;
+    if (temp_scale != 0.0f) {
+        mr_set_error("%s: %s.attention.temperature_scale %g (attention temperature tuning) is not supported", m->path,
+                     m->arch_name, temp_scale);
+        goto out;
+    }
+    /* GLM-4.7-Flash files (mainline's converter) append the MTP block to block_count: not run as a layer */
+    uint32_t nextn = 0;
+    if (mr_model_hp_u32(m, "nextn_predict_layers", 0, 0, &nextn)) goto out;
+    if (nextn >= nl) { mr_set_error("%s: nextn_predict_layers %u must be < block_count %u", m->path, nextn, nl); goto out; }
+    m->n_layer = (int)(nl - nextn);
+    if (M->n_dense > m->n_layer) M->n_dense = m->n_layer;
     rc = 0;
 out:
     free(arr);
@@ -440,4 +456,5 @@ const struct mr_arch mr_arch_deepseek2 = {
     .eval = ds2_eval,
     .state_truncate = ds2_state_truncate,
     .state_io = ds2_state_io,
+    .check_tensors = 1,
 };

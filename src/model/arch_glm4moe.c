@@ -72,4 +72,5 @@ const struct mr_arch mr_arch_glm4moe = {
     .eval = mr_llm_eval,
     .state_truncate = mr_llm_state_truncate,
     .state_io = mr_llm_state_io,
+    .check_tensors = 1,
 };

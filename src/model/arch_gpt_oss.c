@@ -65,4 +65,5 @@ const struct mr_arch mr_arch_gpt_oss = {
     .eval = mr_llm_eval,
     .state_truncate = mr_llm_state_truncate,
     .state_io = mr_llm_state_io,
+    .check_tensors = 1,
 };

@@ -29,4 +29,5 @@ const struct mr_arch mr_arch_llama = {
     .state_truncate = mr_llm_state_truncate,
     .state_io = mr_llm_state_io,
     .eval_multi = mr_llm_eval_multi,
+    .check_tensors = 1,
 };

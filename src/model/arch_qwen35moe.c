@@ -1,6 +1,8 @@
 /* qwen35moe (Qwen3.5 / Qwen3.6 MoE; the reference fork's llm_build_qwen35moe): a hybrid of gated
  * delta-net linear attention and gated full attention, every layer with routed experts and a gated
- * shared expert. Layer il is full attention when (il + 1) % full_attention_interval == 0.
+ * shared expert. Layer il is full attention when (il + 1) % full_attention_interval == 0, or where the
+ * attention.recurrent_layers array says false; the last nextn_predict_layers blocks (the MTP head mainline's
+ * converter includes) are not run.
  *
  * Full attention (H heads of hd, Hkv KV heads): [q | gate]_h = Wq h (interleaved per head, 2 hd each),
  *   q, k per-head RMSNorm (attn_q_norm, attn_k_norm), RoPE on split halves over the first
@@ -112,9 +114,22 @@ static int q35_hparams(mr_model *m, q35_model *M, mr_decoder_hp *L) {
     M->moe.norm_w = 1;
     M->moe.w_scale = wscale;
     M->kq_scale = 1.0f / sqrtf((float)M->hd);
-    M->layers = calloc((size_t)m->n_layer, sizeof *M->layers);
-    if (!M->layers) { mr_set_error("model: out of memory"); return -1; }
-    for (int i = 0; i < m->n_layer; i++) M->layers[i].recurrent = (uint32_t)(i + 1) % interval != 0;
+    /* mainline's converter appends the MTP blocks (nextn_predict_layers of them) to block_count and
+     * writes the per-block pattern as attention.recurrent_layers [block_count] (bools, MTP blocks false),
+     * which takes precedence over full_attention_interval. The MTP blocks are not run as layers. */
+    uint32_t nextn = 0;
+    if (mr_model_hp_u32(m, "nextn_predict_layers", 0, 0, &nextn)) return -1;
+    if (nextn >= (uint32_t)m->n_layer) { mr_set_error("%s: nextn_predict_layers %u must be < block_count %d", m->path, nextn, m->n_layer); return -1; }
+    const int n_all = m->n_layer;
+    uint32_t *rec = mr_malloc(sizeof(uint32_t) * (size_t)n_all);
+    M->layers = calloc((size_t)n_all, sizeof *M->layers);
+    if (!rec || !M->layers) { free(rec); mr_set_error("model: out of memory"); return -1; }
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", m->arch_name);
+    const int have_rec = mr_gguf_find_kv(m->gguf, key) != NULL;
+    if (have_rec && mr_model_hp_u32_layers(m, "attention.recurrent_layers", 0, 0, rec, n_all)) { free(rec); return -1; }
+    m->n_layer = n_all - (int)nextn;
+    for (int i = 0; i < m->n_layer; i++) M->layers[i].recurrent = have_rec ? rec[i] != 0 : (uint32_t)(i + 1) % interval != 0;
+    free(rec);
     return 0;
 }
 
@@ -423,4 +438,5 @@ const struct mr_arch mr_arch_qwen35moe = {
     .eval = q35_eval,
     .state_truncate = NULL, /* the recurrent state cannot be cut back */
     .state_io = q35_state_io,
+    .check_tensors = 1,
 };

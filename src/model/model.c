@@ -116,6 +116,20 @@ static int model_isa(mr_model *m) {
     return 0;
 }
 
+/* after arch->load: every tensor of the file was looked up, except those of blocks past n_layer */
+static int check_unused_tensors(mr_model *m) {
+    const uint64_t n = mr_gguf_n_tensors(m->gguf);
+    for (uint64_t i = 0; i < n; i++) {
+        const mr_gguf_tensor *t = mr_gguf_tensor_at(m->gguf, i);
+        int blk = -1;
+        if (!t || m->t_used[i] || (sscanf(t->name, "blk.%d.", &blk) == 1 && blk >= m->n_layer)) continue;
+        mr_set_error("%s: tensor '%s' is not used by the %s loader: the file holds weights this engine would "
+                     "ignore (an optional bias, scale or factor tensor it does not implement)", m->path, t->name, m->arch_name);
+        return -1;
+    }
+    return 0;
+}
+
 mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     mr_model *m = mr_calloc(1, sizeof *m);
     if (!m) { mr_set_error("model: out of memory"); return NULL; }
@@ -139,8 +153,13 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
     m->pool = mr_pool_create(m->params.n_threads);
     if (!m->pool) goto fail;
     if (model_isa(m)) goto fail;
+    if (m->arch->check_tensors && !(m->t_used = mr_calloc(mr_gguf_n_tensors(m->gguf) + 1, 1))) {
+        mr_set_error("%s: out of memory", path);
+        goto fail;
+    }
     const int isa_prev = mr_isa_enter(m->isa); /* repacked layouts are the ISA's */
-    const int load_rc = m->arch->load(m);
+    int load_rc = m->arch->load(m);
+    if (!load_rc && m->t_used) load_rc = check_unused_tensors(m);
     mr_isa_leave(isa_prev);
     /* the progress callback and the strings are the caller's for the duration of this call only */
     if (m->rp_total && m->params.progress) m->params.progress(m->params.progress_user, "repack", m->rp_total, m->rp_total);
@@ -183,6 +202,7 @@ void mr_model_free(mr_model *m) {
     mr_pager_free(m->pager);
     mr_moe_approx_free(m->approx);
     free(m->exp_layers);
+    free(m->t_used);
     mr_pool_free(m->pool);
     mr_gguf_close(m->gguf);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
@@ -386,7 +406,7 @@ int mr_model_hp_u32_layers(mr_model *m, const char *suffix, int required, uint32
     for (int i = 0; i < n_layer; i++) {
         int64_t v;
         switch (kv->arr_type) {
-        case MR_GGUF_U8: v = ((const uint8_t *)kv->arr)[i]; break;
+        case MR_GGUF_U8: case MR_GGUF_BOOL: v = ((const uint8_t *)kv->arr)[i]; break;
         case MR_GGUF_I8: v = ((const int8_t *)kv->arr)[i]; break;
         case MR_GGUF_U16: v = ((const uint16_t *)kv->arr)[i]; break;
         case MR_GGUF_I16: v = ((const int16_t *)kv->arr)[i]; break;
@@ -421,6 +441,7 @@ const mr_gguf_tensor *mr_model_tensor(mr_model *m, int required, int n_dims, con
     va_end(ap);
     shape_str(want, sizeof want, n_dims, shape);
     const mr_gguf_tensor *t = mr_gguf_find_tensor(m->gguf, name);
+    if (t && m->t_used) m->t_used[t - mr_gguf_tensor_at(m->gguf, 0)] = 1;
     if (!t) {
         if (required) {
             mr_set_error("%s: missing tensor '%s' (expected shape %s)", m->path, name, want);

@@ -60,6 +60,10 @@ struct mr_arch {
                       float *logits);
     /* the evaluation state at n_past positions through io (above); returns what io->fn returned */
     int (*state_io)(mr_model *m, void *st, int n_past, mr_state_io *io);
+    /* refuse a file with a tensor the loader did not look up (mainline loads optional biases, LongRoPE
+     * factors, NVFP4 ".scale" tensors...: ignoring one would compute something else), except the blocks
+     * past n_layer (MTP heads, skipped on purpose) */
+    int check_tensors;
 };
 
 /* a session (moerun.h): the arch state and its position */
@@ -86,6 +90,7 @@ struct mr_model {
     struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); allocated at load (settings off) */
     const struct mr_moe_remote *moe_remote; /* experts computed elsewhere (moe.h); NULL: all local */
     int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
+    uint8_t *t_used;            /* [n_tensors] found by mr_model_tensor during load (arch->check_tensors) */
     /* repacked copies (quant/repack.h), one per tensor, made by mr_model_weight / init_pager */
     mr_repacked **rp; const mr_gguf_tensor **rp_src; int n_rp, cap_rp;
     int rp_total;               /* load progress: matrices of a repackable type (counted once) */

@@ -14,17 +14,20 @@ typedef struct {
     const char *name, *desc;
     int d, L, V, H, q_lora, kv_lora, nope, rope, dv, n_ff, E, K, Fe, Ns, n_dense, n_group, n_group_used, n_ctx, n_orig;
     float w_scale, rope_base, rope_factor;
+    int mtp; /* MTP blocks after the L layers (GLM-4.7-Flash's layout in mainline's converter) */
 } ds2_shape;
 
 /* DeepSeek-V3 / R1 and Kimi-K2 from their config.json (Kimi: 64 heads, 384 experts, one group,
  * one dense layer, rope theta 50000, factor 32). */
 static const ds2_shape ds2_shapes[] = {
     {"deepseek-v3", "DeepSeek-V3 / R1 671B (61 layers, d 7168, 256 experts top-8 in 8 groups, MLA 128 heads)",
-     7168, 61, 129280, 128, 1536, 512, 128, 64, 128, 18432, 256, 8, 2048, 1, 3, 8, 4, 163840, 4096, 2.5f, 10000.0f, 40.0f},
+     7168, 61, 129280, 128, 1536, 512, 128, 64, 128, 18432, 256, 8, 2048, 1, 3, 8, 4, 163840, 4096, 2.5f, 10000.0f, 40.0f, 0},
     {"kimi-k2", "Kimi-K2 1T (61 layers, d 7168, 384 experts top-8, MLA 64 heads)",
-     7168, 61, 163840, 64, 1536, 512, 128, 64, 128, 18432, 384, 8, 2048, 1, 1, 1, 1, 131072, 4096, 2.827f, 50000.0f, 32.0f},
+     7168, 61, 163840, 64, 1536, 512, 128, 64, 128, 18432, 384, 8, 2048, 1, 1, 1, 1, 131072, 4096, 2.827f, 50000.0f, 32.0f, 0},
     {"deepseek2-tiny", "tiny deepseek2 for tests (3 layers, 1 dense, d 256, 16 experts top-4 in 4 groups, MLA 4 heads)",
-     256, 3, 512, 4, 128, 64, 32, 32, 32, 512, 16, 4, 128, 1, 1, 4, 2, 163840, 4096, 2.5f, 10000.0f, 40.0f},
+     256, 3, 512, 4, 128, 64, 32, 32, 32, 512, 16, 4, 128, 1, 1, 4, 2, 163840, 4096, 2.5f, 10000.0f, 40.0f, 0},
+    {"deepseek2-tiny-mtp", "deepseek2-tiny + 1 MTP block and nextn_predict_layers (mainline's GLM-4.7-Flash layout)",
+     256, 3, 512, 4, 128, 64, 32, 32, 32, 512, 16, 4, 128, 1, 1, 4, 2, 163840, 4096, 2.5f, 10000.0f, 40.0f, 1},
 };
 #define DS2_N_SHAPES (int)(sizeof ds2_shapes / sizeof ds2_shapes[0])
 
@@ -68,7 +71,7 @@ static int ds2_metadata(mr_gguf_writer *w, const ds2_shape *s, int L) {
 #define SETS(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_str(w, key, (v)))
     /* as convert_hf_to_gguf.py writes DeepseekV2Model/DeepseekV3 (MLA: one KV head of kv_lora + rope) */
     if (mr_gguf_writer_set_str(w, "general.architecture", a) || SETU("context_length", s->n_ctx) ||
-        SETU("embedding_length", s->d) || SETU("block_count", L) || SETU("feed_forward_length", s->n_ff) ||
+        SETU("embedding_length", s->d) || SETU("block_count", L + s->mtp) || SETU("feed_forward_length", s->n_ff) ||
         SETU("attention.head_count", s->H) || SETU("attention.head_count_kv", 1) ||
         SETF("rope.freq_base", s->rope_base) || SETF("attention.layer_norm_rms_epsilon", 1e-6) ||
         SETU("expert_used_count", s->K) || SETU("expert_group_count", s->n_group) ||
@@ -80,7 +83,8 @@ static int ds2_metadata(mr_gguf_writer *w, const ds2_shape *s, int L) {
         SETU("expert_count", s->E) || SETU("expert_shared_count", s->Ns) || SETF("expert_weights_scale", s->w_scale) ||
         SETB("expert_weights_norm", 1) || SETU("expert_gating_func", 2) || SETU("rope.dimension_count", s->rope) ||
         SETS("rope.scaling.type", "yarn") || SETF("rope.scaling.factor", s->rope_factor) ||
-        SETU("rope.scaling.original_context_length", s->n_orig) || SETF("rope.scaling.yarn_log_multiplier", 0.1f))
+        SETU("rope.scaling.original_context_length", s->n_orig) || SETF("rope.scaling.yarn_log_multiplier", 0.1f) ||
+        (s->mtp && SETU("nextn_predict_layers", s->mtp)))
         return -1;
 #undef SETU
 #undef SETF
@@ -106,7 +110,11 @@ int synth_ds2_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const sy
     if (!t) return -1;
     t->std = 1.0f;
     if (synth_norm(c, "output_norm.weight", 0, d) || mat(c, mx->head, "output.weight", 0, 2, d, s->V, 1)) return -1;
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < L + s->mtp; l++) {
+        if (l >= L && /* MTP block: a routed layer + eh_proj [2d -> d] and its norms */
+            (mat(c, A, "blk.%d.nextn.eh_proj.weight", l, 2, 2 * d, d, 1) || synth_norm(c, "blk.%d.nextn.enorm.weight", l, d) ||
+             synth_norm(c, "blk.%d.nextn.hnorm.weight", l, d) || synth_norm(c, "blk.%d.nextn.shared_head_norm.weight", l, d)))
+            return -1;
         if (synth_norm(c, "blk.%d.attn_norm.weight", l, d) || synth_norm(c, "blk.%d.attn_q_a_norm.weight", l, s->q_lora) ||
             synth_norm(c, "blk.%d.attn_kv_a_norm.weight", l, s->kv_lora) || synth_norm(c, "blk.%d.ffn_norm.weight", l, d) ||
             mat(c, A, "blk.%d.attn_q_a.weight", l, 2, d, s->q_lora, 1) ||

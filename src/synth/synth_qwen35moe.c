@@ -15,15 +15,18 @@ typedef struct {
     int d, L, V, H, Hkv, hd, rot, E, K, Fe, Fs, Kc, S, Hk, Hv, interval, n_ctx;
     int sec[4];
     float rope_base;
+    int mtp; /* MTP blocks after the L layers, as mainline's converter writes them by default */
 } q35_shape;
 
 static const q35_shape q35_shapes[] = {
     {"qwen3.5-397b-a17b", "Qwen3.5-397B-A17B (60 layers, d 4096, 512 experts top-10 + shared, delta net 16/64 heads of 128)",
-     4096, 60, 248320, 32, 2, 256, 64, 512, 10, 1024, 1024, 4, 128, 16, 64, 4, 262144, {11, 11, 10, 0}, 10000000.0f},
+     4096, 60, 248320, 32, 2, 256, 64, 512, 10, 1024, 1024, 4, 128, 16, 64, 4, 262144, {11, 11, 10, 0}, 10000000.0f, 0},
     {"qwen3.6-35b-a3b", "Qwen3.6-35B-A3B (40 layers, d 2048, 256 experts top-8 + shared, delta net 16/32 heads of 128)",
-     2048, 40, 248320, 16, 2, 256, 64, 256, 8, 512, 512, 4, 128, 16, 32, 4, 262144, {11, 11, 10, 0}, 10000000.0f},
+     2048, 40, 248320, 16, 2, 256, 64, 256, 8, 512, 512, 4, 128, 16, 32, 4, 262144, {11, 11, 10, 0}, 10000000.0f, 0},
     {"qwen35moe-tiny", "tiny qwen35moe for tests (4 layers, 1 full attention, d 256, 16 experts top-4 + shared)",
-     256, 4, 512, 4, 2, 64, 32, 16, 4, 128, 128, 4, 32, 2, 4, 4, 262144, {6, 5, 5, 0}, 10000000.0f},
+     256, 4, 512, 4, 2, 64, 32, 16, 4, 128, 128, 4, 32, 2, 4, 4, 262144, {6, 5, 5, 0}, 10000000.0f, 0},
+    {"qwen35moe-tiny-mtp", "qwen35moe-tiny + 1 MTP block, nextn_predict_layers and recurrent_layers (mainline's layout)",
+     256, 4, 512, 4, 2, 64, 32, 16, 4, 128, 128, 4, 32, 2, 4, 4, 262144, {6, 5, 5, 0}, 10000000.0f, 1},
 };
 #define Q35_N_SHAPES (int)(sizeof q35_shapes / sizeof q35_shapes[0])
 
@@ -66,7 +69,7 @@ int synth_q35_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const sy
 #define SETU(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_u32(w, key, (uint32_t)(v)))
 #define SETF(k, v) (snprintf(key, sizeof key, "%s." k, a), mr_gguf_writer_set_f32(w, key, (float)(v)))
     if (mr_gguf_writer_set_str(w, "general.architecture", a) || SETU("context_length", s->n_ctx) ||
-        SETU("embedding_length", s->d) || SETU("block_count", L) || SETU("feed_forward_length", s->Fs) ||
+        SETU("embedding_length", s->d) || SETU("block_count", L + s->mtp) || SETU("feed_forward_length", s->Fs) ||
         SETU("attention.head_count", s->H) || SETU("attention.head_count_kv", s->Hkv) ||
         SETU("attention.key_length", s->hd) || SETU("attention.value_length", s->hd) ||
         SETU("rope.dimension_count", s->rot) || SETF("rope.freq_base", s->rope_base) ||
@@ -80,6 +83,15 @@ int synth_q35_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const sy
 #undef SETF
     snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
     if (mr_gguf_writer_set_kv(w, key, MR_GGUF_ARRAY, MR_GGUF_I32, 4, s->sec)) return -1;
+    if (s->mtp) { /* the converter's per-block pattern (the MTP blocks are not recurrent) and the MTP count */
+        uint8_t rec[64] = {0};
+        if (L + s->mtp > 64) { mr_set_error("synth: %s: too many blocks for the recurrent_layers key", shape); return -1; }
+        for (int l = 0; l < L; l++) rec[l] = (l + 1) % s->interval != 0;
+        snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
+        if (mr_gguf_writer_set_kv(w, key, MR_GGUF_ARRAY, MR_GGUF_BOOL, (uint64_t)(L + s->mtp), rec)) return -1;
+        snprintf(key, sizeof key, "%s.nextn_predict_layers", a);
+        if (mr_gguf_writer_set_u32(w, key, (uint32_t)s->mtp)) return -1;
+    }
     if (synth_vocab(w, s->V)) return -1;
     const int A = mx->attn;
     const int64_t d = s->d, conv = 2 * (int64_t)s->S * s->Hk + (int64_t)s->S * s->Hv, vd = (int64_t)s->S * s->Hv;
@@ -87,10 +99,15 @@ int synth_q35_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const sy
     if (!t) return -1;
     t->std = 1.0f;
     if (synth_norm(c, "output_norm.weight", 0, d) || mat(c, mx->head, "output.weight", 0, 2, d, s->V, 1)) return -1;
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < L + s->mtp; l++) {
         if (synth_norm(c, "blk.%d.attn_norm.weight", l, d) || synth_norm(c, "blk.%d.post_attention_norm.weight", l, d))
             return -1;
-        if ((l + 1) % s->interval == 0) {
+        if (l >= L) { /* MTP block: eh_proj [2d -> d] over the normed embedding and hidden state */
+            if (mat(c, A, "blk.%d.nextn.eh_proj.weight", l, 2, 2 * d, d, 1) || synth_norm(c, "blk.%d.nextn.enorm.weight", l, d) ||
+                synth_norm(c, "blk.%d.nextn.hnorm.weight", l, d) || synth_norm(c, "blk.%d.nextn.shared_head_norm.weight", l, d))
+                return -1;
+        }
+        if ((l + 1) % s->interval == 0 || l >= L) {
             if (mat(c, A, "blk.%d.attn_q.weight", l, 2, d, (int64_t)s->H * s->hd * 2, 1) ||
                 mat(c, A, "blk.%d.attn_k.weight", l, 2, d, (int64_t)s->Hkv * s->hd, 1) ||
                 mat(c, A, "blk.%d.attn_v.weight", l, 2, d, (int64_t)s->Hkv * s->hd, 1) ||
