@@ -6,12 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const srv_writer *srv_writer_for(int api) {
-    if (api == SRV_API_CHAT) return &srv_writer_chat;
-    if (api == SRV_API_ANTHROPIC) return &srv_writer_anthropic;
-    return &srv_writer_completions;
-}
-
 void srv_reply_free(srv_reply *w) {
     mr_sbuf_free(&w->content);
     mr_sbuf_free(&w->choices);
@@ -44,6 +38,21 @@ void srv_reply_json(mr_http_req *r, mr_sbuf *b) {
     if (b->oom) srv_error(r, 500, "out of memory");
     else mr_http_reply(r, 200, "application/json", b->p ? b->p : "{}", b->n);
     mr_sbuf_free(b);
+}
+
+void srv_put_approx(srv_sched *sc, mr_sbuf *b) {
+    char buf[SRV_APPROX_LEN];
+    srv_sched_approx(sc, buf, NULL);
+    mr_sbuf_puts(b, "\"moerun\":{\"approx\":");
+    mr_sbuf_json_str(b, buf, strlen(buf));
+    mr_sbuf_puts(b, "}");
+}
+
+void srv_approx_header(srv_sched *sc, mr_http_req *r) {
+    char buf[SRV_APPROX_LEN];
+    srv_sched_approx(sc, buf, NULL);
+    /* the spec is printable ASCII without CR/LF (mr_approx_format) */
+    snprintf(r->extra_headers, sizeof r->extra_headers, "X-Moerun-Approx: %s\r\nAccess-Control-Expose-Headers: X-Moerun-Approx\r\n", buf);
 }
 
 void srv_put_model(mr_sbuf *b, const srv_reply *w) { mr_sbuf_json_str(b, w->model_name, strlen(w->model_name)); }

@@ -6,17 +6,18 @@
  *               reply had calls), choice_end
  *   end                                    once (the whole reply, or the stream's last events)
  * The text given to delta is final: a streamed writer sends it at once, a whole one keeps it for
- * choice_end. A new API is a new writer file and a line in srv_writer_for. Shared parts (errors, the
- * approximation setting, the OpenAI envelope both OpenAI writers use) are in reply.c. */
+ * choice_end. A new API is a new writer file and a line in complete.c's writer_for. Shared parts
+ * (errors, the approximation setting, the OpenAI envelope both OpenAI writers use) are in reply.c,
+ * which knows no writer. */
 #ifndef MR_SERVER_REPLY_H
 #define MR_SERVER_REPLY_H
 #include "moerun.h"
 #include "base/base.h"
 #include "server/http.h"
 #include "server/request.h"
+#include "server/sched.h"
 
 typedef struct srv_reply srv_reply;
-struct srv_state;
 
 /* one token's log-probabilities: the chosen token and its top alternatives (pieces as the tokenizer
  * writes them, up to 255 bytes) */
@@ -48,7 +49,7 @@ struct srv_reply {
     const srv_writer *w;
     mr_http_req *r;
     const srv_req *q;
-    struct srv_state *sched;     /* the approximation setting replies report */
+    srv_sched *sched;            /* the approximation setting replies report */
     const char *model_name;
     unsigned long id;
     long created;
@@ -69,8 +70,7 @@ struct srv_reply {
     mr_sbuf choices;             /* whole reply: the choices (OpenAI) or content blocks (Anthropic) */
 };
 
-/* The writer of api (SRV_API_*). */
-const srv_writer *srv_writer_for(int api);
+/* the writers (the request's api picks one: complete.c) */
 extern const srv_writer srv_writer_chat, srv_writer_completions, srv_writer_anthropic;
 void srv_reply_free(srv_reply *w);
 
@@ -81,8 +81,8 @@ void srv_error(mr_http_req *r, int status, const char *msg);
 void srv_reply_json(mr_http_req *r, mr_sbuf *b);
 /* The active approximation setting in a response: "moerun":{"approx":"SPEC"} (SPEC as
  * mr_approx_format writes it, "off" when exact), and the X-Moerun-Approx header line. */
-void srv_put_approx(struct srv_state *sc, mr_sbuf *b);
-void srv_approx_header(struct srv_state *sc, mr_http_req *r);
+void srv_put_approx(srv_sched *sc, mr_sbuf *b);
+void srv_approx_header(srv_sched *sc, mr_http_req *r);
 
 /* ---- shared by the writers (reply.c) ---- */
 void srv_put_model(mr_sbuf *b, const srv_reply *w);

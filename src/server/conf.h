@@ -1,0 +1,15 @@
+/* The server's configuration: fixed once the server listens, read by every request without a lock. */
+#ifndef MR_SERVER_CONF_H
+#define MR_SERVER_CONF_H
+#include "moerun.h"
+
+typedef struct {
+    mr_model *m;
+    const mr_tokenizer *tok;
+    const char *model_name, *api_key, *admin_key, *tmpl;
+    int n_ctx, n_vocab, n_slots;
+    int spec_max, spec_ngram;  /* speculative decoding: the server's default draft length (0: off), n-gram size */
+    double started;            /* mr_now() at start (uptime) */
+    long started_wall;         /* time(NULL) at start ("created" of the model) */
+} srv_conf;
+#endif

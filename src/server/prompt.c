@@ -1,0 +1,92 @@
+/* Prompts (prompt.h): tokenizing, rendering the conversation, the forced start of a tool call, and
+ * the slots' prompt caches. */
+#include "server/prompt.h"
+#include "base/base.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+int srv_tokenize(const srv_conf *cf, const char *text, int add_special, int32_t **out) {
+    int n = mr_tokenize(cf->tok, text, strlen(text), add_special, 1, NULL, 0);
+    if (n == INT_MIN) return -1;
+    int need = n < 0 ? -n : n;
+    *out = mr_malloc(sizeof(int32_t) * (size_t)(need + 1));
+    if (!*out) { mr_set_error("out of memory"); return -1; }
+    n = mr_tokenize(cf->tok, text, strlen(text), add_special, 1, *out, need + 1);
+    if (n < 0) { free(*out); *out = NULL; if (n != INT_MIN) mr_set_error("tokenize: size changed"); return -1; }
+    return n;
+}
+
+char *srv_render_chat(const srv_conf *cf, const srv_req *q, int add_assistant) {
+    const char *const *tools = (const char *const *)q->tools;
+    int len = mr_chat_render_tools(cf->m, cf->tmpl, q->msgs, q->n_msgs, tools, q->n_tools, add_assistant, NULL, 0);
+    if (len < 0) return NULL;
+    char *out = mr_malloc((size_t)len + 1);
+    if (!out) { mr_set_error("out of memory"); return NULL; }
+    mr_chat_render_tools(cf->m, cf->tmpl, q->msgs, q->n_msgs, tools, q->n_tools, add_assistant, out, len + 1);
+    return out;
+}
+
+/* completions: the prompt text, or its token ids checked against the vocabulary */
+static int completion_prompt(const srv_conf *cf, const srv_req *q, int32_t **toks) {
+    if (q->prompt) return srv_tokenize(cf, q->prompt, 1, toks);
+    for (int i = 0; i < q->n_prompt_ids; i++)
+        if (q->prompt_ids[i] >= cf->n_vocab) { mr_set_error("'prompt' has token id %d, beyond the vocabulary (%d)", q->prompt_ids[i], cf->n_vocab); return -1; }
+    *toks = mr_malloc(sizeof(int32_t) * (size_t)(q->n_prompt_ids + 1));
+    if (!*toks) { mr_set_error("out of memory"); return -1; }
+    memcpy(*toks, q->prompt_ids, sizeof(int32_t) * (size_t)q->n_prompt_ids);
+    return q->n_prompt_ids;
+}
+
+int srv_prompt_build(const srv_conf *cf, const srv_req *q, char **forced, int32_t **toks) {
+    if (q->api == SRV_API_COMPLETIONS) return completion_prompt(cf, q, toks);
+    char *text = srv_render_chat(cf, q, 1);
+    if (!text) return -1;
+    if (q->tool_choice == SRV_TOOLS_REQUIRED || q->tool_choice == SRV_TOOLS_NAMED) {
+        /* tool_choice without constrained sampling: the reply is made to start a call */
+        const char *name = q->tool_choice == SRV_TOOLS_NAMED ? q->tool_choice_name : NULL;
+        int fl = mr_chat_tool_prefix(cf->m, cf->tmpl, name, NULL, 0);
+        char *f = fl >= 0 ? mr_malloc((size_t)fl + 1) : NULL;
+        char *t2 = f ? mr_malloc(strlen(text) + (size_t)fl + 1) : NULL;
+        if (!t2) { free(f); free(text); if (fl >= 0) mr_set_error("out of memory"); return -1; }
+        mr_chat_tool_prefix(cf->m, cf->tmpl, name, f, fl + 1);
+        strcpy(t2, text);
+        strcat(t2, f);
+        free(text);
+        text = t2;
+        *forced = f;
+    }
+    /* the template may already start with the BOS text; do not add a second one */
+    int32_t bos = mr_tokenizer_bos(cf->tok);
+    const char *bos_text = bos >= 0 ? mr_token_text(cf->tok, bos) : NULL;
+    int add = !(bos_text && *bos_text && !strncmp(text, bos_text, strlen(bos_text)));
+    int n = srv_tokenize(cf, text, add, toks);
+    free(text);
+    return n;
+}
+
+int srv_cache_reuse(srv_slot *sl, const int32_t *prompt, int n_prompt) {
+    int reuse = 0;
+    while (reuse < sl->n_cache && reuse < n_prompt - 1 && sl->cache[reuse] == prompt[reuse]) reuse++;
+    if (reuse < sl->n_cache && mr_session_truncate(sl->s, reuse) != 0) reuse = 0;
+    if (!reuse) mr_session_reset(sl->s);
+    sl->n_cache = reuse;
+    return reuse;
+}
+
+void srv_cache_prompt(srv_slot *sl, const int32_t *prompt, int reuse, int n_past) {
+    sl->n_cache = n_past;
+    memcpy(sl->cache + reuse, prompt + reuse, sizeof(int32_t) * (size_t)(n_past - reuse));
+}
+
+void srv_cache_reply(srv_slot *sl, int n_prompt, const int32_t *ids, int ng) {
+    int n_past = mr_session_n_past(sl->s);
+    for (int k = n_prompt; k < n_past && k - n_prompt < ng; k++) sl->cache[k] = ids[k - n_prompt];
+    sl->n_cache = n_past;
+}
+
+void srv_cache_forget(srv_slot *sl) {
+    mr_session_reset(sl->s);
+    sl->n_cache = 0;
+}
