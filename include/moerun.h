@@ -174,6 +174,38 @@ int mr_session_restore(mr_session *s, const void *buf, size_t size, int32_t *tok
 int mr_session_restore_file(mr_session *s, const char *path, int32_t *tokens, int max_tokens);
 /* The header of a snapshot in memory (its checksum, magic, version): 0 and *info, or -1. */
 int mr_snapshot_peek(const void *buf, size_t size, mr_snapshot_info *info);
+/* The same of a file, which must also have the size its header says; *tokens: its token ids (malloc'd,
+ * NULL if it holds none), not yet checked against the body checksum (a restore does that). */
+int mr_snapshot_peek_file(const char *path, mr_snapshot_info *info, int32_t **tokens);
+
+/* ---- prompt cache: snapshots shared by every session of a model (docs/SNAPSHOTS.md) ----
+ * Entries are token prefixes with the snapshot of a session that evaluated exactly them, kept in RAM
+ * (least recently used dropped beyond ram_bytes) and, with a directory, in files that survive a
+ * restart (beyond disk_bytes the least recently used file is removed). Thread-safe. */
+typedef struct mr_pcache mr_pcache;
+typedef struct {
+    uint64_t ram_bytes;     /* RAM for snapshots; 0: none kept in RAM */
+    const char *dir;        /* directory of snapshot files (created if missing; copied); NULL: none */
+    uint64_t disk_bytes;    /* bound of the files in dir; 0: unbounded */
+} mr_pcache_params;
+typedef struct {
+    uint64_t ram_bytes, disk_bytes;       /* held now */
+    int n_entries, n_ram, n_disk;
+    uint64_t hits, misses, tokens_restored, stores, disk_writes, disk_reads, evictions;
+    uint64_t bad_files;                   /* refused (checksum, size, header, ids) and removed */
+} mr_pcache_stats;
+/* With p->dir, the directory's files of this model are found again (a file with a bad header or
+ * size is removed; other models' files are left alone). NULL (error set) if dir cannot be made. */
+mr_pcache *mr_pcache_new(mr_model *m, const mr_pcache_params *p);
+void mr_pcache_free(mr_pcache *c);
+/* Snapshot s, which holds tokens[0..n_past): 0 (also when it is already cached, or nowhere to keep
+ * it; a failed file write is logged and only costs the file), -1 with the error set. */
+int mr_pcache_store(mr_pcache *c, mr_session *s, const int32_t *tokens);
+/* Restore into s the longest cached prefix of prompt whose length is in (min_len, max_len]:
+ * its length; 0 if there is none (s untouched); -1 if it was refused (s is then empty; the snapshot
+ * is removed from RAM and disk). */
+int mr_pcache_restore(mr_pcache *c, mr_session *s, const int32_t *prompt, int max_len, int min_len);
+void mr_pcache_stats_get(mr_pcache *c, mr_pcache_stats *st);
 
 /* Chat templates. Known names: chatml, llama2, llama3, phi3, gemma, deepseek3, deepseek4, chatglm4,
  * gpt-oss (harmony), kimi-k2. mr_chat_template_detect: the family of the model's embedded

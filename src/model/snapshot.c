@@ -221,6 +221,43 @@ int mr_snapshot_peek(const void *buf, size_t size, mr_snapshot_info *info) {
     return 0;
 }
 
+int mr_snapshot_peek_file(const char *path, mr_snapshot_info *info, int32_t **tokens) {
+    *tokens = NULL;
+    snap_header hd;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { mr_set_error("%s: cannot open: %s", path, strerror(errno)); return -1; }
+    int rc = -1;
+    struct stat stt;
+    ssize_t k = pread(fd, &hd, sizeof hd, 0);
+    if (k != (ssize_t)sizeof hd) { mr_set_error("%s: %s", path, k < 0 ? strerror(errno) : "shorter than a snapshot header (truncated)"); goto done; }
+    if (header_check(&hd, path)) goto done;
+    if (fstat(fd, &stt) || (uint64_t)stt.st_size != sizeof hd + body_bytes(&hd)) {
+        mr_set_error("%s: %lld bytes, the header says %llu (truncated or padded)", path, (long long)stt.st_size,
+                     (unsigned long long)(sizeof hd + body_bytes(&hd)));
+        goto done;
+    }
+    memset(info, 0, sizeof *info);
+    info->version = (int)hd.version;
+    info->n_past = hd.n_past;
+    info->has_tokens = (int)hd.has_tokens;
+    info->model_id = hd.model_id;
+    info->bytes = sizeof hd + body_bytes(&hd);
+    if (hd.has_tokens && hd.n_past > 0) {
+        const size_t nb = (size_t)hd.n_past * 4;
+        if (!(*tokens = mr_malloc(nb))) { mr_set_error("%s: out of memory", path); goto done; }
+        if (pread(fd, *tokens, nb, sizeof hd) != (ssize_t)nb) {
+            mr_set_error("%s: cannot read the token ids", path);
+            free(*tokens);
+            *tokens = NULL;
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    close(fd);
+    return rc;
+}
+
 static void session_clear(mr_session *s) {
     s->m->arch->state_reset(s->m, s->st);
     s->n_past = 0;
