@@ -1,6 +1,5 @@
 /* Model loading, architecture table, sessions, loader helpers (see model.h). */
 #include "model/model.h"
-#include "model/moe.h"
 #include "model/moe_approx.h"
 #include "quant/matmul.h"
 #include "base/prof.h"
@@ -295,16 +294,6 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     mr_prof_tokens(phase, n); /* the caller (bench) records the wall time of its evals */
     s->n_past += n;
     return 0;
-}
-
-int mr_moe_serve(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const int32_t *sel,
-                 const float *w, float *y) {
-    if (mr_model_check_files(m)) return -1;
-    const int isa_prev = mr_isa_enter(m->isa);
-    const int rc = mr_moe_experts(m, layer, c, x, n, sel, w, NULL, 0, y);
-    mr_isa_leave(isa_prev);
-    if (rc && m->pager) mr_pager_release(m->pager, layer);
-    return rc;
 }
 
 int mr_model_can_batch(const mr_model *m) { return m->arch->eval_multi != NULL; }

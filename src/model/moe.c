@@ -554,3 +554,15 @@ done:
     moe_plan_free(&P);
     return rc;
 }
+
+/* the owner's side of a remote (ep/ep_mpi.c's serving rank): what mr_session_eval does around an
+ * eval, for one batch of expert rows */
+int mr_moe_serve(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const int32_t *sel,
+                 const float *w, float *y) {
+    if (mr_model_check_files(m)) return -1;
+    const int isa_prev = mr_isa_enter(m->isa);
+    const int rc = mr_moe_experts(m, layer, c, x, n, sel, w, NULL, 0, y);
+    mr_isa_leave(isa_prev);
+    if (rc && m->pager) mr_pager_release(m->pager, layer);
+    return rc;
+}

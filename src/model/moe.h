@@ -95,7 +95,7 @@ void mr_moe_set_remote(mr_model *m, const mr_moe_remote *r);
 /* The owner's side of a remote (src/ep/ep_mpi.c's serving rank): y[n][d] = the experts sel[n] (one
  * per row, n_used 1) of layer applied to x[n][d] with weights w[n], as an eval of m computes them
  * (its ISA, after mr_model_check_files); on a failure the layer's experts are unpinned as after a
- * failed eval. src/model/model.c */
+ * failed eval. */
 int mr_moe_serve(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const int32_t *sel,
                  const float *w, float *y);
 
