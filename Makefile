@@ -49,7 +49,9 @@ ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_NEON   := -march=armv8-a
 ISA_DOTPROD := -march=armv8.2-a+dotprod
-MACHINE   := $(shell $(CC) -dumpmachine)
+# the target triple; before scripts/deps.sh has installed the compiler (a fresh machine, or MPI=1's
+# mpicc, or the cross gcc) from the CROSS prefix or this machine, so the ISA files are still picked
+MACHINE   := $(or $(shell $(CC) -dumpmachine 2>/dev/null),$(notdir $(patsubst %-,%,$(CROSS))),$(shell uname -m))
 ISA_ALL   := avx2 avx512 neon dotprod
 ISA_HERE  := $(if $(filter x86_64%,$(MACHINE)),avx2 avx512,$(if $(filter aarch64%,$(MACHINE)),neon dotprod))
 ISA_NOT_HERE := $(foreach i,$(filter-out $(ISA_HERE),$(ISA_ALL)),%_$(i).c)
@@ -69,7 +71,11 @@ all: $(BUILD)/moerun
 
 # Missing Debian packages are installed (or the exact apt-get command printed) before anything is
 # compiled: every object waits for this step. MOERUN_DEPS=skip turns it off (scripts/deps.sh).
-DEPS_GROUPS := build $(if $(filter test test-unit test-aarch64 sanitize,$(MAKECMDGOALS)),test) $(if $(filter fuzz fuzz-build,$(MAKECMDGOALS)),fuzz)
+# Groups: test when testing, mpi for MPI=1, fuzz when fuzzing, aarch64 for the ARM64 cross targets
+# (asked by the top-level make before it starts the CROSS sub-make, and by that sub-make).
+DEPS_GROUPS := build $(if $(filter test test-unit test-aarch64 sanitize,$(MAKECMDGOALS)),test) \
+    $(if $(filter 1,$(MPI)),mpi) $(if $(filter fuzz fuzz-build,$(MAKECMDGOALS)),fuzz) \
+    $(if $(or $(filter aarch64 test-aarch64 bench-aarch64-insn,$(MAKECMDGOALS)),$(filter aarch64-%,$(CROSS))),aarch64)
 deps:
 	@sh scripts/deps.sh $(DEPS_GROUPS)
 
@@ -135,9 +141,9 @@ bench-model: $(BUILD)/moerun
 bench-approx: $(BUILD)/bench/bench_approx
 	nice -n 10 $(BUILD)/bench/bench_approx $(BENCH_ARGS)
 
-# ARM64 on an x86-64 Debian machine: gcc-aarch64-linux-gnu, qemu-user, libpcre2-dev:arm64
-# (dpkg --add-architecture arm64). AARCH64_TESTS picks the test binaries and CLI scripts run under
-# the emulator: by default (all) every test of `make test` but AARCH64_SKIP: cli_ep.sh, whose MPI
+# ARM64 on an x86-64 Debian machine: gcc-aarch64-linux-gnu, qemu-user, libpcre2-dev:arm64 (the
+# deps.sh group aarch64 installs them, adding arm64 to dpkg's architectures; QEMU_AARCH64 below is
+# expanded after that). AARCH64_TESTS picks the test binaries and CLI scripts run under the emulator: by default (all) every test of `make test` but AARCH64_SKIP: cli_ep.sh, whose MPI
 # runs need an MPI build (build/mpi, x86 here: no arm64 MPI library is installed). The emulator is
 # 10-50x slower than native: ~25 CPU-minutes for the suite (41 with AARCH64_FULL=1), hours of
 # wall time on a loaded machine (README: what was run, how long it took). AARCH64_TESTS="test_simd test_logits" runs
@@ -152,16 +158,16 @@ AARCH64_SKIP  ?= cli_ep
 # CPU-minutes of qemu; by default it runs 8 chunks there (crashes, memory) and reports a skip
 AARCH64_FULL  ?=
 .PHONY: test-bins aarch64 test-aarch64 bench-aarch64-insn
-aarch64:
+aarch64: deps
 	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) $(AARCH64_BUILD)/moerun
 
-test-aarch64:
+test-aarch64: deps
 	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) test-bins
 	MR_RUNNER="$(QEMU_AARCH64)" MR_EMU_FULL="$(AARCH64_FULL)" MR_ONLY="$(filter-out all,$(AARCH64_TESTS))" MR_SKIP="$(AARCH64_SKIP)" sh tests/run.sh $(AARCH64_BUILD)
 
 # executed AArch64 instructions per 256 weights of the MoE types' kernels (scalar, neon, dotprod),
 # counted by the emulator, not timed (bench/aarch64_insn.sh): BENCH_TYPES="q4_0 iq3_s" for some
-bench-aarch64-insn:
+bench-aarch64-insn: deps
 	$(MAKE) CROSS=aarch64-linux-gnu- BUILD=$(AARCH64_BUILD) $(AARCH64_BUILD)/bench/bench_insn
 	QEMU_AARCH64="$(QEMU_AARCH64)" nice -n 10 sh bench/aarch64_insn.sh $(AARCH64_BUILD) "$(BENCH_TYPES)"
 

@@ -22,7 +22,15 @@ for p in "$@"; do
 done
 exit 0
 EOF
-printf '#!/bin/sh\necho amd64\n' >"$BIN/dpkg"
+# dpkg: amd64 native, $FAKE_FOREIGN the foreign architectures; --add-architecture is logged
+cat >"$BIN/dpkg" <<'EOF'
+#!/bin/sh
+case "$1" in
+    --print-architecture) echo amd64 ;;
+    --print-foreign-architectures) for a in $FAKE_FOREIGN; do echo "$a"; done ;;
+    --add-architecture) echo "${VIA_SUDO:+sudo }dpkg $*" >>"$APTLOG" ;;
+esac
+EOF
 printf '#!/bin/sh\necho "${FAKE_UID:-0}"\n' >"$BIN/id"
 # apt-get logs its arguments (and whether sudo ran it); exits $FAKE_APT_RC
 cat >"$BIN/apt-get" <<'EOF'
@@ -63,9 +71,33 @@ FAKE_INSTALLED="gcc make libc6-dev libpcre2-dev:all" run
 FAKE_INSTALLED=$ALL run test build
 [ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends curl python3 libopenmpi-dev openmpi-bin" ] && ok deps_group_test ||
     fail deps_group_test "apt=$(cat "$APTLOG")"
+# fuzz: the unversioned clang the Makefile calls (clang-14 alone has no `clang`)
 FAKE_INSTALLED="$ALL clang-14" run fuzz
-[ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends libclang-rt-14-dev" ] && ok deps_group_fuzz ||
+[ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev" ] && ok deps_group_fuzz ||
     fail deps_group_fuzz "apt=$(cat "$APTLOG")"
+FAKE_INSTALLED="$ALL curl python3" run mpi
+[ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends libopenmpi-dev openmpi-bin" ] && ok deps_group_mpi ||
+    fail deps_group_mpi "apt=$(cat "$APTLOG")"
+# aarch64: the arm64 PCRE2 needs arm64 among dpkg's architectures; added once, before the update
+FAKE_INSTALLED="$ALL" run aarch64
+[ "$(cat "$APTLOG")" = "dpkg --add-architecture arm64
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu qemu-user libpcre2-dev:arm64" ] && ok deps_group_aarch64 ||
+    fail deps_group_aarch64 "apt=$(cat "$APTLOG")"
+FAKE_FOREIGN=arm64 FAKE_INSTALLED="$ALL gcc-aarch64-linux-gnu qemu-user" run aarch64
+[ "$(cat "$APTLOG")" = "apt-get update -qq
+apt-get install -y -qq --no-install-recommends libpcre2-dev:arm64" ] && ok deps_aarch64_arch_known ||
+    fail deps_aarch64_arch_known "apt=$(cat "$APTLOG")"
+# a native copy does not stand in for the arm64 one, the arm64 one counts
+FAKE_FOREIGN=arm64 FAKE_INSTALLED="$ALL gcc-aarch64-linux-gnu qemu-user libpcre2-dev:arm64" run aarch64
+[ $rc -eq 0 ] && [ ! -s "$APTLOG" ] && ok deps_aarch64_present || fail deps_aarch64_present "rc=$rc apt=$(cat "$APTLOG")"
+# not root, no sudo, arm64 unknown: the printed command adds the architecture too
+mv "$BIN/sudo" "$BIN/sudo.off"
+FAKE_UID=1000 FAKE_INSTALLED="$ALL gcc-aarch64-linux-gnu qemu-user" run aarch64
+[ $rc -eq 1 ] && [ ! -s "$APTLOG" ] &&
+    grep -qF "as root (su -): dpkg --add-architecture arm64 && apt-get update && apt-get install -y --no-install-recommends libpcre2-dev:arm64" "$TMPD/out" &&
+    ok deps_aarch64_prints_command || fail deps_aarch64_prints_command "rc=$rc out=$(cat "$TMPD/out")"
+mv "$BIN/sudo.off" "$BIN/sudo"
 FAKE_INSTALLED="" run build
 [ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends gcc make libc6-dev libpcre2-dev" ] &&
     ok deps_bare_system || fail deps_bare_system "apt=$(cat "$APTLOG")"
@@ -106,8 +138,17 @@ FAKE_INSTALLED="" run
     fail deps_not_debian "rc=$rc out=$(cat "$TMPD/out")"
 mv "$BIN/dpkg-query.off" "$BIN/dpkg-query"
 
-# the Makefile asks for the test group when testing, the fuzz group when fuzzing
+# the Makefile asks for the test group when testing, mpi for MPI=1, fuzz when fuzzing, aarch64 for
+# the cross targets (at the top level, before the cross compiler is needed, and in the CROSS sub-make)
 make -n test 2>/dev/null | grep -q 'scripts/deps.sh build test' && ok deps_make_test_group ||
     fail deps_make_test_group "$(make -n test 2>&1 | grep deps | head -n 3)"
 make -n demo 2>/dev/null | grep -q 'scripts/deps.sh build *$' && ok deps_make_demo_group ||
     fail deps_make_demo_group "$(make -n demo 2>&1 | grep deps | head -n 3)"
+make -n MPI=1 2>/dev/null | grep -q 'scripts/deps.sh build *mpi *$' && ok deps_make_mpi_group ||
+    fail deps_make_mpi_group "$(make -n MPI=1 2>&1 | grep deps | head -n 3)"
+make -n fuzz-build 2>/dev/null | grep -q 'scripts/deps.sh build *fuzz *$' && ok deps_make_fuzz_group ||
+    fail deps_make_fuzz_group "$(make -n fuzz-build 2>&1 | grep deps | head -n 3)"
+make -n test-aarch64 2>/dev/null | head -n 1 | grep -q 'scripts/deps.sh build test *aarch64 *$' && ok deps_make_aarch64_group ||
+    fail deps_make_aarch64_group "$(make -n test-aarch64 2>&1 | grep deps | head -n 3)"
+make -n CROSS=aarch64-linux-gnu- BUILD=build/aarch64 test-bins 2>/dev/null | grep -q 'scripts/deps.sh build *aarch64 *$' &&
+    ok deps_make_cross_group || fail deps_make_cross_group "$(make -n CROSS=aarch64-linux-gnu- test-bins 2>&1 | grep deps | head -n 3)"
