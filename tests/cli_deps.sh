@@ -148,7 +148,7 @@ make -n MPI=1 2>/dev/null | grep -q 'scripts/deps.sh build *mpi *$' && ok deps_m
     fail deps_make_mpi_group "$(make -n MPI=1 2>&1 | grep deps | head -n 3)"
 make -n fuzz-build 2>/dev/null | grep -q 'scripts/deps.sh build *fuzz *$' && ok deps_make_fuzz_group ||
     fail deps_make_fuzz_group "$(make -n fuzz-build 2>&1 | grep deps | head -n 3)"
-make -n test-aarch64 2>/dev/null | head -n 1 | grep -q 'scripts/deps.sh build test *aarch64 *$' && ok deps_make_aarch64_group ||
+make -n test-aarch64 2>/dev/null | grep -q 'scripts/deps.sh build test *aarch64 *$' && ok deps_make_aarch64_group ||
     fail deps_make_aarch64_group "$(make -n test-aarch64 2>&1 | grep deps | head -n 3)"
 make -n CROSS=aarch64-linux-gnu- BUILD=build/aarch64 test-bins 2>/dev/null | grep -q 'scripts/deps.sh build *aarch64 *$' &&
     ok deps_make_cross_group || fail deps_make_cross_group "$(make -n CROSS=aarch64-linux-gnu- test-bins 2>&1 | grep deps | head -n 3)"
