@@ -462,6 +462,12 @@ typedef struct {
      * cut by max_tokens, the context or a stop string may be incomplete; MR_GEN_LENGTH also when no
      * token of the vocabulary could continue it. Nesting is bounded (32 containers). */
     int json_object;
+    /* Constrained sampling (response_format json_schema): the reply is a JSON value valid against
+     * this JSON Schema (text; copied by mr_gen_new, which fails naming the keyword when the schema
+     * is outside the subset of docs/SERVER.md "JSON schemas"); otherwise as json_object, which it
+     * replaces. End-of-generation tokens are allowed where the value is whole but could go on (a
+     * number). NULL: none. */
+    const char *json_schema;
     mr_session *draft;
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
      * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */
@@ -481,6 +487,9 @@ typedef struct {
     int n_drafted, n_draft_accepted; /* draft tokens proposed / accepted by verification */
 } mr_gen_stats;                      /* cumulative over the generator's replies */
 void mr_gen_params_default(mr_gen_params *p);
+/* 0 if the JSON Schema text is in the subset mr_gen_params.json_schema takes; -1 and a message naming
+ * the keyword or the limit if not. */
+int mr_json_schema_check(const char *schema, size_t len);
 mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p);   /* p NULL = defaults */
 void mr_gen_free(mr_gen *g);
 /* Evaluate n prompt tokens after what the session holds (pending tokens of the last reply first)

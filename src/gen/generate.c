@@ -55,11 +55,19 @@ struct mr_gen {
     int spec_k;              /* draft length now: grows while drafts are accepted, shrinks after a rejection */
     int spec_np, spec_k_now, spec_past0; /* the step between spec_prepare and spec_verify */
     int batch_spec;          /* mr_gen_batch handed out a verification batch */
-    /* json_object: the reply's state, and every token's text ([n_vocab + 1] offsets into pieces) */
+    /* json_object / json_schema: the reply's state, and every token's text ([n_vocab + 1] offsets
+     * into pieces); the tokens with text sorted by it (order[n_order]) with the bytes each shares
+     * with the one before (lcp), so that json_mask feeds a prefix the tokens share once */
+    int constrained;
+    mr_jschema *schema;      /* json_schema; NULL: json_object */
     mr_jsonp js;
-    int js_bad;              /* a token from the caller broke the object: nothing can continue it */
+    int js_bad;              /* a token from the caller broke the value: nothing can continue it */
     char *pieces;
     uint32_t *poff;
+    int32_t *order;
+    uint32_t *lcp;
+    int n_order;
+    mr_jsonp *jst;           /* [longest piece + 1] the states after each byte of a piece */
 };
 
 void mr_gen_params_default(mr_gen_params *p) {
@@ -87,18 +95,29 @@ void mr_gen_free(mr_gen *g) {
     if (!g) return;
     mr_sampler_free(g->smp);
     free(g->logits); free(g->eog); free(g->pending); free(g->gen); free(g->text);
-    free(g->pieces); free(g->poff);
+    free(g->pieces); free(g->poff); free(g->order); free(g->lcp); free(g->jst);
+    mr_jschema_free(g->schema);
     free(g->hist); free(g->dbuf); free(g->vbatch); free(g->vlogits);
     free(g);
 }
 
-/* json_object: every token's text as accept_one appends it (end-of-generation tokens: none, so they
- * are never allowed), flat with offsets, for trying tokens against the reply's JSON state. */
+static int piece_cmp(const void *a, const void *b, void *ctx) {
+    const mr_gen *g = ctx;
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    const uint32_t lx = g->poff[x + 1] - g->poff[x], ly = g->poff[y + 1] - g->poff[y];
+    const int r = memcmp(g->pieces + g->poff[x], g->pieces + g->poff[y], lx < ly ? lx : ly);
+    return r ? r : (lx > ly) - (lx < ly);
+}
+
+/* json_object / json_schema: every token's text as accept_one appends it (end-of-generation tokens:
+ * none), flat with offsets, and the tokens with text in byte order for json_mask. */
 static int json_pieces(mr_gen *g) {
     size_t cap = (size_t)g->n_vocab * 8 + 256, n = 0;
     g->poff = mr_malloc(sizeof *g->poff * ((size_t)g->n_vocab + 1));
     g->pieces = mr_malloc(cap);
-    if (!g->poff || !g->pieces) goto oom;
+    g->order = mr_malloc(sizeof *g->order * (size_t)g->n_vocab);
+    g->lcp = mr_malloc(sizeof *g->lcp * (size_t)g->n_vocab);
+    if (!g->poff || !g->pieces || !g->order || !g->lcp) goto oom;
     for (int32_t id = 0; id < g->n_vocab; id++) {
         g->poff[id] = (uint32_t)n;
         if (mr_tokenizer_is_eog(g->tok, id)) continue;
@@ -115,24 +134,69 @@ static int json_pieces(mr_gen *g) {
         if (n > UINT32_MAX / 2) { mr_set_error("generate: the vocabulary's text is too large"); return -1; }
     }
     g->poff[g->n_vocab] = (uint32_t)n;
+    uint32_t longest = 0;
+    for (int32_t id = 0; id < g->n_vocab; id++) {
+        const uint32_t l = g->poff[id + 1] - g->poff[id];
+        if (l) g->order[g->n_order++] = id;
+        longest = l > longest ? l : longest;
+    }
+    qsort_r(g->order, (size_t)g->n_order, sizeof *g->order, piece_cmp, g);
+    for (int k = 0; k < g->n_order; k++) {
+        const int32_t a = k ? g->order[k - 1] : 0, b = g->order[k];
+        const uint32_t la = k ? g->poff[a + 1] - g->poff[a] : 0, lb = g->poff[b + 1] - g->poff[b];
+        uint32_t m = 0;
+        while (m < la && m < lb && g->pieces[g->poff[a] + m] == g->pieces[g->poff[b] + m]) m++;
+        g->lcp[k] = m;
+    }
+    g->jst = mr_malloc(sizeof *g->jst * ((size_t)longest + 1));
+    if (!g->jst) goto oom;
     return 0;
 oom:
     mr_set_error("generate: out of memory for the vocabulary's text");
     return -1;
 }
 
-/* json_object: -inf for every token that cannot continue the reply's object (also tokens without
- * text, which would add nothing); -1 when no token can. */
+/* json_object / json_schema: -inf for every token that cannot continue the reply's value (tokens
+ * without text too, but end-of-generation ones where the value is whole); -1 when no token can.
+ * The tokens are tried in byte order: jst[d] is the state after the first d bytes of the last piece
+ * fed (valid for d <= valid), so a prefix shared with the piece before is not fed again, and a
+ * piece that shares the bytes up to one that failed fails too. */
 static int json_mask(mr_gen *g, float *row) {
     int any = 0;
-    for (int32_t id = 0; id < g->n_vocab; id++) {
+    if (g->js_bad) {
+        for (int32_t id = 0; id < g->n_vocab; id++) row[id] = -INFINITY;
+        return -1;
+    }
+    const int eog_ok = mr_jsonp_done(&g->js);
+    for (int32_t id = 0; id < g->n_vocab; id++)
+        if (g->poff[id + 1] == g->poff[id]) {
+            if (!(eog_ok && mr_tokenizer_is_eog(g->tok, id))) row[id] = -INFINITY;
+            else if (row[id] > -INFINITY) any = 1;
+        }
+    mr_jsonp_copy(&g->jst[0], &g->js);
+    uint32_t valid = 0, dead = UINT32_MAX;
+    for (int k = 0; k < g->n_order; k++) {
+        const int32_t id = g->order[k];
+        const uint32_t l = g->lcp[k];
+        if (valid > l) valid = l;
+        if (l < dead) dead = UINT32_MAX;
         if (!(row[id] > -INFINITY)) continue; /* impossible already (or NaN, which the sampler drops) */
-        const uint32_t o = g->poff[id], n = g->poff[id + 1] - o;
-        mr_jsonp t = g->js;
-        if (g->js_bad || n == 0 || mr_jsonp_feed(&t, g->pieces + o, n)) row[id] = -INFINITY;
+        if (dead != UINT32_MAX) { row[id] = -INFINITY; continue; }
+        const char *p = g->pieces + g->poff[id];
+        const uint32_t n = g->poff[id + 1] - g->poff[id];
+        for (; valid < n; valid++) {
+            mr_jsonp_copy(&g->jst[valid + 1], &g->jst[valid]);
+            if (mr_jsonp_feed(&g->jst[valid + 1], p + valid, 1)) { dead = valid + 1; break; }
+        }
+        if (dead != UINT32_MAX) row[id] = -INFINITY;
         else any = 1;
     }
     return any ? 0 : -1;
+}
+
+static void js_init(mr_gen *g) {
+    if (g->schema) mr_jsonp_init_schema(&g->js, g->schema);
+    else mr_jsonp_init(&g->js);
 }
 
 mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
@@ -192,8 +256,14 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
         if (!g->hist || !g->dbuf) { mr_set_error("generate: out of memory"); goto fail; }
         if (g->p.draft) mr_session_reset(g->p.draft);
     }
-    if (g->p.json_object && json_pieces(g)) goto fail;
-    mr_jsonp_init(&g->js);
+    if (g->p.json_schema) {
+        g->schema = mr_jschema_compile(g->p.json_schema, strlen(g->p.json_schema));
+        if (!g->schema) goto fail;
+    }
+    g->p.json_schema = NULL; /* compiled; the caller's text need not outlive this call */
+    g->constrained = g->schema || g->p.json_object;
+    if (g->constrained && json_pieces(g)) goto fail;
+    js_init(g);
     return g;
 fail:
     mr_gen_free(g);
@@ -293,7 +363,7 @@ static int reply_begin(mr_gen *g, const int32_t *tokens, int n) {
     mr_sampler_begin_reply(g->smp); /* penalties on this reply's tokens start here */
     if (hist_add(g, tokens, n)) return -1;
     g->st.n_prompt += n;
-    mr_jsonp_init(&g->js);
+    js_init(g);
     g->js_bad = 0;
     g->n_gen = 0;
     g->text_len = g->sent = 0;
@@ -410,10 +480,10 @@ static int accept_one(mr_gen *g, int32_t id) {
             g->finish = MR_GEN_STOP;
         }
     }
-    if (g->p.json_object && !g->js_bad) { /* the object is whole: the reply ends here */
+    if (g->constrained && !g->js_bad) { /* the value is whole and cannot go on: the reply ends here */
         const uint32_t o = g->poff[id];
         if (mr_jsonp_feed(&g->js, g->pieces + o, g->poff[id + 1] - o)) g->js_bad = 1;
-        else if (!g->finish && mr_jsonp_done(&g->js)) g->finish = MR_GEN_EOG;
+        else if (!g->finish && mr_jsonp_closed(&g->js)) g->finish = MR_GEN_EOG;
     }
     if (g->finish) return 1;
     if (g->p.max_tokens >= 0 && g->n_gen >= g->p.max_tokens) g->finish = MR_GEN_LENGTH;
@@ -504,7 +574,7 @@ static int spec_verify(mr_gen *g, mr_gen_step *out) {
     for (int i = 0; i <= k && !g->finish; i++) {
         float *row = g->vlogits + V * (size_t)i;
         for (int e = 0; e < g->n_eog; e++) row[g->eog[e]] = -INFINITY; /* ignore_eos */
-        if (g->p.json_object && json_mask(g, row)) { g->finish = MR_GEN_LENGTH; break; }
+        if (g->constrained && json_mask(g, row)) { g->finish = MR_GEN_LENGTH; break; }
         int acc = 0;
         int32_t id = i < k ? mr_sampler_verify(g->smp, row, g->dbuf[i], &acc) : mr_sampler_sample(g->smp, row);
         if (id < 0) { g->spec_extra = 0; return -1; }
@@ -598,7 +668,7 @@ int mr_gen_next(mr_gen *g, mr_gen_step *out) {
     }
     const float *lg = g->logits;
     for (int i = 0; i < g->n_eog; i++) g->logits[g->eog[i]] = -INFINITY; /* ignore_eos */
-    if (g->p.json_object && json_mask(g, g->logits)) { /* nothing can continue the object */
+    if (g->constrained && json_mask(g, g->logits)) { /* nothing can continue the object */
         g->finish = MR_GEN_LENGTH;
         out->finish = g->finish;
         step_text(g, out);

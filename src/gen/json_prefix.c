@@ -1,136 +1,394 @@
-/* JSON-object prefix recogniser (json_prefix.h): a pushdown automaton over bytes whose stack is the
- * open containers. Each mode says what the next byte may be; a number ends at the first byte that
- * cannot continue it, which is then read in the mode after the value. */
+/* JSON prefix recogniser (json_prefix.h): a pushdown automaton over bytes. Each thread's stack holds
+ * the root frame, one frame per open container and one for the scalar or key being read; each frame's
+ * mode says what the next byte may be. A scalar that can end without a closing byte (a number, a
+ * literal that a longer one extends) ends at the first byte that cannot continue it, which is then
+ * read by the frame below. */
 #include "gen/json_prefix.h"
 
+#include <string.h>
+
 enum jp_mode {
-    JP_TOP,       /* before the object: '{' */
-    JP_VALUE,     /* a value (after ':' or after ',' in an array) */
-    JP_ARR_FIRST, /* after '[': a value or ']' */
+    JP_ROOT,      /* root: the value, from the first byte */
+    JP_DONE,      /* root: the value is complete: whitespace only */
     JP_OBJ_FIRST, /* after '{': a key or '}' */
     JP_OBJ_KEY,   /* after ',' in an object: a key */
     JP_COLON,     /* after a key: ':' */
-    JP_AFTER,     /* after a value in a container: ',' or its closing bracket */
-    JP_STR, JP_STR_ESC, JP_STR_HEX, /* in a string; after '\'; in \uXXXX (lit_pos hex digits to go) */
+    JP_OBJ_VALUE, /* after ':': the value */
+    JP_OBJ_AFTER, /* after a member: ',' or '}' */
+    JP_ARR_FIRST, /* after '[': an item or ']' */
+    JP_ARR_VALUE, /* after ',' in an array: an item */
+    JP_ARR_AFTER, /* after an item: ',' or ']' */
+    JP_STR, JP_STR_ESC, JP_STR_HEX, /* in a string; after '\'; in \uXXXX (aux hex digits to go) */
     JP_NUM_MINUS, JP_NUM_ZERO, JP_NUM_INT, JP_NUM_DOT, JP_NUM_FRAC, JP_NUM_E, JP_NUM_E_SIGN, JP_NUM_EXP,
-    JP_LIT,       /* inside true / false / null */
-    JP_DONE       /* the object is complete: whitespace only */
+    JP_LIT,       /* inside a literal of a JS_LIT node: candidates lit[lo..hi) matched for pos bytes */
+    JP_KEY        /* inside a key of a schema object (a JS_LIT-like match of its property names) */
 };
+#define KEY_OTHER 1   /* aux of JP_KEY: the key may still be an additional property */
+#define KEY_ESC 2     /* aux of JP_KEY: the last byte was a '\' of a property name's escape */
+#define OTHER 0xffffu /* cur of an object frame: an additional property's value is read */
 
-static const char *const jp_lits[3] = {"true", "false", "null"};
-static const uint8_t jp_lit_len[3] = {4, 5, 4};
-
-void mr_jsonp_init(mr_jsonp *s) {
-    s->mode = JP_TOP;
-    s->depth = 0;
-    s->lit = s->lit_pos = s->key = s->ws = 0;
-}
-
-int mr_jsonp_done(const mr_jsonp *s) { return s->mode == JP_DONE; }
+/* The schema of json_object: any value, the literals of any value, and an object of anything. */
+static const mr_jsnode obj_nodes[3] = {
+    {.kind = JS_ANY}, {.kind = JS_LIT, .first = 0, .count = 3}, {.kind = JS_ANY, .flags = JS_OBJ_ONLY},
+};
+static const mr_jslit obj_lits[3] = {{0, 5, 0}, {5, 4, 0}, {9, 4, 0}};
+static const mr_jschema obj_schema = {
+    .node = (mr_jsnode *)obj_nodes, .n_node = 3, .lit = (mr_jslit *)obj_lits, .n_lit = 3,
+    .bytes = (char *)"falsenulltrue", .root = 2,
+};
 
 static int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 static int is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-static void value_end(mr_jsonp *s) { s->mode = s->depth ? JP_AFTER : JP_DONE; }
-
-static int push(mr_jsonp *s, char open) {
-    if (s->depth >= MR_JSONP_MAX_DEPTH) return -1;
-    s->stack[s->depth++] = open;
-    s->mode = open == '{' ? JP_OBJ_FIRST : JP_ARR_FIRST;
-    return 0;
+void mr_jsonp_init_schema(mr_jsonp *s, const mr_jschema *sc) {
+    s->sc = sc;
+    s->n = 1;
+    mr_jsonp_thread *t = &s->t[0];
+    t->depth = 1;
+    t->ws = 0;
+    memset(&t->f[0], 0, sizeof t->f[0]);
+    t->f[0].node = sc->root;
+    t->f[0].mode = JP_ROOT;
 }
 
-static int jp_close(mr_jsonp *s, unsigned char c) {
-    if (!s->depth || s->stack[s->depth - 1] != (c == '}' ? '{' : '[')) return -1;
-    s->depth--;
-    value_end(s);
-    return 0;
+void mr_jsonp_init(mr_jsonp *s) { mr_jsonp_init_schema(s, &obj_schema); }
+
+static void thread_copy(mr_jsonp_thread *d, const mr_jsonp_thread *t) {
+    d->depth = t->depth;
+    d->ws = t->ws;
+    memcpy(d->f, t->f, sizeof t->f[0] * t->depth);
 }
 
-static int start_value(mr_jsonp *s, unsigned char c) {
-    switch (c) {
-    case '{': case '[': return push(s, (char)c);
-    case '"': s->mode = JP_STR; s->key = 0; return 0;
-    case '-': s->mode = JP_NUM_MINUS; return 0;
-    case '0': s->mode = JP_NUM_ZERO; return 0;
-    case 't': case 'f': case 'n':
-        s->lit = c == 't' ? 0 : c == 'f' ? 1 : 2;
-        s->lit_pos = 1;
-        s->mode = JP_LIT;
-        return 0;
-    default:
-        if (c >= '1' && c <= '9') { s->mode = JP_NUM_INT; return 0; }
-        return -1;
+void mr_jsonp_copy(mr_jsonp *dst, const mr_jsonp *src) {
+    dst->sc = src->sc;
+    dst->n = src->n;
+    for (int i = 0; i < src->n; i++) thread_copy(&dst->t[i], &src->t[i]);
+}
+
+static mr_jsonp_frame *top(mr_jsonp_thread *t) { return &t->f[t->depth - 1]; }
+
+static mr_jsonp_frame *push(mr_jsonp_thread *t, uint16_t node, uint8_t mode) {
+    mr_jsonp_frame *f = &t->f[t->depth++];
+    memset(f, 0, sizeof *f); /* whole, padding too: threads are compared with memcmp */
+    f->node = node;
+    f->mode = mode;
+    return f;
+}
+
+static int ws_take(mr_jsonp_thread *t) { return ++t->ws > MR_JSONP_MAX_WS ? -1 : 0; }
+
+/* the frame f (a container or the root) has a complete value in it */
+static void value_end(mr_jsonp_frame *f) {
+    switch (f->mode) {
+    case JP_ROOT: f->mode = JP_DONE; break;
+    case JP_OBJ_VALUE: f->mode = JP_OBJ_AFTER; break;
+    default: f->u.count++; f->mode = JP_ARR_AFTER; break; /* an array's item */
     }
 }
 
-static int feed1(mr_jsonp *s, unsigned char c) {
-    switch (s->mode) {
-    case JP_TOP: return c == '{' ? push(s, '{') : -1;
-    case JP_DONE: return is_ws(c) ? 0 : -1;
-    case JP_VALUE: return is_ws(c) ? 0 : start_value(s, c);
-    case JP_ARR_FIRST: if (is_ws(c)) return 0; return c == ']' ? jp_close(s, c) : start_value(s, c);
-    case JP_OBJ_FIRST:
-        if (is_ws(c)) return 0;
-        if (c == '}') return jp_close(s, c);
-        /* otherwise a key, as after ',' */
-        /* fall through */
-    case JP_OBJ_KEY:
-        if (is_ws(c)) return 0;
-        if (c != '"') return -1;
-        s->mode = JP_STR;
-        s->key = 1;
+/* the scalar on top is complete: pop it; a key makes its object wait for ':' */
+static void pop_scalar(mr_jsonp_thread *t) {
+    t->depth--;
+    mr_jsonp_frame *f = top(t);
+    if (f->mode == JP_OBJ_FIRST || f->mode == JP_OBJ_KEY) f->mode = JP_COLON;
+    else value_end(f);
+}
+
+static int feed_thread(mr_jsonp *s, mr_jsonp_thread *t, unsigned char c);
+
+/* lit[lo..hi) narrowed to the entries whose byte pos is c (sorted, so they are contiguous) */
+static int narrow(const mr_jschema *sc, mr_jsonp_frame *f, unsigned char c) {
+    uint32_t lo = f->u.m.lo, hi = f->hi, pos = f->u.m.pos;
+    while (lo < hi && (sc->lit[lo].len <= pos || (unsigned char)sc->bytes[sc->lit[lo].off + pos] < c)) lo++;
+    uint32_t e = lo;
+    while (e < hi && (unsigned char)sc->bytes[sc->lit[e].off + pos] == c) e++;
+    if (e == lo) return -1;
+    f->u.m.lo = lo;
+    f->hi = e;
+    f->u.m.pos = pos + 1;
+    return 0;
+}
+
+/* a literal (enum / const value, true / false / null) takes c */
+static int lit_feed(mr_jsonp *s, mr_jsonp_thread *t, unsigned char c) {
+    mr_jsonp_frame *f = top(t);
+    const mr_jschema *sc = s->sc;
+    const int whole = sc->lit[f->u.m.lo].len == f->u.m.pos; /* the shortest candidate sorts first */
+    if (narrow(sc, f, c)) {
+        if (!whole) return -1;
+        pop_scalar(t); /* c follows the literal */
+        return feed_thread(s, t, c);
+    }
+    if (f->hi - f->u.m.lo == 1 && sc->lit[f->u.m.lo].len == f->u.m.pos) pop_scalar(t);
+    return 0;
+}
+
+/* properties of the object frame o that are absent and in lit[lo..hi) (bits from the node's first) */
+static uint64_t absent_in(const mr_jschema *sc, const mr_jsonp_frame *o, uint32_t lo, uint32_t hi) {
+    const mr_jsnode *n = &sc->node[o->node];
+    const uint32_t k = hi - lo, sh = lo - n->first;
+    const uint64_t range = k >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << k) - 1) << sh;
+    const uint64_t all = n->count >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n->count) - 1;
+    return range & all & ~o->u.seen;
+}
+
+/* a key of a schema object may start: an absent property or an additional one */
+static int key_possible(const mr_jschema *sc, const mr_jsonp_frame *o) {
+    const mr_jsnode *n = &sc->node[o->node];
+    return n->a != JS_NONE || absent_in(sc, o, n->first, n->first + n->count) != 0;
+}
+
+static int key_start(const mr_jschema *sc, mr_jsonp_thread *t) {
+    mr_jsonp_frame *o = top(t);
+    const mr_jsnode *n = &sc->node[o->node];
+    if (n->kind == JS_ANY) { push(t, JS_NODE_ANY, JP_STR); return 0; }
+    if (!key_possible(sc, o)) return -1;
+    mr_jsonp_frame *k = push(t, o->node, JP_KEY);
+    k->u.m.lo = n->first;
+    k->hi = n->first + n->count;
+    k->aux = n->a != JS_NONE ? KEY_OTHER : 0;
+    return 0;
+}
+
+/* a byte of a schema object's key: property names are matched as written (their JSON escapes);
+ * an additional property's key is any text without escapes (so that it cannot spell a property's
+ * name another way) */
+static int key_feed(const mr_jschema *sc, mr_jsonp_thread *t, unsigned char c) {
+    mr_jsonp_frame *k = top(t), *o = k - 1;
+    const mr_jsnode *n = &sc->node[o->node];
+    if (c == '"' && !(k->aux & KEY_ESC)) {
+        const int exact = k->u.m.lo < k->hi && sc->lit[k->u.m.lo].len == k->u.m.pos;
+        if (exact) {
+            const uint64_t bit = (uint64_t)1 << (k->u.m.lo - n->first);
+            if (o->u.seen & bit) return -1; /* twice */
+            o->u.seen |= bit;
+            o->cur = (uint16_t)(k->u.m.lo - n->first);
+        } else if (k->aux & KEY_OTHER) {
+            o->cur = OTHER;
+        } else {
+            return -1;
+        }
+        pop_scalar(t);
         return 0;
-    case JP_COLON: if (is_ws(c)) return 0; if (c != ':') return -1; s->mode = JP_VALUE; return 0;
-    case JP_AFTER:
-        if (is_ws(c)) return 0;
-        if (c == ',') { s->mode = s->stack[s->depth - 1] == '{' ? JP_OBJ_KEY : JP_VALUE; return 0; }
-        return c == '}' || c == ']' ? jp_close(s, c) : -1;
+    }
+    if (c < 0x20) return -1;
+    k->aux = (uint8_t)(c == '\\' && !(k->aux & KEY_ESC) ? (k->aux | KEY_ESC) : (k->aux & ~KEY_ESC));
+    if (c == '\\') k->aux &= (uint8_t)~KEY_OTHER;
+    if (k->u.m.lo < k->hi && narrow(sc, k, c)) k->u.m.lo = k->hi; /* no property has this name */
+    const int named = k->u.m.lo < k->hi && absent_in(sc, o, k->u.m.lo, k->hi) != 0;
+    return named || (k->aux & KEY_OTHER) ? 0 : -1;
+}
+
+static int start_number(mr_jsonp_thread *t, uint16_t node, unsigned char c) {
+    if (c == '-') push(t, node, JP_NUM_MINUS);
+    else if (c == '0') push(t, node, JP_NUM_ZERO);
+    else if (c >= '1' && c <= '9') push(t, node, JP_NUM_INT);
+    else return -1;
+    return 0;
+}
+
+static int start_lit(mr_jsonp *s, mr_jsonp_thread *t, uint16_t node, unsigned char c) {
+    const mr_jsnode *n = &s->sc->node[node];
+    mr_jsonp_frame *f = push(t, node, JP_LIT);
+    f->u.m.lo = n->first;
+    f->hi = n->first + n->count;
+    return lit_feed(s, t, c);
+}
+
+/* a value of schema node `node` starts with c (the frame that holds it is on top) */
+static int start_value(mr_jsonp *s, mr_jsonp_thread *t, uint16_t node, unsigned char c) {
+    const mr_jsnode *n = &s->sc->node[node];
+    switch (n->kind) {
+    case JS_ANY:
+        if (c == '{') node = JS_NODE_ANY;
+        else if (n->flags & JS_OBJ_ONLY) return -1;
+        else if (c == '[') node = JS_NODE_ANY;
+        else if (c == '"') { push(t, node, JP_STR); return 0; }
+        else if (c == 't' || c == 'f' || c == 'n') return start_lit(s, t, JS_NODE_TFN, c);
+        else return start_number(t, node, c);
+        break;
+    case JS_OBJ: if (c != '{') return -1; break;
+    case JS_ARR: if (c != '[') return -1; break;
+    case JS_STR: if (c != '"') return -1; push(t, node, JP_STR); return 0;
+    case JS_NUM: case JS_INT: return start_number(t, node, c);
+    case JS_LIT: return start_lit(s, t, node, c);
+    case JS_ANYOF: {
+        /* alternatives after the first go to new threads, copies of this one before c */
+        for (uint32_t i = n->count; i-- > 1;) {
+            if (s->n >= MR_JSONP_MAX_ALT) continue; /* dropped: the language shrinks */
+            mr_jsonp_thread *u = &s->t[s->n];
+            thread_copy(u, t);
+            if (!start_value(s, u, s->sc->alt[n->first + i], c)) s->n++;
+        }
+        return start_value(s, t, s->sc->alt[n->first], c);
+    }
+    default: return -1;
+    }
+    /* a container */
+    if (t->depth - 1 >= MR_JSONP_MAX_DEPTH) return -1; /* frames below the top: the root and containers */
+    push(t, node, c == '{' ? JP_OBJ_FIRST : JP_ARR_FIRST);
+    return 0;
+}
+
+/* the schema of the value the container frame f holds next */
+static uint16_t value_node(const mr_jschema *sc, const mr_jsonp_frame *f) {
+    const mr_jsnode *n = &sc->node[f->node];
+    if (f->mode == JP_ROOT) return f->node;
+    if (n->kind == JS_ANY) return JS_NODE_ANY;
+    if (n->kind == JS_ARR) return n->a;
+    return f->cur == OTHER ? n->a : sc->lit[n->first + f->cur].node;
+}
+
+static int obj_close(const mr_jschema *sc, mr_jsonp_thread *t) {
+    const mr_jsonp_frame *f = top(t);
+    const mr_jsnode *n = &sc->node[f->node];
+    if (n->kind == JS_OBJ && (n->required & ~f->u.seen)) return -1;
+    t->depth--;
+    value_end(top(t));
+    return 0;
+}
+
+static int arr_close(const mr_jschema *sc, mr_jsonp_thread *t) {
+    const mr_jsonp_frame *f = top(t);
+    const mr_jsnode *n = &sc->node[f->node];
+    if (n->kind == JS_ARR && f->u.count < n->min) return -1;
+    t->depth--;
+    value_end(top(t));
+    return 0;
+}
+
+/* another item of the array frame f may start */
+static int item_possible(const mr_jschema *sc, const mr_jsonp_frame *f) {
+    const mr_jsnode *n = &sc->node[f->node];
+    return n->kind != JS_ARR || f->u.count < n->max;
+}
+
+static int feed_thread(mr_jsonp *s, mr_jsonp_thread *t, unsigned char c) {
+    const mr_jschema *sc = s->sc;
+    mr_jsonp_frame *f = top(t);
+    if (!is_ws(c) || f->mode >= JP_STR) t->ws = 0;
+    switch (f->mode) {
+    case JP_ROOT: return start_value(s, t, f->node, c);
+    case JP_DONE: return is_ws(c) ? ws_take(t) : -1;
+    case JP_OBJ_FIRST:
+        if (is_ws(c)) return ws_take(t);
+        if (c == '}') return obj_close(sc, t);
+        return c == '"' ? key_start(sc, t) : -1;
+    case JP_OBJ_KEY:
+        if (is_ws(c)) return ws_take(t);
+        return c == '"' ? key_start(sc, t) : -1;
+    case JP_COLON:
+        if (is_ws(c)) return ws_take(t);
+        if (c != ':') return -1;
+        f->mode = JP_OBJ_VALUE;
+        return 0;
+    case JP_OBJ_VALUE: case JP_ARR_VALUE:
+        if (is_ws(c)) return ws_take(t);
+        return start_value(s, t, value_node(sc, f), c);
+    case JP_OBJ_AFTER:
+        if (is_ws(c)) return ws_take(t);
+        if (c == '}') return obj_close(sc, t);
+        if (c != ',' || (sc->node[f->node].kind == JS_OBJ && !key_possible(sc, f))) return -1;
+        f->mode = JP_OBJ_KEY;
+        return 0;
+    case JP_ARR_FIRST:
+        if (is_ws(c)) return ws_take(t);
+        if (c == ']') return arr_close(sc, t);
+        if (!item_possible(sc, f)) return -1;
+        return start_value(s, t, value_node(sc, f), c);
+    case JP_ARR_AFTER:
+        if (is_ws(c)) return ws_take(t);
+        if (c == ']') return arr_close(sc, t);
+        if (c != ',' || !item_possible(sc, f)) return -1;
+        f->mode = JP_ARR_VALUE;
+        return 0;
     case JP_STR:
-        if (c == '"') { if (s->key) s->mode = JP_COLON; else value_end(s); return 0; }
-        if (c == '\\') { s->mode = JP_STR_ESC; return 0; }
+        if (c == '"') { pop_scalar(t); return 0; }
+        if (c == '\\') { f->mode = JP_STR_ESC; return 0; }
         return c < 0x20 ? -1 : 0;
     case JP_STR_ESC:
-        if (c == 'u') { s->mode = JP_STR_HEX; s->lit_pos = 4; return 0; }
-        if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') { s->mode = JP_STR; return 0; }
+        if (c == 'u') { f->mode = JP_STR_HEX; f->aux = 4; return 0; }
+        if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') { f->mode = JP_STR; return 0; }
         return -1;
     case JP_STR_HEX:
         if (!is_hex(c)) return -1;
-        if (--s->lit_pos == 0) s->mode = JP_STR;
+        if (--f->aux == 0) f->mode = JP_STR;
         return 0;
-    case JP_LIT:
-        if (c != (unsigned char)jp_lits[s->lit][s->lit_pos]) return -1;
-        if (++s->lit_pos == jp_lit_len[s->lit]) value_end(s);
-        return 0;
+    case JP_LIT: return lit_feed(s, t, c);
+    case JP_KEY: return key_feed(sc, t, c);
     case JP_NUM_MINUS:
-        if (c == '0') { s->mode = JP_NUM_ZERO; return 0; }
-        if (is_digit(c)) { s->mode = JP_NUM_INT; return 0; }
+        if (c == '0') { f->mode = JP_NUM_ZERO; return 0; }
+        if (is_digit(c)) { f->mode = JP_NUM_INT; return 0; }
         return -1;
-    case JP_NUM_DOT: if (!is_digit(c)) return -1; s->mode = JP_NUM_FRAC; return 0;
+    case JP_NUM_DOT: if (!is_digit(c)) return -1; f->mode = JP_NUM_FRAC; return 0;
     case JP_NUM_E:
-        if (c == '+' || c == '-') { s->mode = JP_NUM_E_SIGN; return 0; }
+        if (c == '+' || c == '-') { f->mode = JP_NUM_E_SIGN; return 0; }
         /* fall through */
-    case JP_NUM_E_SIGN: if (!is_digit(c)) return -1; s->mode = JP_NUM_EXP; return 0;
-    case JP_NUM_ZERO: case JP_NUM_INT: case JP_NUM_FRAC: case JP_NUM_EXP:
-        if (is_digit(c) && s->mode != JP_NUM_ZERO) return 0;
-        if (c == '.' && s->mode <= JP_NUM_INT) { s->mode = JP_NUM_DOT; return 0; }
-        if ((c == 'e' || c == 'E') && s->mode != JP_NUM_EXP) { s->mode = JP_NUM_E; return 0; }
-        /* the number is complete: c belongs to what follows it (numbers are never the top value) */
-        s->mode = JP_AFTER;
-        return feed1(s, c);
+    case JP_NUM_E_SIGN: if (!is_digit(c)) return -1; f->mode = JP_NUM_EXP; return 0;
+    case JP_NUM_ZERO: case JP_NUM_INT: case JP_NUM_FRAC: case JP_NUM_EXP: {
+        const int integer = sc->node[f->node].kind == JS_INT;
+        if (is_digit(c) && f->mode != JP_NUM_ZERO) return 0;
+        if (!integer && c == '.' && f->mode <= JP_NUM_INT) { f->mode = JP_NUM_DOT; return 0; }
+        if (!integer && (c == 'e' || c == 'E') && f->mode != JP_NUM_EXP) { f->mode = JP_NUM_E; return 0; }
+        /* the number is complete: c belongs to what follows it */
+        pop_scalar(t);
+        return feed_thread(s, t, c);
+    }
     default: return -1;
     }
 }
 
+/* threads in the same state are one */
+static void dedup(mr_jsonp *s) {
+    for (int i = 1; i < s->n; i++)
+        for (int j = 0; j < i; j++) {
+            const mr_jsonp_thread *a = &s->t[i], *b = &s->t[j];
+            if (a->depth == b->depth && a->ws == b->ws && !memcmp(a->f, b->f, sizeof a->f[0] * a->depth)) {
+                if (i != --s->n) thread_copy(&s->t[i], &s->t[s->n]);
+                i--;
+                break;
+            }
+        }
+}
+
 int mr_jsonp_feed(mr_jsonp *s, const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)p[i];
-        /* runs of whitespace between tokens (inside strings it is text) */
-        const int text = s->mode >= JP_STR && s->mode <= JP_STR_HEX;
-        if (!text && is_ws(c) && ++s->ws > MR_JSONP_MAX_WS) return -1;
-        if (feed1(s, c)) return -1;
-        if (text || !is_ws(c)) s->ws = 0;
+    for (size_t k = 0; k < n; k++) {
+        const unsigned char c = (unsigned char)p[k];
+        const int n0 = s->n;
+        uint8_t live[MR_JSONP_MAX_ALT];
+        for (int i = 0; i < n0; i++) live[i] = feed_thread(s, &s->t[i], c) == 0;
+        for (int i = n0; i < s->n; i++) live[i] = 1; /* forks took c already */
+        int m = 0;
+        for (int i = 0; i < s->n; i++)
+            if (live[i]) { if (m != i) thread_copy(&s->t[m], &s->t[i]); m++; }
+        s->n = (uint8_t)m;
+        if (!m) return -1;
+        if (m > 1) dedup(s);
     }
     return 0;
+}
+
+/* the thread's text is a whole value if ending its scalar here (if any) leaves the root done */
+static int thread_done(const mr_jschema *sc, const mr_jsonp_thread *t) {
+    const mr_jsonp_frame *f = &t->f[t->depth - 1];
+    if (t->depth == 1) return f->mode == JP_DONE;
+    if (t->depth > 2) return 0;
+    switch (f->mode) {
+    case JP_NUM_ZERO: case JP_NUM_INT: case JP_NUM_FRAC: case JP_NUM_EXP: return 1;
+    case JP_LIT: return sc->lit[f->u.m.lo].len == f->u.m.pos;
+    default: return 0;
+    }
+}
+
+int mr_jsonp_done(const mr_jsonp *s) {
+    for (int i = 0; i < s->n; i++)
+        if (thread_done(s->sc, &s->t[i])) return 1;
+    return 0;
+}
+
+int mr_jsonp_closed(const mr_jsonp *s) {
+    for (int i = 0; i < s->n; i++)
+        if (s->t[i].depth != 1 || s->t[i].f[0].mode != JP_DONE) return 0;
+    return s->n > 0;
 }
