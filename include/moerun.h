@@ -485,6 +485,8 @@ typedef struct {
     double prefill_s, decode_s;      /* time in mr_gen_prefill; in mr_gen_next (evals + sampling) */
     int n_spec_steps;                /* verification evals (speculative decoding) */
     int n_drafted, n_draft_accepted; /* draft tokens proposed / accepted by verification */
+    int n_mask;                      /* json_object / json_schema: token masks computed */
+    double mask_s;                   /* time in them (part of decode_s) */
 } mr_gen_stats;                      /* cumulative over the generator's replies */
 void mr_gen_params_default(mr_gen_params *p);
 /* 0 if the JSON Schema text is in the subset mr_gen_params.json_schema takes; -1 and a message naming

@@ -66,6 +66,7 @@ struct mr_gen {
     uint32_t *poff;
     int32_t *order;
     uint32_t *lcp;
+    uint8_t *plain;          /* [n_vocab] the token's text is string text: no '"', '\\' or control bytes */
     int n_order;
     mr_jsonp *jst;           /* [longest piece + 1] the states after each byte of a piece */
 };
@@ -95,7 +96,7 @@ void mr_gen_free(mr_gen *g) {
     if (!g) return;
     mr_sampler_free(g->smp);
     free(g->logits); free(g->eog); free(g->pending); free(g->gen); free(g->text);
-    free(g->pieces); free(g->poff); free(g->order); free(g->lcp); free(g->jst);
+    free(g->pieces); free(g->poff); free(g->order); free(g->lcp); free(g->plain); free(g->jst);
     mr_jschema_free(g->schema);
     free(g->hist); free(g->dbuf); free(g->vbatch); free(g->vlogits);
     free(g);
@@ -117,7 +118,8 @@ static int json_pieces(mr_gen *g) {
     g->pieces = mr_malloc(cap);
     g->order = mr_malloc(sizeof *g->order * (size_t)g->n_vocab);
     g->lcp = mr_malloc(sizeof *g->lcp * (size_t)g->n_vocab);
-    if (!g->poff || !g->pieces || !g->order || !g->lcp) goto oom;
+    g->plain = mr_malloc((size_t)g->n_vocab);
+    if (!g->poff || !g->pieces || !g->order || !g->lcp || !g->plain) goto oom;
     for (int32_t id = 0; id < g->n_vocab; id++) {
         g->poff[id] = (uint32_t)n;
         if (mr_tokenizer_is_eog(g->tok, id)) continue;
@@ -139,6 +141,11 @@ static int json_pieces(mr_gen *g) {
         const uint32_t l = g->poff[id + 1] - g->poff[id];
         if (l) g->order[g->n_order++] = id;
         longest = l > longest ? l : longest;
+        g->plain[id] = l > 0;
+        for (uint32_t k = 0; k < l; k++) {
+            const unsigned char c = (unsigned char)g->pieces[g->poff[id] + k];
+            if (c < 0x20 || c == '"' || c == '\\') g->plain[id] = 0;
+        }
     }
     qsort_r(g->order, (size_t)g->n_order, sizeof *g->order, piece_cmp, g);
     for (int k = 0; k < g->n_order; k++) {
@@ -161,7 +168,7 @@ oom:
  * The tokens are tried in byte order: jst[d] is the state after the first d bytes of the last piece
  * fed (valid for d <= valid), so a prefix shared with the piece before is not fed again, and a
  * piece that shares the bytes up to one that failed fails too. */
-static int json_mask(mr_gen *g, float *row) {
+static int json_mask_row(mr_gen *g, float *row) {
     int any = 0;
     if (g->js_bad) {
         for (int32_t id = 0; id < g->n_vocab; id++) row[id] = -INFINITY;
@@ -174,6 +181,7 @@ static int json_mask(mr_gen *g, float *row) {
             else if (row[id] > -INFINITY) any = 1;
         }
     mr_jsonp_copy(&g->jst[0], &g->js);
+    const int text = mr_jsonp_in_text(&g->js); /* inside a string: plain tokens go as they are */
     uint32_t valid = 0, dead = UINT32_MAX;
     for (int k = 0; k < g->n_order; k++) {
         const int32_t id = g->order[k];
@@ -182,6 +190,7 @@ static int json_mask(mr_gen *g, float *row) {
         if (l < dead) dead = UINT32_MAX;
         if (!(row[id] > -INFINITY)) continue; /* impossible already (or NaN, which the sampler drops) */
         if (dead != UINT32_MAX) { row[id] = -INFINITY; continue; }
+        if (text && g->plain[id]) { any = 1; continue; }
         const char *p = g->pieces + g->poff[id];
         const uint32_t n = g->poff[id + 1] - g->poff[id];
         for (; valid < n; valid++) {
@@ -192,6 +201,14 @@ static int json_mask(mr_gen *g, float *row) {
         else any = 1;
     }
     return any ? 0 : -1;
+}
+
+static int json_mask(mr_gen *g, float *row) {
+    const double t0 = mr_now();
+    const int rc = json_mask_row(g, row);
+    g->st.mask_s += mr_now() - t0;
+    g->st.n_mask++;
+    return rc;
 }
 
 static void js_init(mr_gen *g) {

@@ -392,3 +392,9 @@ int mr_jsonp_closed(const mr_jsonp *s) {
         if (s->t[i].depth != 1 || s->t[i].f[0].mode != JP_DONE) return 0;
     return s->n > 0;
 }
+
+int mr_jsonp_in_text(const mr_jsonp *s) {
+    for (int i = 0; i < s->n; i++)
+        if (s->t[i].f[s->t[i].depth - 1].mode != JP_STR) return 0;
+    return s->n > 0;
+}

@@ -102,4 +102,7 @@ int mr_jsonp_feed(mr_jsonp *s, const char *p, size_t n);
 int mr_jsonp_done(const mr_jsonp *s);
 /* 1 when the value is whole and nothing but whitespace may follow (the reply can end). */
 int mr_jsonp_closed(const mr_jsonp *s);
+/* 1 when every thread is inside a string that takes any text: then bytes >= 0x20 other than '"' and
+ * '\\' leave the state as it is (but the whitespace count, which strings reset). */
+int mr_jsonp_in_text(const mr_jsonp *s);
 #endif

@@ -13,6 +13,7 @@
 #include "base/base.h"
 #include "moerun.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,7 @@ static const mr_json *ref_target(cc *c, const char *ref) {
 static int json_is(const mr_json *v, const char *type) {
     if (!strcmp(type, "string")) return v->type == MR_JSON_STR;
     if (!strcmp(type, "number")) return v->type == MR_JSON_NUM;
-    if (!strcmp(type, "integer")) return v->type == MR_JSON_NUM && v->num == (double)(long long)v->num;
+    if (!strcmp(type, "integer")) return v->type == MR_JSON_NUM && v->num == floor(v->num);
     if (!strcmp(type, "boolean")) return v->type == MR_JSON_BOOL;
     if (!strcmp(type, "null")) return v->type == MR_JSON_NULL;
     if (!strcmp(type, "object")) return v->type == MR_JSON_OBJ;

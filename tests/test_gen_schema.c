@@ -1,0 +1,103 @@
+/* json_schema generation on the shared models kjv-moe (qwen3moe, SPM vocabulary) and tiny-deepseek4
+ * (byte-level BPE): sampled replies (temperature 1, random seeds) are always prefixes the recogniser
+ * accepts, and every reply that ends by itself is valid against its schema for the validator of
+ * schema_valid.h (which shares no code with the recogniser). Also: mr_gen_new refuses a schema
+ * outside the subset by keyword, and the mask costs are counted (mr_gen_stats.n_mask / mask_s). */
+#include "test.h"
+#include "moerun.h"
+#include "gen/json_prefix.h"
+#include "schema_valid.h"
+
+#include <string.h>
+
+/* schemas a small model can finish: short strings are its own business, so these lean on enums,
+ * numbers, booleans and arrays, with one free string */
+static const char *SCHEMAS[] = {
+    "{\"type\": \"object\", \"properties\": {\"book\": {\"enum\": [\"Genesis\", \"Exodus\", \"Psalms\", \"John\"]},"
+    " \"chapter\": {\"type\": \"integer\"}, \"verses\": {\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"maxItems\": 4},"
+    " \"holy\": {\"type\": \"boolean\"}}, \"required\": [\"book\", \"chapter\", \"holy\"], \"additionalProperties\": false}",
+    "{\"$defs\": {\"n\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"number\"}, \"kids\": {\"type\": \"array\","
+    " \"items\": {\"$ref\": \"#/$defs/n\"}, \"maxItems\": 2}}, \"required\": [\"v\"], \"additionalProperties\": false}},"
+    " \"$ref\": \"#/$defs/n\"}",
+    "{\"anyOf\": [{\"type\": \"object\", \"properties\": {\"ok\": {\"const\": true}, \"n\": {\"type\": \"integer\"}}, \"required\": [\"ok\", \"n\"]},"
+    " {\"type\": \"object\", \"properties\": {\"ok\": {\"const\": false}, \"why\": {\"type\": [\"string\", \"null\"]}}, \"required\": [\"ok\"]}]}",
+    "{\"type\": \"array\", \"items\": {\"enum\": [1, 2, 3, \"x\", null]}, \"minItems\": 2, \"maxItems\": 5}",
+};
+#define N_SCHEMAS (int)(sizeof SCHEMAS / sizeof *SCHEMAS)
+
+static void gen_model(const char *rel, int seeds) {
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = 2;
+    mr_model *m = mr_model_load(t_shared(rel), &mp);
+    CHECK(m, "%s: %s", rel, mr_last_error());
+    if (!m) return;
+    mr_session *s = mr_session_new(m, 512);
+    const char *prompt = "Answer in JSON. ";
+    int32_t toks[64];
+    const int nt = mr_tokenize(mr_model_tokenizer(m), prompt, strlen(prompt), 1, 0, toks, 64);
+    CHECK(s && nt > 0, "%s", mr_last_error());
+    int complete = 0, total = 0, n_mask = 0;
+    double mask_s = 0, decode_s = 0;
+    int n_decode = 0;
+    for (int si = 0; si < N_SCHEMAS && s && nt > 0; si++) {
+        mr_jschema *sc = mr_jschema_compile(SCHEMAS[si], strlen(SCHEMAS[si]));
+        CHECK(sc, "%s", mr_last_error());
+        for (int seed = 1; sc && seed <= seeds; seed++, total++) {
+            mr_gen_params p;
+            mr_gen_params_default(&p);
+            p.sampler.temperature = 1.0f;
+            p.sampler.seed = (uint64_t)(seed * 7919 + si);
+            p.max_tokens = 160;
+            p.json_schema = SCHEMAS[si];
+            mr_session_reset(s);
+            mr_gen *g = mr_gen_new(s, &p);
+            CHECK(g && mr_gen_prefill(g, toks, nt) == 0, "%s", mr_last_error());
+            mr_gen_step st = {0};
+            while (g && !st.finish)
+                if (mr_gen_next(g, &st)) { CHECK(0, "%s", mr_last_error()); break; }
+            size_t tl = 0;
+            const char *t = g ? mr_gen_text(g, &tl) : "";
+            static mr_jsonp js;
+            mr_jsonp_init_schema(&js, sc);
+            CHECK(mr_jsonp_feed(&js, t, tl) == 0, "%s schema %d seed %d: '%.*s' is not a prefix", rel, si, seed, (int)tl, t);
+            if (st.finish == MR_GEN_EOG) {
+                CHECK(mr_jsonp_done(&js) && sv_check(SCHEMAS[si], t, tl), "%s schema %d seed %d: '%.*s' ended but is not valid",
+                      rel, si, seed, (int)tl, t);
+                complete++;
+            } else {
+                CHECK(st.finish == MR_GEN_LENGTH, "%s schema %d seed %d: finish %s", rel, si, seed, mr_gen_finish_name(st.finish));
+            }
+            mr_gen_stats gs;
+            if (g) {
+                mr_gen_get_stats(g, &gs);
+                n_mask += gs.n_mask;
+                mask_s += gs.mask_s;
+                decode_s += gs.decode_s;
+                n_decode += gs.n_decode;
+            }
+            mr_gen_free(g);
+        }
+        mr_jschema_free(sc);
+    }
+    printf("# %s: %d of %d replies complete and valid; %d masks, %.1f us each; decode step %.1f us (masks included)\n", rel,
+           complete, total, n_mask, n_mask ? 1e6 * mask_s / n_mask : 0.0, n_decode ? 1e6 * decode_s / n_decode : 0.0);
+    CHECK(complete >= total / 2, "%s: only %d of %d replies completed", rel, complete, total);
+    CHECK(n_mask > 0, "no masks counted");
+    /* a schema outside the subset: mr_gen_new says which keyword */
+    mr_gen_params p;
+    mr_gen_params_default(&p);
+    p.json_schema = "{\"type\": \"string\", \"maxLength\": 3}";
+    CHECK(s && !mr_gen_new(s, &p) && strstr(mr_last_error(), "'maxLength'"), "%s", mr_last_error());
+    mr_session_free(s);
+    mr_model_free(m);
+}
+
+static void test_gen_schema_kjv(void) { gen_model("models/kjv-moe-q8_0.gguf", 10); }
+static void test_gen_schema_ds4(void) { gen_model("models/tiny-deepseek4.gguf", 10); }
+
+int main(void) {
+    RUN(test_gen_schema_kjv);
+    RUN(test_gen_schema_ds4);
+    return t_finish();
+}

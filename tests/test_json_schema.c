@@ -1,0 +1,231 @@
+/* JSON schemas for constrained sampling (src/gen/json_schema.c compiles, src/gen/json_prefix.c
+ * recognises): valid values are accepted whole, invalid ones refused at the first byte that breaks
+ * them, keywords outside the subset refused by name, and random walks through the recogniser (a
+ * byte at a time, any byte it allows) end only in values that the validator of schema_valid.h,
+ * which shares no code with the recogniser, finds valid, and never in a state no byte continues. */
+#include "test.h"
+#include "moerun.h"
+#include "gen/json_prefix.h"
+#include "json/json.h"
+#include "schema_valid.h"
+
+#include <string.h>
+
+static const char *PERSON =
+    "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": {\"type\": \"integer\"},"
+    " \"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a\", \"b\", \"ab\"]}, \"maxItems\": 3},"
+    " \"nick\": {\"type\": [\"string\", \"null\"]}, \"score\": {\"type\": \"number\"}},"
+    " \"required\": [\"name\", \"age\"], \"additionalProperties\": false, \"title\": \"P\", \"description\": \"d\"}";
+static const char *ENUM = "{\"enum\": [\"red\", \"green\", 1, 12, null, true, {\"k\": [1, \"x\"]}]}";
+static const char *ANYOF =
+    "{\"anyOf\": [{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\"}}, \"required\": [\"a\"]},"
+    " {\"type\": \"object\", \"properties\": {\"ab\": {\"type\": \"integer\"}, \"b\": {\"const\": false}}, \"required\": [\"b\"]}]}";
+static const char *TREE =
+    "{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"integer\"},"
+    " \"kids\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/node\"}}}, \"required\": [\"v\"],"
+    " \"additionalProperties\": false}}, \"$ref\": \"#/$defs/node\"}";
+static const char *ARR = "{\"type\": \"array\", \"items\": {\"type\": \"boolean\"}, \"minItems\": 1, \"maxItems\": 2}";
+static const char *EXTRA =
+    "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"q\\\"x\": {\"type\": \"null\"}},"
+    " \"additionalProperties\": {\"type\": \"string\"}}";
+static const char *ANYOBJ = "{\"type\": \"object\"}";
+static const char *INT = "{\"type\": \"integer\"}";
+
+/* bytes of t accepted before the first refusal (strlen(t) if none); *done, *closed at the end */
+static size_t accepted(const mr_jschema *sc, const char *t, int *done, int *closed) {
+    mr_jsonp s;
+    mr_jsonp_init_schema(&s, sc);
+    size_t i = 0;
+    for (; t[i]; i++)
+        if (mr_jsonp_feed(&s, t + i, 1)) break;
+    if (done) *done = !t[i] && mr_jsonp_done(&s);
+    if (closed) *closed = !t[i] && mr_jsonp_closed(&s);
+    return i;
+}
+
+static mr_jschema *compile(const char *schema) {
+    mr_jschema *sc = mr_jschema_compile(schema, strlen(schema));
+    CHECK(sc, "'%s': %s", schema, mr_last_error());
+    return sc;
+}
+
+static void test_schema_valid(void) {
+    static const struct { const char **schema; const char *t; int closed; } ok[] = {
+        {&PERSON, "{\"name\": \"x\", \"age\": 3}", 1},
+        {&PERSON, "{\"age\":-10,\"name\":\"\\u00e9\\\"\",\"tags\":[\"ab\", \"a\"],\"nick\":null,\"score\":-1.5e3}", 1},
+        {&PERSON, "{ \"nick\": \"n\", \"tags\": [], \"name\": \"y\", \"age\": 0 }\n", 1},
+        {&ENUM, "\"red\"", 1}, {&ENUM, "12", 1}, {&ENUM, "1", 0}, {&ENUM, "12 ", 1}, {&ENUM, "null", 1},
+        {&ENUM, "{\"k\": [1, \"x\"]}", 1}, {&ENUM, "true", 1},
+        {&ANYOF, "{\"a\": \"x\"}", 1}, {&ANYOF, "{\"b\": false, \"ab\": 7}", 1}, {&ANYOF, "{\"ab\": 7, \"b\": false}", 1},
+        {&TREE, "{\"v\": 1, \"kids\": [{\"v\": 2, \"kids\": []}, {\"kids\": [{\"v\": 3}], \"v\": 4}]}", 1},
+        {&ARR, "[true]", 1}, {&ARR, "[false, true]", 1},
+        {&EXTRA, "{\"a\": 1, \"zz\": \"q\", \"ab\": \"x\", \"q\\\"x\": null}", 1}, {&EXTRA, "{}", 1},
+        {&ANYOBJ, "{\"\\n\": [1, {\"x\": null}], \"y\": \"z\"}", 1},
+        {&INT, "-0", 0}, {&INT, "120", 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        mr_jschema *sc = compile(*ok[i].schema);
+        if (!sc) continue;
+        int done = 0, closed = 0;
+        size_t n = accepted(sc, ok[i].t, &done, &closed);
+        CHECK(n == strlen(ok[i].t) && done && closed == ok[i].closed, "'%s': %zu of %zu bytes, done %d closed %d",
+              ok[i].t, n, strlen(ok[i].t), done, closed);
+        CHECK(sv_check(*ok[i].schema, ok[i].t, strlen(ok[i].t)), "'%s' is not valid for the validator", ok[i].t);
+        /* every proper prefix is accepted and not done (but for numbers, done at each digit) */
+        char buf[256];
+        size_t len = strlen(ok[i].t);
+        while (len && strchr(" \t\n", ok[i].t[len - 1])) len--;
+        for (size_t k = 0; k + 1 < len; k++) {
+            memcpy(buf, ok[i].t, k);
+            buf[k] = 0;
+            int d = 1;
+            CHECK(accepted(sc, buf, &d, NULL) == k && (!d || strspn(buf, "-0123456789") == k), "prefix %zu of '%s'", k, ok[i].t);
+        }
+        mr_jschema_free(sc);
+    }
+}
+
+static void test_schema_invalid(void) {
+    /* text, bytes accepted before the refusal */
+    static const struct { const char **schema; const char *t; size_t at; } bad[] = {
+        {&PERSON, "{\"nam\"", 5}, {&PERSON, "{\"name\": 1", 9}, {&PERSON, "{\"name\": \"x\"}", 12},
+        {&PERSON, "{\"age\": 1.5", 9}, {&PERSON, "{\"age\": 1e3", 9}, {&PERSON, "{\"name\":\"a\",\"name\"", 14},
+        {&PERSON, "{\"x\"", 2}, {&PERSON, "{\"tags\": [\"c\"", 11}, {&PERSON, "{\"tags\": [\"a\", \"a\", \"b\", \"b\"", 23},
+        {&PERSON, "[", 0}, {&PERSON, " {", 0}, {&PERSON, "{\"nick\": nul ", 12}, {&PERSON, "{\"name\"\\", 7},
+        {&ENUM, "13", 1}, {&ENUM, "\"re\"", 3}, {&ENUM, "{\"k\":[1,\"x\"]}", 5}, {&ENUM, "false", 0}, {&ENUM, "12 3", 3},
+        {&ANYOF, "{\"a\": 2", 6}, {&ANYOF, "{\"a\": \"x\", \"b\"", 9}, {&ANYOF, "{}", 1}, {&ANYOF, "{\"ab\": 1}", 8},
+        {&TREE, "{\"kids\": [{}", 11}, {&TREE, "{\"v\": 1, \"w\"", 10},
+        {&ARR, "[]", 1}, {&ARR, "[true, false, ", 12}, {&ARR, "[1", 1},
+        {&EXTRA, "{\"zz\": 1", 7}, {&EXTRA, "{\"a\": \"x\"", 6}, {&EXTRA, "{\"z\\n\"", 3}, {&EXTRA, "{\"a\": 1, \"a\"", 11},
+        {&ANYOBJ, "[", 0}, {&INT, "1.", 1}, {&INT, "01", 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        mr_jschema *sc = compile(*bad[i].schema);
+        if (!sc) continue;
+        int done = 1;
+        size_t n = accepted(sc, bad[i].t, &done, NULL);
+        CHECK(n == bad[i].at && !done, "'%s': refused after %zu bytes, want %zu", bad[i].t, n, bad[i].at);
+        mr_jschema_free(sc);
+    }
+}
+
+/* keywords and shapes outside the subset: refused, the message naming them */
+static void test_schema_refused(void) {
+    static const struct { const char *schema, *msg; } bad[] = {
+        {"{\"type\": \"string\", \"pattern\": \"a+\"}", "'pattern'"},
+        {"{\"type\": \"string\", \"minLength\": 2}", "'minLength'"},
+        {"{\"type\": \"string\", \"format\": \"date\"}", "'format'"},
+        {"{\"oneOf\": [{\"type\": \"string\"}]}", "'oneOf'"},
+        {"{\"allOf\": [{\"type\": \"string\"}]}", "'allOf'"},
+        {"{\"properties\": {\"x\": {\"not\": {}}}}", "'not' is not supported (at #/properties/x)"},
+        {"{\"type\": \"number\", \"minimum\": 0}", "'minimum'"},
+        {"{\"type\": \"array\", \"uniqueItems\": true}", "'uniqueItems'"},
+        {"{\"type\": \"array\", \"items\": [{\"type\": \"string\"}]}", "'items' as a list"},
+        {"{\"$ref\": \"http://x/y.json\"}", "'$ref' must be"},
+        {"{\"$ref\": \"#/$defs/nope\"}", "names no definition"},
+        {"false", "accepts nothing"},
+        {"{\"type\": \"strin\"}", "unknown type"},
+        {"{\"anyOf\": [{\"const\": 1}, {\"const\": 2}, {\"const\": 3}, {\"const\": 4}, {\"const\": 5},"
+         " {\"const\": 6}, {\"const\": 7}, {\"const\": 8}, {\"const\": 9}]}", "more than 8 alternatives"},
+        {"{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/b\"}, \"b\": {\"$ref\": \"#/$defs/a\"}}, \"$ref\": \"#/$defs/a\"}", "cycle"},
+        {"{\"$defs\": {\"a\": {\"anyOf\": [{\"$ref\": \"#/$defs/a\"}, {\"type\": \"null\"}]}}, \"$ref\": \"#/$defs/a\"}", "cycle"},
+        {"{\"properties\": {\"a\": {}}, \"required\": [\"b\"]}", "'required' names"},
+        {"{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 2}", "'minItems' is above"},
+        {"{\"type\": \"array\", \"minItems\": -1}", "'minItems' must be"},
+        {"{\"enum\": [1, 2], \"type\": \"string\"}", "no value of 'enum'"},
+        {"{\"type\": \"object\"", "not JSON"},
+        {"{\"type\": \"string\", \"$ref\": \"#\"}", "'$ref' beside"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(mr_json_schema_check(bad[i].schema, strlen(bad[i].schema)) == -1 && strstr(mr_last_error(), bad[i].msg)
+              && strstr(mr_last_error(), "json_schema: "), "'%s': %s", bad[i].schema, mr_last_error());
+    }
+    /* the schemas of the other cases are in the subset */
+    const char *good[] = {PERSON, ENUM, ANYOF, TREE, ARR, EXTRA, ANYOBJ, INT, "true", "{}",
+                          "{\"definitions\": {\"x/y\": {\"type\": \"null\"}}, \"$ref\": \"#/definitions/x~1y\"}"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        CHECK(mr_json_schema_check(good[i], strlen(good[i])) == 0, "'%s': %s", good[i], mr_last_error());
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)rng; }
+
+/* random walks: at each step any byte the recogniser allows (from a small alphabet half of the time,
+ * so that strings close and numbers end), until the value is closed (or 400 bytes) */
+static void test_schema_walks(void) {
+    const char *schemas[] = {PERSON, ENUM, ANYOF, TREE, ARR, EXTRA, ANYOBJ, INT};
+    const char *alpha = "{}[],:\" \n-0123456789.eEtrufalsnbvkidxyzq\\";
+    int complete = 0, walks = 0;
+    for (size_t si = 0; si < sizeof schemas / sizeof *schemas; si++) {
+        mr_jschema *sc = compile(schemas[si]);
+        if (!sc) continue;
+        for (int w = 0; w < 300; w++, walks++) {
+            static mr_jsonp s, t;
+            char text[512];
+            size_t n = 0;
+            mr_jsonp_init_schema(&s, sc);
+            while (n < 400 && !mr_jsonp_closed(&s)) {
+                unsigned char ok[256];
+                int n_ok = 0, n_alpha = 0;
+                for (int b = 1; b < 256; b++) {
+                    char c = (char)b;
+                    mr_jsonp_copy(&t, &s);
+                    if (!mr_jsonp_feed(&t, &c, 1)) ok[n_ok++] = (unsigned char)b;
+                }
+                if (!n_ok) break;
+                unsigned char pick[256];
+                for (int i = 0; i < n_ok; i++)
+                    if (strchr(alpha, ok[i])) pick[n_alpha++] = ok[i];
+                /* end a number or a literal that could go on now and then */
+                if (mr_jsonp_done(&s) && rnd() % 4 == 0) break;
+                /* numbers of at most a few characters (the validator's reader refuses inf) */
+                if (n >= 4 && strspn(text + n - 4, "0123456789.eE-+") == 4) {
+                    int m = 0;
+                    for (int i = 0; i < n_ok; i++)
+                        if (!strchr("0123456789.eE-+", ok[i])) pick[m++] = ok[i];
+                    if (m) n_alpha = m, n_ok = 0;
+                }
+                const unsigned char c = n_alpha && (rnd() % 8 || !n_ok) ? pick[rnd() % n_alpha] : ok[rnd() % n_ok];
+                CHECK(mr_jsonp_feed(&s, (const char *)&c, 1) == 0, "allowed byte refused");
+                text[n++] = (char)c;
+                text[n] = 0;
+            }
+            text[n] = 0;
+            if (!mr_jsonp_done(&s)) {
+                CHECK(n == 400, "schema %zu: a dead end after '%s'", si, text);
+                continue;
+            }
+            complete++;
+            CHECK(sv_check(schemas[si], text, n), "schema %zu: '%s' accepted but not valid", si, text);
+        }
+        mr_jschema_free(sc);
+    }
+    printf("# %d of %d walks ended in a whole value\n", complete, walks);
+    CHECK(complete > walks / 2, "%d of %d", complete, walks);
+}
+
+/* json_object's recogniser is the schema-less one: the schema {"type": "object"} accepts the same */
+static void test_schema_object_like_json_object(void) {
+    mr_jschema *sc = compile(ANYOBJ);
+    const char *t[] = {"{\"a\": [1, {\"b\": \"\\u0041\"}], \"c\": -0.5e+2}", "{ }", "{\"a\":tru", "{\"a\" 1}", "{}  x"};
+    for (size_t i = 0; sc && i < sizeof t / sizeof *t; i++) {
+        mr_jsonp a, b;
+        mr_jsonp_init(&a);
+        mr_jsonp_init_schema(&b, sc);
+        for (const char *p = t[i]; *p; p++) {
+            int ra = mr_jsonp_feed(&a, p, 1), rb = mr_jsonp_feed(&b, p, 1);
+            CHECK(ra == rb, "'%s' at %zu: %d vs %d", t[i], (size_t)(p - t[i]), ra, rb);
+            if (ra || rb) break;
+        }
+    }
+    mr_jschema_free(sc);
+}
+
+int main(void) {
+    RUN(test_schema_valid);
+    RUN(test_schema_invalid);
+    RUN(test_schema_refused);
+    RUN(test_schema_walks);
+    RUN(test_schema_object_like_json_object);
+    return t_finish();
+}
