@@ -207,7 +207,7 @@ clean:
 # (tests/fuzz/run.sh). Keep a fixed crash in tests/fuzz/crashes/NAME: `make test` replays those and
 # the seeds through the same targets built without libFuzzer (build/fuzz-replay, tests/cli_fuzz.sh).
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= gguf http json tokenizer chat sampler approx request jsonp
+FUZZ_TARGETS ?= gguf http json tokenizer chat sampler approx request jsonp schema
 FUZZ_BUILD   := build/fuzz
 FUZZ_CFLAGS  := -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz-build: deps $(LIB)

@@ -53,7 +53,14 @@ static int sv_valid(const mr_json *root, const mr_json *s, const mr_json *v, int
         if (!strcmp(k->str, "#")) return sv_valid(root, root, v, depth + 1);
         const char *name = strrchr(k->str, '/');
         const mr_json *defs = mr_json_get(root, !strncmp(k->str, "#/$defs/", 8) ? "$defs" : "definitions");
-        const mr_json *t = name ? mr_json_get(defs, name + 1) : NULL;
+        char key[256];
+        size_t n = 0;
+        for (const char *p = name ? name + 1 : ""; *p && n + 1 < sizeof key; p++) { /* JSON pointer: ~1 '/', ~0 '~' */
+            if (*p == '~' && (p[1] == '0' || p[1] == '1')) { key[n++] = p[1] == '1' ? '/' : '~'; p++; }
+            else key[n++] = *p;
+        }
+        key[n] = 0;
+        const mr_json *t = name ? mr_json_get(defs, key) : NULL;
         return t && sv_valid(root, t, v, depth + 1);
     }
     if ((k = mr_json_get(s, "anyOf"))) {
@@ -77,8 +84,6 @@ static int sv_valid(const mr_json *root, const mr_json *s, const mr_json *v, int
         for (const mr_json *r = (k = mr_json_get(s, "required")) ? k->child : NULL; r; r = r->next)
             if (r->type != MR_JSON_STR || !mr_json_get(v, r->str)) return 0;
         for (const mr_json *m = v->child; m; m = m->next) {
-            for (const mr_json *o = v->child; o != m; o = o->next)
-                if (!strcmp(o->key, m->key)) return 0; /* a member twice */
             const mr_json *ps = mr_json_get(props, m->key);
             if (ps ? !sv_valid(root, ps, m, depth + 1) : add && !sv_valid(root, add, m, depth + 1)) return 0;
         }

@@ -14,6 +14,7 @@ for t in "$@"; do
         gguf) opts="-max_len=65536 -dict=tests/fuzz/gguf.dict"; extra="$extra $BUILD/seeds" ;;
         http) opts="-max_len=40000 -dict=tests/fuzz/http.dict" ;;  # past the 32 KiB header limit
         json) opts="-max_len=16384 -dict=tests/fuzz/json.dict" ;;
+        schema) opts="-max_len=4096 -dict=tests/fuzz/json.dict" ;;
         tokenizer|chat) opts="-max_len=2048" ;;
         sampler) opts="-max_len=17000" ;;                         # 4096 logits
         approx) opts="-max_len=4097" ;;                            # the control file limit + 1
