@@ -240,6 +240,12 @@ const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl);
  * the prompt, it makes the model call one (tool_choice without constrained sampling). Returns the
  * length like snprintf, -1 if the template has no tool calls. */
 int mr_chat_tool_prefix(const mr_model *m, const char *tmpl, const char *name, char *out, int size);
+/* How template tmpl writes one tool call, for constrained calls (mr_gen_calls): forced, the text the
+ * prompt ends with so that the reply is a call, then prefix NAME middle ARGUMENTS suffix (dsml: the
+ * arguments as DSML parameters). chatml: "<tool_call>\n" + {"name": "NAME", "arguments": {...}};
+ * deepseek4: the DSML block of one invoke. -1 (message) if the template has no tool calls. */
+typedef struct { const char *forced, *prefix, *middle, *suffix; int dsml; } mr_chat_call_format;
+int mr_chat_tool_call_format(const mr_model *m, const char *tmpl, mr_chat_call_format *f);
 /* Tool calls at the end of a reply: *content_len = bytes of text before them; calls[0..max) get
  * malloc'd name and arguments (JSON object text; free with mr_chat_tool_calls_free) and id NULL.
  * Returns the number of calls (0: no marker: all text), -1 when the marker is there but the calls are
@@ -436,6 +442,19 @@ typedef struct mr_gen mr_gen;
 enum { MR_GEN_RUNNING = 0, MR_GEN_EOG, MR_GEN_STOP, MR_GEN_LENGTH, MR_GEN_CONTEXT, MR_GEN_ABORTED };
 /* progress(user, done, total) during prefill: before the first chunk (done 0) and after each. */
 typedef int (*mr_gen_progress_fn)(void *user, int done, int total);
+/* A tool call to constrain a reply to: prefix NAME middle ARGUMENTS suffix, NAME one of names[],
+ * ARGUMENTS valid against that function's JSON Schema (the json_schema subset; NULL: any object),
+ * written as JSON, or with dsml as DeepSeek-V4 DSML parameters (<｜DSML｜parameter name="K"
+ * string="true">text</｜DSML｜parameter> for string properties, string="false" and JSON for the
+ * rest, a newline between them, then "\n</｜DSML｜invoke>"). Compiled by mr_gen_new (the strings need
+ * not outlive it). */
+typedef struct mr_gen_calls {
+    int n;
+    const char *const *names;
+    const char *const *schemas;
+    const char *prefix, *middle, *suffix;
+    int dsml;
+} mr_gen_calls;
 typedef struct {
     mr_sampler_params sampler;
     int max_tokens;              /* tokens per reply; < 0 (default): until the context is full */
@@ -468,6 +487,10 @@ typedef struct {
      * replaces. End-of-generation tokens are allowed where the value is whole but could go on (a
      * number). NULL: none. */
     const char *json_schema;
+    /* Constrained tool call (tool_choice required / named): the reply is one call of one of the
+     * functions, in the chat template's format (mr_chat_tool_call_format), with arguments valid
+     * against that function's schema; replaces json_schema and json_object. NULL: none. */
+    const struct mr_gen_calls *calls;
     mr_session *draft;
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
      * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */

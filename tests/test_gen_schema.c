@@ -93,11 +93,93 @@ static void gen_model(const char *rel, int seeds) {
     mr_model_free(m);
 }
 
+/* forced tool calls (mr_gen_params.calls) in a template's format: every reply that ends is one call
+ * that the template's parser reads back, of one of the functions, with valid arguments */
+static const char *FN_NAMES[] = {"lookup_verse", "count", "bless"};
+static const char *FN_SCHEMAS[] = {
+    "{\"type\": \"object\", \"properties\": {\"book\": {\"enum\": [\"Genesis\", \"John\"]}, \"chapter\": {\"type\": \"integer\"},"
+    " \"note\": {\"type\": \"string\"}}, \"required\": [\"book\", \"chapter\"], \"additionalProperties\": false}",
+    "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"number\"}, \"exact\": {\"type\": \"boolean\"}},"
+    " \"required\": [\"n\"], \"additionalProperties\": false}",
+    "{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}",
+};
+
+static void calls_model(const char *rel, const char *tmpl, int seeds) {
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = 2;
+    mr_model *m = mr_model_load(t_shared(rel), &mp);
+    CHECK(m, "%s: %s", rel, mr_last_error());
+    if (!m) return;
+    mr_chat_call_format f;
+    CHECK(mr_chat_tool_call_format(m, tmpl, &f) == 0, "%s", mr_last_error());
+    mr_session *s = mr_session_new(m, 512);
+    char prompt[256];
+    snprintf(prompt, sizeof prompt, "Call a tool.%s", f.forced);
+    int32_t toks[96];
+    const int nt = mr_tokenize(mr_model_tokenizer(m), prompt, strlen(prompt), 1, 1, toks, 96);
+    CHECK(s && nt > 0, "%s", mr_last_error());
+    mr_gen_calls calls = {.n = 3, .names = FN_NAMES, .schemas = FN_SCHEMAS, .prefix = f.prefix, .middle = f.middle,
+                          .suffix = f.suffix, .dsml = f.dsml};
+    int complete = 0, by_fn[3] = {0};
+    for (int seed = 1; seed <= seeds && s && nt > 0; seed++) {
+        mr_gen_params p;
+        mr_gen_params_default(&p);
+        p.sampler.temperature = 1.0f;
+        p.sampler.seed = (uint64_t)seed * 104729u;
+        p.max_tokens = 200;
+        p.calls = &calls;
+        mr_session_reset(s);
+        mr_gen *g = mr_gen_new(s, &p);
+        CHECK(g && mr_gen_prefill(g, toks, nt) == 0, "%s", mr_last_error());
+        mr_gen_step st = {0};
+        while (g && !st.finish)
+            if (mr_gen_next(g, &st)) { CHECK(0, "%s", mr_last_error()); break; }
+        size_t tl = 0;
+        const char *t = g ? mr_gen_text(g, &tl) : "";
+        if (st.finish == MR_GEN_EOG) {
+            static char full[8192];
+            const size_t fl = strlen(f.forced);
+            if (fl + tl < sizeof full) {
+                memcpy(full, f.forced, fl);
+                memcpy(full + fl, t, tl);
+                mr_chat_tool_call tc[2];
+                size_t content = 0;
+                int k = mr_chat_parse_tool_calls(m, tmpl, full, fl + tl, &content, tc, 2);
+                CHECK(k == 1, "%s %s seed %d: %d calls in '%.*s'", rel, tmpl, seed, k, (int)(fl + tl), full);
+                int fi = 0;
+                while (k == 1 && fi < 3 && strcmp(FN_NAMES[fi], tc[0].name)) fi++;
+                CHECK(k == 1 && fi < 3 && sv_check(FN_SCHEMAS[fi], tc[0].arguments, strlen(tc[0].arguments)),
+                      "%s %s seed %d: '%.*s' is not a valid call", rel, tmpl, seed, (int)(fl + tl), full);
+                if (k == 1 && fi < 3) by_fn[fi]++;
+                if (k > 0) mr_chat_tool_calls_free(tc, k);
+            }
+            complete++;
+        } else {
+            CHECK(st.finish == MR_GEN_LENGTH, "%s seed %d: finish %s", rel, seed, mr_gen_finish_name(st.finish));
+        }
+        mr_gen_free(g);
+    }
+    printf("# %s (%s): %d of %d forced calls complete and valid (by function %d %d %d)\n", rel, tmpl, complete, seeds, by_fn[0],
+           by_fn[1], by_fn[2]);
+    CHECK(complete >= seeds / 2, "only %d of %d", complete, seeds);
+    mr_session_free(s);
+    mr_model_free(m);
+}
+
+static void test_calls_kjv(void) { calls_model("models/kjv-moe-q8_0.gguf", "chatml", 12); }
+static void test_calls_ds4(void) {
+    calls_model("models/tiny-deepseek4.gguf", "deepseek4", 12);
+    calls_model("models/tiny-deepseek4.gguf", "chatml", 6);
+}
+
 static void test_gen_schema_kjv(void) { gen_model("models/kjv-moe-q8_0.gguf", 10); }
 static void test_gen_schema_ds4(void) { gen_model("models/tiny-deepseek4.gguf", 10); }
 
 int main(void) {
     RUN(test_gen_schema_kjv);
     RUN(test_gen_schema_ds4);
+    RUN(test_calls_kjv);
+    RUN(test_calls_ds4);
     return t_finish();
 }

@@ -221,11 +221,141 @@ static void test_schema_object_like_json_object(void) {
     mr_jschema_free(sc);
 }
 
+/* tool calls (mr_gen_calls) in the chatml and deepseek4 (DSML) formats: random walks through the
+ * recogniser always end in one call that the template's own parser (mr_chat_parse_tool_calls) reads
+ * back, of one of the functions, with arguments valid against its schema */
+static const char *FN_NAMES[] = {"get_weather", "add", "get", "noargs"};
+static const char *FN_SCHEMAS[] = {
+    "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": {\"enum\": [\"C\", \"F\"]},"
+    " \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"], \"additionalProperties\": false}",
+    "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\"}, \"b\": {\"type\": \"number\"},"
+    " \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"maxItems\": 2}}, \"required\": [\"a\", \"b\"]}",
+    "{\"$defs\": {\"k\": {\"type\": \"string\"}}, \"type\": \"object\", \"properties\": {\"key\": {\"$ref\": \"#/$defs/k\"},"
+    " \"opt\": {\"anyOf\": [{\"type\": \"boolean\"}, {\"type\": \"null\"}]}}, \"required\": [\"key\"], \"additionalProperties\": false}",
+    NULL,
+};
+
+static void calls_walks(const char *tmpl) {
+    mr_chat_call_format f;
+    CHECK(mr_chat_tool_call_format(NULL, tmpl, &f) == 0, "%s", mr_last_error());
+    mr_gen_calls calls = {.n = 4, .names = FN_NAMES, .schemas = FN_SCHEMAS, .prefix = f.prefix, .middle = f.middle,
+                          .suffix = f.suffix, .dsml = f.dsml};
+    mr_jschema *sc = mr_jschema_compile_calls(&calls);
+    CHECK(sc, "%s", mr_last_error());
+    if (!sc) return;
+    const char *alpha = "{}[],:\" \n-0123456789.eEtrufalsnbvkidxyzq<>/=abcdeghkmoprstuwy_";
+    int complete = 0, seen[4] = {0};
+    for (int w = 0; w < 400; w++) {
+        static mr_jsonp s, t;
+        static char text[2048];
+        size_t n = strlen(f.forced);
+        memcpy(text, f.forced, n);
+        const size_t n0 = n;
+        mr_jsonp_init_schema(&s, sc);
+        while (n < n0 + 1500 && !mr_jsonp_closed(&s)) {
+            unsigned char ok[256], pick[256];
+            int n_ok = 0, n_alpha = 0;
+            for (int b = 1; b < 256; b++) {
+                char c = (char)b;
+                mr_jsonp_copy(&t, &s);
+                if (!mr_jsonp_feed(&t, &c, 1)) ok[n_ok++] = (unsigned char)b;
+            }
+            if (!n_ok) break;
+            for (int i = 0; i < n_ok; i++)
+                if (strchr(alpha, ok[i])) pick[n_alpha++] = ok[i];
+            if (n - n0 >= 4 && strspn(text + n - 4, "0123456789.eE-+") == 4) {
+                int m = 0;
+                for (int i = 0; i < n_ok; i++)
+                    if (!strchr("0123456789.eE-+", ok[i])) pick[m++] = ok[i];
+                if (m) n_alpha = m, n_ok = 0;
+            }
+            /* DSML raw text: end it now and then (its closing tag is many bytes) */
+            const char *term = "</\xef\xbd\x9c" "DSML\xef\xbd\x9c" "parameter>";
+            if (f.dsml && n_alpha && rnd() % 6 == 0) {
+                mr_jsonp_copy(&t, &s);
+                if (!mr_jsonp_feed(&t, term, strlen(term))) {
+                    memcpy(text + n, term, strlen(term));
+                    n += strlen(term);
+                    mr_jsonp_copy(&s, &t);
+                    continue;
+                }
+            }
+            const unsigned char c = n_alpha && (rnd() % 8 || !n_ok) ? pick[rnd() % n_alpha] : ok[rnd() % n_ok];
+            CHECK(mr_jsonp_feed(&s, (const char *)&c, 1) == 0, "allowed byte refused");
+            text[n++] = (char)c;
+            text[n] = 0;
+        }
+        text[n] = 0;
+        if (!mr_jsonp_closed(&s)) {
+            CHECK(n >= n0 + 1500, "%s: a dead end after '%s'", tmpl, text);
+            continue;
+        }
+        mr_chat_tool_call tc[2];
+        size_t content = 0;
+        int k = mr_chat_parse_tool_calls(NULL, tmpl, text, n, &content, tc, 2);
+        CHECK(k == 1 && content == 0, "%s: %d calls in '%s'", tmpl, k, text);
+        if (k != 1) continue;
+        int fi = 0;
+        while (fi < 4 && strcmp(FN_NAMES[fi], tc[0].name)) fi++;
+        CHECK(fi < 4, "%s: called '%s'", tmpl, tc[0].name);
+        if (fi < 4) {
+            seen[fi]++;
+            const char *schema = FN_SCHEMAS[fi] ? FN_SCHEMAS[fi] : "{\"type\": \"object\"}";
+            CHECK(sv_check(schema, tc[0].arguments, strlen(tc[0].arguments)), "%s: %s(%s) from '%s' is not valid", tmpl,
+                  tc[0].name, tc[0].arguments, text);
+        }
+        mr_chat_tool_calls_free(tc, k);
+        complete++;
+    }
+    printf("# %s: %d of 400 walks made a call (by function: %d %d %d %d)\n", tmpl, complete, seen[0], seen[1], seen[2], seen[3]);
+    CHECK(complete > 200 && seen[0] && seen[1] && seen[2] && seen[3], "%d", complete);
+    mr_jschema_free(sc);
+}
+
+static void test_calls_chatml(void) {
+    calls_walks("chatml");
+    /* a call by hand, and ones that are not */
+    mr_chat_call_format f;
+    mr_chat_tool_call_format(NULL, "chatml", &f);
+    mr_gen_calls calls = {.n = 4, .names = FN_NAMES, .schemas = FN_SCHEMAS, .prefix = f.prefix, .middle = f.middle, .suffix = f.suffix};
+    mr_jschema *sc = mr_jschema_compile_calls(&calls);
+    int done = 0, closed = 0;
+    const char *ok = "{\"name\": \"add\", \"arguments\": {\"b\": 2, \"a\": -1.5, \"tags\": []}}";
+    CHECK(sc && accepted(sc, ok, &done, &closed) == strlen(ok) && closed, "'%s'", ok);
+    CHECK(sc && accepted(sc, "{\"name\": \"ad\"", NULL, NULL) == 12, "a name that is not a function");
+    CHECK(sc && accepted(sc, "{\"arguments\"", NULL, NULL) == 2, "the name comes first");
+    CHECK(sc && accepted(sc, "{\"name\": \"get\", \"arguments\": {}", NULL, NULL) == 30, "'key' is required");
+    mr_jschema_free(sc);
+    /* a bad schema names the function */
+    const char *bad[] = {"{\"type\": \"string\", \"format\": \"email\"}"};
+    const char *nm[] = {"f"};
+    mr_gen_calls c2 = {.n = 1, .names = nm, .schemas = bad, .prefix = f.prefix, .middle = f.middle, .suffix = f.suffix};
+    CHECK(!mr_jschema_compile_calls(&c2) && strstr(mr_last_error(), "'format'") && strstr(mr_last_error(), "tool f"), "%s", mr_last_error());
+}
+
+static void test_calls_dsml(void) {
+    calls_walks("deepseek4");
+    mr_chat_call_format f;
+    mr_chat_tool_call_format(NULL, "deepseek4", &f);
+    mr_gen_calls calls = {.n = 4, .names = FN_NAMES, .schemas = FN_SCHEMAS, .prefix = f.prefix, .middle = f.middle,
+                          .suffix = f.suffix, .dsml = 1};
+    mr_jschema *sc = mr_jschema_compile_calls(&calls);
+    int done = 0, closed = 0;
+    const char *ok = "<\xef\xbd\x9c" "DSML\xef\xbd\x9c" "invoke name=\"get_weather\">\n<\xef\xbd\x9c" "DSML\xef\xbd\x9c"
+                     "parameter name=\"city\" string=\"true\">Zion <b></\xef\xbd\x9c" "DSML\xef\xbd\x9c" "parameter>\n<\xef\xbd\x9c"
+                     "DSML\xef\xbd\x9c" "parameter name=\"days\" string=\"false\">3</\xef\xbd\x9c" "DSML\xef\xbd\x9c" "parameter>\n</\xef\xbd\x9c"
+                     "DSML\xef\xbd\x9c" "invoke>\n</\xef\xbd\x9c" "DSML\xef\xbd\x9c" "tool_calls>";
+    CHECK(sc && accepted(sc, ok, &done, &closed) == strlen(ok) && closed, "'%s': %zu", ok, sc ? accepted(sc, ok, NULL, NULL) : 0);
+    mr_jschema_free(sc);
+}
+
 int main(void) {
     RUN(test_schema_valid);
     RUN(test_schema_invalid);
     RUN(test_schema_refused);
     RUN(test_schema_walks);
     RUN(test_schema_object_like_json_object);
+    RUN(test_calls_chatml);
+    RUN(test_calls_dsml);
     return t_finish();
 }

@@ -252,6 +252,21 @@ int mr_chat_tool_prefix(const mr_model *m, const char *tmpl, const char *name, c
     return b.len;
 }
 
+int mr_chat_tool_call_format(const mr_model *m, const char *tmpl, mr_chat_call_format *f) {
+    if (!tmpl) tmpl = mr_chat_template_detect(m);
+    memset(f, 0, sizeof *f);
+    if (!strcmp(tmpl, "chatml")) {
+        /* the parser takes the call without its closing tag: the reply ends with the JSON */
+        *f = (mr_chat_call_format){"<tool_call>\n", "{\"name\": \"", "\", \"arguments\": ", "}", 0};
+    } else if (!strcmp(tmpl, "deepseek4")) {
+        *f = (mr_chat_call_format){"\n\n" DS4_CALLS_OPEN "\n", "<" DSML "invoke name=\"", "\">\n", "\n" DS4_CALLS_CLOSE, 1};
+    } else {
+        mr_set_error("chat: template %s has no tool calls here", tmpl);
+        return -1;
+    }
+    return 0;
+}
+
 void mr_chat_tool_calls_free(mr_chat_tool_call *calls, int n) {
     for (int i = 0; i < n; i++) {
         free((char *)calls[i].name);

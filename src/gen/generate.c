@@ -66,7 +66,7 @@ struct mr_gen {
     uint32_t *poff;
     int32_t *order;
     uint32_t *lcp;
-    uint8_t *plain;          /* [n_vocab] the token's text is string text: no '"', '\\' or control bytes */
+    uint8_t *plain;          /* [n_vocab] bit 0: JSON string text (no '"', '\\', control bytes); bit 1: DSML raw text (no '<') */
     int n_order;
     mr_jsonp *jst;           /* [longest piece + 1] the states after each byte of a piece */
 };
@@ -141,10 +141,11 @@ static int json_pieces(mr_gen *g) {
         const uint32_t l = g->poff[id + 1] - g->poff[id];
         if (l) g->order[g->n_order++] = id;
         longest = l > longest ? l : longest;
-        g->plain[id] = l > 0;
+        g->plain[id] = l > 0 ? 3 : 0;
         for (uint32_t k = 0; k < l; k++) {
             const unsigned char c = (unsigned char)g->pieces[g->poff[id] + k];
-            if (c < 0x20 || c == '"' || c == '\\') g->plain[id] = 0;
+            if (c < 0x20 || c == '"' || c == '\\') g->plain[id] &= 2;
+            if (c == '<') g->plain[id] &= 1;
         }
     }
     qsort_r(g->order, (size_t)g->n_order, sizeof *g->order, piece_cmp, g);
@@ -190,7 +191,7 @@ static int json_mask_row(mr_gen *g, float *row) {
         if (l < dead) dead = UINT32_MAX;
         if (!(row[id] > -INFINITY)) continue; /* impossible already (or NaN, which the sampler drops) */
         if (dead != UINT32_MAX) { row[id] = -INFINITY; continue; }
-        if (text && g->plain[id]) { any = 1; continue; }
+        if (text && (g->plain[id] & text) == text) { any = 1; continue; }
         const char *p = g->pieces + g->poff[id];
         const uint32_t n = g->poff[id + 1] - g->poff[id];
         for (; valid < n; valid++) {
@@ -273,11 +274,11 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
         if (!g->hist || !g->dbuf) { mr_set_error("generate: out of memory"); goto fail; }
         if (g->p.draft) mr_session_reset(g->p.draft);
     }
-    if (g->p.json_schema) {
-        g->schema = mr_jschema_compile(g->p.json_schema, strlen(g->p.json_schema));
-        if (!g->schema) goto fail;
-    }
+    if (g->p.calls) g->schema = mr_jschema_compile_calls(g->p.calls);
+    else if (g->p.json_schema) g->schema = mr_jschema_compile(g->p.json_schema, strlen(g->p.json_schema));
+    if ((g->p.calls || g->p.json_schema) && !g->schema) goto fail;
     g->p.json_schema = NULL; /* compiled; the caller's text need not outlive this call */
+    g->p.calls = NULL;
     g->constrained = g->schema || g->p.json_object;
     if (g->constrained && json_pieces(g)) goto fail;
     js_init(g);

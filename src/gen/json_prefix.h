@@ -26,8 +26,10 @@
 
 /* Schema node kinds (json_schema.c compiles into them; $ref and anyOf nest only during compiling:
  * the automaton sees anyOf alternatives that are all concrete). */
-enum { JS_ANY, JS_OBJ, JS_ARR, JS_STR, JS_NUM, JS_INT, JS_LIT, JS_ANYOF, JS_REF };
+enum { JS_ANY, JS_OBJ, JS_ARR, JS_STR, JS_NUM, JS_INT, JS_LIT, JS_ANYOF, JS_REF, JS_SEQ, JS_PICK };
 #define JS_OBJ_ONLY 1           /* JS_ANY flag: an object of anything (json_object) */
+#define JS_DSML 2               /* JS_OBJ flag: written as DeepSeek-V4 DSML parameters, not as JSON */
+#define JS_PICKS 4              /* JS_LIT flag: each literal's node is what a following JS_PICK reads */
 #define JS_NONE 0xffffu         /* no node (additionalProperties false) */
 /* Every schema starts with these two nodes: any value, and the literals false / null / true that
  * any value uses. */
@@ -37,13 +39,14 @@ enum { JS_ANY, JS_OBJ, JS_ARR, JS_STR, JS_NUM, JS_INT, JS_LIT, JS_ANYOF, JS_REF 
 typedef struct {
     uint8_t kind, flags;
     uint16_t a;                 /* ARR: items; OBJ: additionalProperties (JS_NONE: refused); REF: target */
-    uint32_t first, count;      /* LIT / OBJ: entries in lit[] (sorted); ANYOF: entries in alt[] */
+    uint32_t first, count;      /* LIT / OBJ: entries in lit[] (sorted); ANYOF, SEQ: entries in alt[] */
     uint64_t required;          /* OBJ: properties that must be present (bit i: lit[first + i]) */
     uint32_t min, max;          /* ARR: minItems, maxItems */
 } mr_jsnode;
 
-/* a literal: an enum / const value as JSON text, or a property name as it is written between the
- * quotes; node: the property's schema */
+/* a literal: an enum / const value as JSON text, a property name as it is written between the
+ * quotes (node: the property's schema), a function's name with the text after it (node: its
+ * arguments), or a piece of DSML syntax (node: a DSML_TAG_*) */
 typedef struct { uint32_t off, len; uint16_t node; } mr_jslit;
 
 typedef struct mr_jschema {
@@ -55,22 +58,31 @@ typedef struct mr_jschema {
     uint16_t *alt;
     int n_alt;
     uint16_t root;
+    uint16_t dsml[9];           /* the JS_LIT nodes of DSML syntax (json_prefix.c: enum dsml_lits) */
 } mr_jschema;
+enum { DSML_TAG_PARAM = 1, DSML_TAG_CLOSE, DSML_TAG_TRUE, DSML_TAG_FALSE };
+/* dsml[]: the first parameter or the close, just the parameter, just the close; the same after a
+ * parameter; ` string="true">`, ` string="false">`; the parameter's closing tag */
+enum dsml_lits { DL_FIRST, DL_FIRST_PARAM, DL_FIRST_CLOSE, DL_NEXT, DL_NEXT_PARAM, DL_NEXT_CLOSE, DL_TRUE, DL_FALSE, DL_TERM };
 
 /* Compile a JSON Schema (text) for the recogniser; NULL after mr_set_error naming the keyword or the
  * limit that is outside the subset (json_schema.c). */
 mr_jschema *mr_jschema_compile(const char *text, size_t len);
 void mr_jschema_free(mr_jschema *sc);
+/* A tool call for constrained sampling: prefix NAME middle ARGUMENTS suffix (mr_gen_calls in
+ * moerun.h); NULL after mr_set_error. */
+struct mr_gen_calls;
+mr_jschema *mr_jschema_compile_calls(const struct mr_gen_calls *calls);
 
 typedef struct {
     uint16_t node;              /* the frame's schema node */
     uint16_t cur;               /* object: the property (index from the node's first) whose value is read */
     uint8_t mode;               /* what the next byte may be (json_prefix.c: enum jp_mode) */
     uint8_t aux;                /* string: \u digits to go; schema key: KEY_* flags */
-    uint16_t pad;
+    uint16_t pick;              /* sequence: the node the last name chose (JS_PICK) */
     union {
         uint64_t seen;          /* schema object: properties present */
-        uint32_t count;         /* array: items so far */
+        uint32_t count;         /* array: items so far; sequence: parts done */
         struct { uint32_t lo, pos; } m;  /* literal / key: candidates lit[lo..] matched for pos bytes */
     } u;
     uint32_t hi;                /* literal / key: end of the candidates */
@@ -102,7 +114,9 @@ int mr_jsonp_feed(mr_jsonp *s, const char *p, size_t n);
 int mr_jsonp_done(const mr_jsonp *s);
 /* 1 when the value is whole and nothing but whitespace may follow (the reply can end). */
 int mr_jsonp_closed(const mr_jsonp *s);
-/* 1 when every thread is inside a string that takes any text: then bytes >= 0x20 other than '"' and
- * '\\' leave the state as it is (but the whitespace count, which strings reset). */
+/* Text any bytes of a kind leave in an equivalent state: bit 0, every thread is inside a JSON string,
+ * which takes bytes >= 0x20 other than '"' and '\\'; bit 1, inside DSML raw text (or, with bit 0, a
+ * JSON string in a DSML parameter) with no part of the closing tag matched, which takes bytes other
+ * than '<'. 0: neither. */
 int mr_jsonp_in_text(const mr_jsonp *s);
 #endif

@@ -26,7 +26,10 @@ typedef struct {
     struct memo { const mr_json *j; uint16_t node; } *memo;
     int n_memo, cap_memo;
     char path[256];               /* where the compiler is, for messages: #/properties/x/items */
+    int dsml_next;                /* the next object compiled is a tool's DSML arguments */
     uint8_t *state;               /* per node while flattening anyOf: 0 new, 1 open, 2 done */
+    mr_json **trees;              /* tool calls: the parsed schemas of the functions */
+    int n_trees, cap_trees;
 } cc;
 
 static const char *const annotations[] = {
@@ -197,6 +200,8 @@ static int compile_lits(cc *c, const mr_json *j, int idx) {
 }
 
 static int compile_object(cc *c, const mr_json *j, int idx) {
+    const int dsml = c->dsml_next; /* this object only, not the ones inside it */
+    c->dsml_next = 0;
     const mr_json *props = mr_json_get(j, "properties"), *req = mr_json_get(j, "required");
     const mr_json *add = mr_json_get(j, "additionalProperties");
     if (props && props->type != MR_JSON_OBJ) return fail(c, "'properties' must be an object");
@@ -212,7 +217,7 @@ static int compile_object(cc *c, const mr_json *j, int idx) {
     } else if (!np) {
         a = JS_NODE_ANY;
     }
-    if (!np && !(req && req->len) && a == JS_NODE_ANY) { /* an object of anything (keys may use escapes) */
+    if (!np && !(req && req->len) && a == JS_NODE_ANY && !dsml) { /* an object of anything (keys may use escapes) */
         c->sc->node[idx] = (mr_jsnode){.kind = JS_ANY, .flags = JS_OBJ_ONLY, .a = JS_NONE};
         return 0;
     }
@@ -233,7 +238,8 @@ static int compile_object(cc *c, const mr_json *j, int idx) {
     k = 0;
     for (const mr_json *p = props ? props->child : NULL; p; p = p->next, k++) {
         mr_sbuf b = {0};
-        mr_sbuf_json_str(&b, p->key, strlen(p->key));
+        if (dsml) mr_sbuf_printf(&b, "\"%s\"", p->key); /* DSML names are written as they are */
+        else mr_sbuf_json_str(&b, p->key, strlen(p->key));
         int rc = b.oom ? fail(c, "out of memory") : lit_add(c, b.p + 1, b.n - 2, kids[k]);
         mr_sbuf_free(&b);
         if (rc) return -1;
@@ -243,7 +249,8 @@ static int compile_object(cc *c, const mr_json *j, int idx) {
     for (const mr_json *r = req ? req->child : NULL; r; r = r->next) {
         if (r->type != MR_JSON_STR) return fail(c, "'required' must list strings");
         mr_sbuf b = {0};
-        mr_sbuf_json_str(&b, r->str, r->len);
+        if (dsml) mr_sbuf_printf(&b, "\"%s\"", r->str);
+        else mr_sbuf_json_str(&b, r->str, r->len);
         if (b.oom) return fail(c, "out of memory");
         size_t i = 0;
         for (; i < np; i++) {
@@ -254,7 +261,8 @@ static int compile_object(cc *c, const mr_json *j, int idx) {
         if (i == np) return fail(c, "'required' names a property that 'properties' does not have");
         required |= (uint64_t)1 << i;
     }
-    c->sc->node[idx] = (mr_jsnode){.kind = JS_OBJ, .a = (uint16_t)a, .first = first, .count = (uint32_t)np, .required = required};
+    c->sc->node[idx] = (mr_jsnode){.kind = JS_OBJ, .flags = dsml ? JS_DSML : 0, .a = (uint16_t)a, .first = first,
+                                   .count = (uint32_t)np, .required = required};
     return 0;
 }
 
@@ -449,7 +457,7 @@ static int link(cc *c) {
             if ((r = resolve(c, n->a)) < 0) return -1;
             sc->node[i].a = (uint16_t)r;
         }
-        if (sc->node[i].kind == JS_OBJ)
+        if (sc->node[i].kind == JS_OBJ || (sc->node[i].kind == JS_LIT && (sc->node[i].flags & JS_PICKS)))
             for (uint32_t k = 0; k < sc->node[i].count; k++) {
                 if ((r = resolve(c, sc->lit[sc->node[i].first + k].node)) < 0) return -1;
                 sc->lit[sc->node[i].first + k].node = (uint16_t)r;
@@ -495,6 +503,128 @@ fail:
     free(c.memo); free(c.state);
     mr_jschema_free(c.sc);
     mr_json_free(j);
+    return NULL;
+}
+
+/* a JS_LIT node of the texts, each literal's node its tag (JS_NONE: none) */
+static int lit_node_tagged(cc *c, const char *const *texts, const uint16_t *tags, int n) {
+    const uint32_t first = (uint32_t)c->sc->n_lit;
+    for (int i = 0; i < n; i++)
+        if (lit_add(c, texts[i], strlen(texts[i]), tags ? tags[i] : JS_NONE)) return -1;
+    const int idx = node_new(c);
+    if (idx < 0) return -1;
+    c->sc->node[idx] = (mr_jsnode){.kind = JS_LIT, .a = JS_NONE, .first = first, .count = lits_sort(c, first)};
+    return idx;
+}
+
+#define DSML_BAR "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c"
+static int dsml_lits(cc *c) {
+    static const char *const param = "<" DSML_BAR "parameter name=\"", *const nparam = "\n<" DSML_BAR "parameter name=\"";
+    static const char *const close = "\n</" DSML_BAR "invoke>";
+    const char *first[2] = {param, close}, *next[2] = {nparam, close};
+    const char *t = " string=\"true\">", *f = " string=\"false\">", *term = "</" DSML_BAR "parameter>";
+    static const uint16_t pc[2] = {DSML_TAG_PARAM, DSML_TAG_CLOSE}, tt = DSML_TAG_TRUE, tf = DSML_TAG_FALSE;
+    int r[9];
+    r[DL_FIRST] = lit_node_tagged(c, first, pc, 2);
+    r[DL_FIRST_PARAM] = lit_node_tagged(c, first, pc, 1);
+    r[DL_FIRST_CLOSE] = lit_node_tagged(c, first + 1, pc + 1, 1);
+    r[DL_NEXT] = lit_node_tagged(c, next, pc, 2);
+    r[DL_NEXT_PARAM] = lit_node_tagged(c, next, pc, 1);
+    r[DL_NEXT_CLOSE] = lit_node_tagged(c, next + 1, pc + 1, 1);
+    r[DL_TRUE] = lit_node_tagged(c, &t, &tt, 1);
+    r[DL_FALSE] = lit_node_tagged(c, &f, &tf, 1);
+    r[DL_TERM] = lit_node_tagged(c, &term, NULL, 1);
+    for (int i = 0; i < 9; i++) {
+        if (r[i] < 0) return -1;
+        c->sc->dsml[i] = (uint16_t)r[i];
+    }
+    return 0;
+}
+
+static int compile_call_args(cc *c, const char *schema, int dsml) {
+    const char *text = schema ? schema : "{\"type\": \"object\"}";
+    mr_json *j = mr_json_parse(text, strlen(text));
+    if (!j) return fail(c, "a tool's parameters are not JSON");
+    /* kept to the end: the memo holds pointers into it */
+    if (c->n_trees == c->cap_trees) {
+        int cap = c->cap_trees ? 2 * c->cap_trees : 8;
+        mr_json **t = mr_realloc(c->trees, sizeof *t * (size_t)cap);
+        if (!t) { mr_json_free(j); return fail(c, "out of memory"); }
+        c->trees = t;
+        c->cap_trees = cap;
+    }
+    c->trees[c->n_trees++] = j;
+    c->root = j; /* "#" in a tool's schema is that schema */
+    if (!dsml) return compile(c, j);
+    /* DSML: the parameters are the members of an object schema (not memoized: a "#" inside is JSON) */
+    const mr_json *type = mr_json_get(j, "type");
+    const int any = j->type == MR_JSON_BOOL ? j->num != 0 : !type && !mr_json_get(j, "properties");
+    if (!any && !(type && type->type == MR_JSON_STR && !strcmp(type->str, "object")))
+        return fail(c, "DSML tool calls need an object schema for the parameters");
+    int idx = node_new(c);
+    if (idx < 0) return -1;
+    c->dsml_next = 1;
+    if (any) {
+        static const char any_obj[] = "{\"additionalProperties\": true}";
+        mr_json *a = mr_json_parse(any_obj, sizeof any_obj - 1);
+        int rc = a ? compile_object(c, a, idx) : fail(c, "out of memory");
+        mr_json_free(a);
+        return rc ? -1 : idx;
+    }
+    return compile_into(c, j, idx) ? -1 : idx;
+}
+
+mr_jschema *mr_jschema_compile_calls(const mr_gen_calls *calls) {
+    cc c = {0};
+    c.sc = mr_calloc(1, sizeof *c.sc);
+    if (!c.sc) { mr_set_error("json_schema: out of memory"); return NULL; }
+    if (calls->n <= 0 || calls->n > 4096) { fail(&c, "a tool call needs 1..4096 functions"); goto fail; }
+    if (node_new(&c) != JS_NODE_ANY || node_new(&c) != JS_NODE_TFN) goto fail;
+    if (lit_add(&c, "false", 5, JS_NONE) || lit_add(&c, "null", 4, JS_NONE) || lit_add(&c, "true", 4, JS_NONE)) goto fail;
+    c.sc->node[JS_NODE_TFN] = (mr_jsnode){.kind = JS_LIT, .a = JS_NONE, .first = 0, .count = 3};
+    if (calls->dsml && dsml_lits(&c)) goto fail;
+    uint16_t args[4096];
+    for (int i = 0; i < calls->n; i++) {
+        snprintf(c.path, sizeof c.path, "tool %.200s", calls->names[i] ? calls->names[i] : "?");
+        int a = compile_call_args(&c, calls->schemas ? calls->schemas[i] : NULL, calls->dsml);
+        if (a < 0) goto fail;
+        args[i] = (uint16_t)a;
+    }
+    c.path[0] = 0;
+    /* the names, each with the text between it and the arguments; their node: the arguments */
+    const uint32_t first = (uint32_t)c.sc->n_lit;
+    const char *mid = calls->middle ? calls->middle : "";
+    for (int i = 0; i < calls->n; i++) {
+        mr_sbuf b = {0};
+        mr_sbuf_printf(&b, "%s%s", calls->names[i] ? calls->names[i] : "", mid);
+        int rc = b.oom ? fail(&c, "out of memory") : !b.n ? fail(&c, "a function without a name") : lit_add(&c, b.p, b.n, args[i]);
+        mr_sbuf_free(&b);
+        if (rc) goto fail;
+    }
+    if ((int)lits_sort(&c, first) != calls->n) { fail(&c, "a function is named twice"); goto fail; }
+    int names = node_new(&c), pick = names < 0 ? -1 : node_new(&c);
+    if (pick < 0) goto fail;
+    c.sc->node[names] = (mr_jsnode){.kind = JS_LIT, .flags = JS_PICKS, .a = JS_NONE, .first = first, .count = (uint32_t)calls->n};
+    c.sc->node[pick].kind = JS_PICK;
+    int parts[4], np = 0;
+    if (calls->prefix && *calls->prefix && (parts[np++] = lit_node_tagged(&c, &calls->prefix, NULL, 1)) < 0) goto fail;
+    parts[np++] = names;
+    parts[np++] = pick;
+    if (calls->suffix && *calls->suffix && (parts[np++] = lit_node_tagged(&c, &calls->suffix, NULL, 1)) < 0) goto fail;
+    int seq = node_new(&c);
+    if (seq < 0) goto fail;
+    c.sc->node[seq] = (mr_jsnode){.kind = JS_SEQ, .a = JS_NONE, .first = (uint32_t)c.sc->n_alt, .count = (uint32_t)np};
+    for (int i = 0; i < np; i++)
+        if (alt_add(&c, (uint16_t)parts[i])) goto fail;
+    c.sc->root = (uint16_t)seq;
+    if (link(&c)) goto fail;
+    for (int i = 0; i < c.n_trees; i++) mr_json_free(c.trees[i]);
+    free(c.trees); free(c.memo); free(c.state);
+    return c.sc;
+fail:
+    for (int i = 0; i < c.n_trees; i++) mr_json_free(c.trees[i]);
+    free(c.trees); free(c.memo); free(c.state);
+    mr_jschema_free(c.sc);
     return NULL;
 }
 
