@@ -182,8 +182,8 @@ tsan:
 	for t in $(TSAN_TESTS); do TSAN_OPTIONS="halt_on_error=1 exitcode=66 $$TSAN_OPTIONS" \
 	    MR_SHARED=$(or $(MR_SHARED),../shared) build/tsan/tests/$$t || exit 1; done
 
-# Allocation-failure walk: every allocation of load, session, prefill and decode of the tiny qwen3moe
-# and deepseek4 models (resident and paged) made to fail in turn, under ASan/LSan
+# Allocation-failure walk: every allocation of load, session, prefill and decode of a tiny model of
+# every architecture (resident and paged) made to fail in turn, under ASan/LSan
 # (tests/test_alloc_fail.c; `make test` runs a sample of the same walk).
 alloc-walk:
 	$(MAKE) SANITIZE=1 build/san/tests/test_alloc_fail

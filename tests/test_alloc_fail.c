@@ -7,10 +7,14 @@
  * eval failed is reset and gives the reference logits bit for bit.
  *
  * Scenario per model: load (1 thread; resident, and paged with a RAM budget below the experts'
- * size), new session, a 5-token prefill batch, one decode step. Tokenizing and sampling are
- * covered by the request scenario: tokenize a chat, render it, sample from the logits. */
+ * size), new session, a 5-token prefill batch, one decode step. Every architecture has one: the
+ * shared tiny llama, qwen3moe and deepseek4, and synthesized tiny deepseek2, qwen35moe, glm4moe and
+ * gpt-oss (written to a temporary directory first; their paged walks only under MR_ALLOC_WALK=full).
+ * Tokenizing and sampling are covered by the request scenario: tokenize a chat, render it, sample
+ * from the logits. */
 #include "test.h"
 #include "moerun.h"
+#include "moerun_tools.h"
 #include "base/base.h"
 
 #include "server_util.h"
@@ -23,11 +27,35 @@
 #endif
 
 typedef struct {
-    const char *name, *file;
+    const char *name, *file; /* file: under the shared directory, or a synth shape's name (synth) */
     uint64_t ram_budget;
     float *ref;         /* logits of the undisturbed run: prefill last token, then decode */
     int n_vocab;
+    int synth;          /* file is a shape for mr_synth (q4_0 mix), written to synth_dir */
 } scenario;
+
+static char synth_dir[] = "/tmp/mr-allocfail-XXXXXX";
+static int synth_dir_made;
+
+/* the model file of a scenario (a synthesized one is written on first use) */
+static const char *sc_path(const scenario *sc) {
+    static char path[2][512];
+    static int slot;
+    if (!sc->synth) return t_shared(sc->file);
+    char *p = path[slot++ & 1];
+    snprintf(p, sizeof path[0], "%s/%s.gguf", synth_dir, sc->file);
+    return p;
+}
+
+static int sc_prepare(const scenario *sc) {
+    if (!sc->synth) return 0;
+    if (!synth_dir_made && !mkdtemp(synth_dir)) return -1;
+    synth_dir_made = 1;
+    const char *p = sc_path(sc);
+    if (access(p, R_OK) == 0) return 0;
+    mr_synth_params sp = {.shape = sc->file, .mix = "q4_0", .seed = 1}; /* q4_0: quick to write */
+    return mr_synth(p, &sp);
+}
 
 static const int32_t prompt[5] = {1, 7, 42, 3, 11};
 
@@ -52,7 +80,7 @@ static int run(const scenario *sc, float *out, int *n_vocab, const char **stage_
     mp.ram_budget = sc->ram_budget;
     *recovered = 0;
     mr_clear_error();
-    mr_model *m = mr_model_load(t_shared(sc->file), &mp);
+    mr_model *m = mr_model_load(sc_path(sc), &mp);
     if (!m) { *stage_err = keep_error(stage_msg); return 1; }
     *n_vocab = mr_model_n_vocab(m);
     int stage = 0;
@@ -92,9 +120,11 @@ static int leak_check(void) {
 #endif
 }
 
-/* which N to try: all of them, or the first 40, the last 10 and every stride-th between */
-static int chosen(long n, long total, int full) {
+/* which N to try: all of them, or the first 40, the last 10 and every stride-th between (light:
+ * the first 10, the last 5 and about 20 between, for the synthesized models in `make test`) */
+static int chosen(long n, long total, int full, int light) {
     if (full) return 1;
+    if (light) return n <= 10 || n > total - 5 || n % (total / 20 + 1) == 0;
     long stride = total / 60 + 1;
     return n <= 40 || n > total - 10 || n % stride == 0;
 }
@@ -108,13 +138,15 @@ static void walk(scenario *sc) {
     const char *err = NULL;
     int nv = 0, rec;
     float *buf = NULL;
+    if (sc->synth && sc->ram_budget && !full) return; /* the paged synthesized walks: make alloc-walk */
+    CHECK(sc_prepare(sc) == 0, "%s: synth: %s", sc->name, mr_last_error());
     if (sc->ram_budget) { /* paged at the smallest budget: experts are read again all the time */
         mr_pager_model_info info;
-        CHECK(mr_pager_model_sizes(t_shared(sc->file), &info) == 0, "%s: %s", sc->file, mr_get_error());
+        CHECK(mr_pager_model_sizes(sc_path(sc), &info) == 0, "%s: %s", sc->file, mr_get_error());
         sc->ram_budget = info.min_budget;
     }
     {
-        mr_model *m = mr_model_load(t_shared(sc->file), NULL);
+        mr_model *m = mr_model_load(sc_path(sc), NULL);
         CHECK(m, "%s: %s", sc->file, mr_get_error());
         if (!m) return;
         nv = mr_model_n_vocab(m);
@@ -132,7 +164,7 @@ static void walk(scenario *sc) {
     long tried = 0, clean = 0, fallback = 0, recovered = 0, leaks = 0, bad = 0;
     int stages[6] = {0};
     for (long n = 1; n <= total + 5; n++) {
-        if (only_n ? n != atol(only_n) : !chosen(n, total + 5, full)) continue;
+        if (only_n ? n != atol(only_n) : !chosen(n, total + 5, full, sc->synth)) continue;
         tried++;
         mr_alloc_fail_at(n, 0);
         err = NULL;
@@ -171,15 +203,28 @@ static void walk(scenario *sc) {
     sc->ref = NULL;
 }
 
-static scenario sc_q3 = {"qwen3moe", "models/tiny-qwen3moe.gguf", 0, NULL, 0};
-static scenario sc_q3_paged = {"qwen3moe_paged", "models/tiny-qwen3moe.gguf", 1, NULL, 0};
-static scenario sc_ds4 = {"deepseek4", "models/tiny-deepseek4.gguf", 0, NULL, 0};
-static scenario sc_ds4_paged = {"deepseek4_paged", "models/tiny-deepseek4.gguf", 1, NULL, 0};
+static scenario sc_q3 = {"qwen3moe", "models/tiny-qwen3moe.gguf", 0, NULL, 0, 0};
+static scenario sc_q3_paged = {"qwen3moe_paged", "models/tiny-qwen3moe.gguf", 1, NULL, 0, 0};
+static scenario sc_ds4 = {"deepseek4", "models/tiny-deepseek4.gguf", 0, NULL, 0, 0};
+static scenario sc_ds4_paged = {"deepseek4_paged", "models/tiny-deepseek4.gguf", 1, NULL, 0, 0};
+static scenario sc_llama = {"llama", "models/tiny-llama.gguf", 0, NULL, 0, 0};
+static scenario sc_synth[] = {
+    {"deepseek2", "deepseek2-tiny", 0, NULL, 0, 1}, {"deepseek2_paged", "deepseek2-tiny", 1, NULL, 0, 1},
+    {"qwen35moe", "qwen35moe-tiny", 0, NULL, 0, 1}, {"qwen35moe_paged", "qwen35moe-tiny", 1, NULL, 0, 1},
+    {"glm4moe", "glm4moe-tiny", 0, NULL, 0, 1},     {"glm4moe_paged", "glm4moe-tiny", 1, NULL, 0, 1},
+    {"gpt_oss", "gpt-oss-tiny", 0, NULL, 0, 1},     {"gpt_oss_paged", "gpt-oss-tiny", 1, NULL, 0, 1},
+};
 
 static void test_alloc_qwen3moe(void) { walk(&sc_q3); }
 static void test_alloc_qwen3moe_paged(void) { walk(&sc_q3_paged); }
 static void test_alloc_deepseek4(void) { walk(&sc_ds4); }
 static void test_alloc_deepseek4_paged(void) { walk(&sc_ds4_paged); }
+static void test_alloc_llama(void) { walk(&sc_llama); }
+static void test_alloc_synth_archs(void) {
+    for (size_t i = 0; i < sizeof sc_synth / sizeof sc_synth[0]; i++) walk(&sc_synth[i]);
+    for (size_t i = 0; synth_dir_made && i < sizeof sc_synth / sizeof sc_synth[0]; i += 2) unlink(sc_path(&sc_synth[i]));
+    if (synth_dir_made) rmdir(synth_dir);
+}
 
 /* ---- one server request (chat, streamed or not) with its N-th allocation failing ----
  * The server runs in a thread of this process (mr_server_run on 127.0.0.1); the client here uses
@@ -240,7 +285,7 @@ static void walk_server(const char *name, const char *file, int stream) {
     free(r);
     long tried = 0, errors = 0, same = 0, bad = 0, leaks = 0;
     for (long n = 1; n <= total + 5; n++) {
-        if (only_n ? n != atol(only_n) : !chosen(n, total + 5, full)) continue;
+        if (only_n ? n != atol(only_n) : !chosen(n, total + 5, full, 0)) continue;
         tried++;
         mr_alloc_fail_at(n, 0);
         r = http_post(t.port, "/v1/chat/completions", body);
@@ -298,6 +343,8 @@ int main(void) {
     RUN(test_alloc_qwen3moe_paged);
     RUN(test_alloc_deepseek4);
     RUN(test_alloc_deepseek4_paged);
+    RUN(test_alloc_llama);
+    RUN(test_alloc_synth_archs);
     RUN(test_alloc_server_qwen3moe);
     RUN(test_alloc_server_qwen3moe_stream);
     RUN(test_alloc_server_deepseek4);

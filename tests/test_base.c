@@ -2,6 +2,7 @@
 #include "base/base.h"
 #include "base/pool.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdatomic.h>
@@ -162,8 +163,41 @@ static void test_scratch(void) {
     CHECK(s.p == NULL && s.cap == 0, "freed");
 }
 
+/* arena use: the first call of a size takes extra allocations, the reset merges them, and the same
+ * sequence of sizes then allocates nothing; buffers are aligned and do not overlap */
+static void test_scratch_arena(void) {
+    mr_scratch s = {0};
+    const size_t sz[4] = {100, 5000, 1, 64};
+    for (int round = 0; round < 3; round++) {
+        mr_alloc_fail_at(LONG_MAX, 0); /* counts allocations, fails none */
+        mr_scratch_reset(&s);
+        char *p[4];
+        for (int i = 0; i < 4; i++) {
+            p[i] = mr_scratch_alloc(&s, sz[i]);
+            CHECK(p[i] && (uintptr_t)p[i] % 64 == 0, "round %d buffer %d: %p", round, i, (void *)p[i]);
+            if (p[i]) memset(p[i], i + 1, sz[i]);
+        }
+        for (int i = 0; i < 4; i++)
+            for (size_t k = 0; p[i] && k < sz[i]; k++)
+                if (p[i][k] != (char)(i + 1)) { CHECK(0, "round %d buffer %d overwritten at %zu", round, i, k); break; }
+        const long n = mr_alloc_count();
+        mr_alloc_fail_at(0, 0);
+        /* round 0: one extra per buffer; round 1: the merged block (one allocation); round 2: none */
+        CHECK(round == 0 ? n == 4 : round == 1 ? n == 1 : n == 0, "round %d: %ld allocations", round, n);
+    }
+    CHECK(s.cap >= 100 + 5000 + 1 + 64 && s.extra == NULL, "merged block of %zu bytes", s.cap);
+    mr_alloc_fail_at(1, 1); /* the next reset cannot merge: buffers still come (from extras) */
+    mr_scratch_reset(&s);
+    CHECK(mr_scratch_alloc(&s, 10) != NULL, "from the block after a reset without growth");
+    CHECK(mr_scratch_alloc(&s, 1 << 20) == NULL && strstr(mr_get_error(), "scratch"), "failed extra: %s", mr_get_error());
+    mr_alloc_fail_at(0, 0);
+    mr_scratch_free(&s);
+    CHECK(s.p == NULL && s.extra == NULL, "freed");
+}
+
 int main(void) {
     RUN(test_scratch);
+    RUN(test_scratch_arena);
     RUN(test_fp16_roundtrip);
     RUN(test_fp16_rounding);
     RUN(test_bf16);

@@ -126,11 +126,19 @@ long mr_alloc_failed(void);  /* of those, made to fail */
  *     do { mr_scratch_begin(s); x = mr_scratch_take(s, bytes_x); y = mr_scratch_take(s, bytes_y); }
  *     while ((r = mr_scratch_end(s)) == 1);
  *     if (r < 0) return -1;                  (error set: out of memory)
- * Buffers are 64-byte aligned, uninitialised, valid until the next begin. */
-typedef struct { void *p; size_t cap, used, need; } mr_scratch;
+ * Buffers are 64-byte aligned, uninitialised, valid until the next begin.
+ * Arena use, for buffers whose sizes are known only one after the other (the expert engine's plan):
+ *     mr_scratch_reset(s);  p = mr_scratch_alloc(s, bytes);  q = mr_scratch_alloc(s, ...); ...
+ * A buffer comes from the block while it has room, else from an extra allocation kept until the
+ * next reset, which replaces block and extras by one block of their total: once a scratch has
+ * served a call that large, the same call allocates nothing. One thread at a time. */
+typedef struct mr_scratch_extra mr_scratch_extra;
+typedef struct { void *p; size_t cap, used, need; mr_scratch_extra *extra; } mr_scratch;
 void mr_scratch_begin(mr_scratch *s);
 void *mr_scratch_take(mr_scratch *s, size_t bytes); /* NULL until the block is large enough */
 int mr_scratch_end(mr_scratch *s);                  /* 0 all taken, 1 grown (take again), -1 no memory */
+void mr_scratch_reset(mr_scratch *s);               /* arena: forget every buffer (see above) */
+void *mr_scratch_alloc(mr_scratch *s, size_t bytes); /* arena: a buffer, or NULL (error set) */
 void mr_scratch_free(mr_scratch *s);
 
 #endif

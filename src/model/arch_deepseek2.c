@@ -52,7 +52,16 @@ typedef struct {
     int n_ctx, kv_f16;
     int64_t kv_dim;  /* r + p */
     void **kv;       /* [n_layer] n_ctx x kv_dim (uint16_t F16 or float) */
+    mr_scratch scratch; /* an eval's buffers (ds2_buf), grown to the largest batch (base.h) */
+    mr_scratch moe_ws;  /* the expert engine's arena (mr_moe_buf.ws) */
 } ds2_state;
+
+/* One eval's buffers, carved from the session's scratch (ds2_buf_carve) */
+typedef struct {
+    float *x, *h, *qa, *q, *kv, *Q, *att, *oa, *xs, *ys, *o, *o2, *g, *u, *rl, *w;
+    float *rope_cache; /* [(n + 7) / 8][n_rot]: one per chunk of 8 tokens (chunks run in parallel) */
+    int32_t *sel;
+} ds2_buf;
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -267,6 +276,8 @@ static void ds2_state_free(mr_model *m, void *p) {
     if (!s) return;
     for (int i = 0; s->kv && i < m->n_layer; i++) free(s->kv[i]);
     free(s->kv);
+    mr_scratch_free(&s->scratch);
+    mr_scratch_free(&s->moe_ws);
     free(s);
 }
 
@@ -305,6 +316,7 @@ typedef struct {
     const ds2_layer *l;
     ds2_state *s;
     float *q, *kv;  /* q: [n][H][nope + p], kv: [n][r + p] */
+    float *rope_cache;
     int il, pos0, n;
 } ds2_rope_job;
 
@@ -312,9 +324,7 @@ static void ds2_rope_chunk(void *arg, long ch) {
     const ds2_rope_job *j = arg;
     const ds2_model *M = j->M;
     const int64_t dk = M->nope + M->n_rot, kvd = j->s->kv_dim;
-    float cache_small[512];
-    float *cache = M->n_rot <= 512 ? cache_small : mr_malloc(sizeof(float) * (size_t)M->n_rot);
-    if (!cache) return; /* n_rot > 512 and out of memory: unreachable in practice */
+    float *cache = j->rope_cache + ch * (int64_t)M->n_rot; /* this chunk's cos/sin cache */
     for (int t = (int)ch * 8; t < j->n && t < (int)ch * 8 + 8; t++) {
         float *qt = j->q + t * M->n_head * dk, *kt = j->kv + t * kvd;
         mr_rope_cache(&M->rope, j->pos0 + t, 1.0f, cache);
@@ -325,7 +335,6 @@ static void ds2_rope_chunk(void *arg, long ch) {
         if (j->s->kv_f16) mr_f32_to_f16_row((uint16_t *)j->s->kv[j->il] + off, kt, kvd);
         else memcpy((float *)j->s->kv[j->il] + off, kt, sizeof(float) * (size_t)kvd);
     }
-    if (cache != cache_small) free(cache);
 }
 
 /* Per-head products with a 3-D weight [H][rows][cols]: for head h, Y_h = W[h] X_h where X_h gathers
@@ -345,39 +354,54 @@ static int ds2_head_mm(mr_model *m, const mr_gguf_tensor *w, int H, const float 
     return 0;
 }
 
+static int ds2_buf_carve(const mr_model *m, const ds2_model *M, ds2_state *s, int n, ds2_buf *B) {
+    const int64_t d = m->n_embd, H = M->n_head, dk = M->nope + M->n_rot, r = M->kv_lora, kvd = s->kv_dim;
+    const int64_t dqa = M->q_lora > 0 ? M->q_lora : 1;
+    const int64_t Fs = (int64_t)M->n_ff_exp * M->n_shared;
+    const int64_t F = M->n_ff > Fs ? M->n_ff : Fs;
+    const int64_t K = M->moe.n_used, E = M->moe.n_expert;
+    const int64_t xw = (r > dk ? r : dk) > M->dv ? (r > dk ? r : dk) : M->dv; /* per-head scratch width */
+    const size_t f = sizeof(float), nn = (size_t)n;
+    mr_scratch *sc = &s->scratch;
+    int rc;
+    memset(B, 0, sizeof *B);
+    do {
+        mr_scratch_begin(sc);
+        B->x = mr_scratch_take(sc, f * nn * (size_t)d);
+        B->h = mr_scratch_take(sc, f * nn * (size_t)d);
+        B->qa = mr_scratch_take(sc, f * nn * (size_t)dqa);
+        B->q = mr_scratch_take(sc, f * nn * (size_t)(H * dk));
+        B->kv = mr_scratch_take(sc, f * nn * (size_t)kvd);
+        B->Q = mr_scratch_take(sc, f * nn * (size_t)(H * kvd));   /* absorbed queries */
+        B->att = mr_scratch_take(sc, f * nn * (size_t)(H * kvd)); /* attention output per head */
+        B->oa = mr_scratch_take(sc, f * nn * (size_t)(H * M->dv));
+        B->xs = mr_scratch_take(sc, f * nn * (size_t)xw);
+        B->ys = mr_scratch_take(sc, f * nn * (size_t)xw);
+        B->o = mr_scratch_take(sc, f * nn * (size_t)d);
+        B->o2 = mr_scratch_take(sc, f * nn * (size_t)d);
+        B->g = mr_scratch_take(sc, f * nn * (size_t)(F > 0 ? F : 1));
+        B->u = mr_scratch_take(sc, f * nn * (size_t)(F > 0 ? F : 1));
+        B->rope_cache = mr_scratch_take(sc, f * (nn + 7) / 8 * (size_t)M->n_rot);
+        if (E) {
+            B->rl = mr_scratch_take(sc, f * nn * (size_t)E);
+            B->w = mr_scratch_take(sc, f * nn * (size_t)K);
+            B->sel = mr_scratch_take(sc, sizeof(int32_t) * nn * (size_t)K);
+        }
+    } while ((rc = mr_scratch_end(sc)) == 1);
+    return rc < 0 ? -1 : 0; /* error set: out of memory for the batch's buffers */
+}
+
 static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
     ds2_model *M = m->priv;
     ds2_state *s = st;
     const int64_t d = m->n_embd, H = M->n_head, dk = M->nope + M->n_rot, r = M->kv_lora, kvd = s->kv_dim;
-    const int64_t dqa = M->q_lora > 0 ? M->q_lora : 1, V = m->n_vocab;
-    const int64_t Fs = (int64_t)M->n_ff_exp * M->n_shared;
-    const int64_t F = M->n_ff > Fs ? M->n_ff : Fs;
-    const int K = M->moe.n_used, E = M->moe.n_expert;
-    const int64_t xw = (r > dk ? r : dk) > M->dv ? (r > dk ? r : dk) : M->dv; /* per-head scratch width */
-    int rc = -1;
-    float *x = mr_malloc(sizeof(float) * (size_t)(n * d));
-    float *h = mr_malloc(sizeof(float) * (size_t)(n * d));
-    float *qa = mr_malloc(sizeof(float) * (size_t)(n * dqa));
-    float *q = mr_malloc(sizeof(float) * (size_t)(n * H * dk));
-    float *kv = mr_malloc(sizeof(float) * (size_t)(n * kvd));
-    float *Q = mr_malloc(sizeof(float) * (size_t)(n * H * kvd));   /* absorbed queries */
-    float *att = mr_malloc(sizeof(float) * (size_t)(n * H * kvd)); /* attention output per head */
-    float *oa = mr_malloc(sizeof(float) * (size_t)(n * H * M->dv));
-    float *xs = mr_malloc(sizeof(float) * (size_t)(n * xw));
-    float *ys = mr_malloc(sizeof(float) * (size_t)(n * xw));
-    float *o = mr_malloc(sizeof(float) * (size_t)(n * d));
-    float *o2 = mr_malloc(sizeof(float) * (size_t)(n * d));
-    float *g = mr_malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
-    float *u = mr_malloc(sizeof(float) * (size_t)(n * (F > 0 ? F : 1)));
-    float *rl = E ? mr_malloc(sizeof(float) * (size_t)(n * E)) : NULL;
-    int32_t *sel = E ? mr_malloc(sizeof(int32_t) * (size_t)(n * K)) : NULL;
-    float *w = E ? mr_malloc(sizeof(float) * (size_t)(n * K)) : NULL;
-    if (!x || !h || !qa || !q || !kv || !Q || !att || !oa || !xs || !ys || !o || !o2 || !g || !u || (E && (!rl || !sel || !w))) {
-        mr_set_error("eval: out of memory");
-        goto done;
-    }
+    const int64_t V = m->n_vocab;
+    ds2_buf B;
+    if (ds2_buf_carve(m, M, s, n, &B)) return -1;
+    float *x = B.x, *h = B.h, *qa = B.qa, *q = B.q, *kv = B.kv, *Q = B.Q, *att = B.att, *oa = B.oa, *xs = B.xs, *ys = B.ys;
+    float *o = B.o, *g = B.g, *u = B.u;
     for (int t = 0; t < n; t++)
-        if (mr_tensor_get_row(M->tok_embd, tok[t], x + t * d)) goto done;
+        if (mr_tensor_get_row(M->tok_embd, tok[t], x + t * d)) return -1;
     mr_model_dump(m, "inp_embd", -1, x, d, n);
 
     for (int il = 0; il < m->n_layer; il++) {
@@ -387,19 +411,19 @@ static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
         MR_PROF_BEGIN(tp);
         if (M->q_lora > 0) {
             const mr_matmul_task tk[2] = {{.w = &l->wq_a, .X = h, .ncols = n, .Y = qa}, {.w = &l->wkv_a, .X = h, .ncols = n, .Y = kv}};
-            if (mr_matmul_many(m->pool, tk, 2)) goto done;
+            if (mr_matmul_many(m->pool, tk, 2)) return -1;
             mr_rms_norm_rows(qa, qa, l->q_a_norm, M->q_lora, n, M->eps);
-            if (mr_model_matmul(m, &l->wq_b, qa, n, q)) goto done;
+            if (mr_model_matmul(m, &l->wq_b, qa, n, q)) return -1;
         } else {
             const mr_matmul_task tk[2] = {{.w = &l->wq, .X = h, .ncols = n, .Y = q}, {.w = &l->wkv_a, .X = h, .ncols = n, .Y = kv}};
-            if (mr_matmul_many(m->pool, tk, 2)) goto done;
+            if (mr_matmul_many(m->pool, tk, 2)) return -1;
         }
         MR_PROF_END(tp, "mm attn_q+kv_a");
         mr_model_dump(m, "kv_cmpr_pe", il, kv, kvd, n);
-        ds2_rope_job rj = {M, l, s, q, kv, il, pos0, n};
+        ds2_rope_job rj = {M, l, s, q, kv, B.rope_cache, il, pos0, n};
         mr_pool_run_chunks(n > 1 ? m->pool : NULL, ds2_rope_chunk, &rj, (n + 7) / 8);
         /* Q_h = [Wk_b[h] q_nope_h | q_pe_h] */
-        if (ds2_head_mm(m, l->wk_b, (int)H, q, H * dk, dk, Q, H * kvd, kvd, n, xs, ys)) goto done;
+        if (ds2_head_mm(m, l->wk_b, (int)H, q, H * dk, dk, Q, H * kvd, kvd, n, xs, ys)) return -1;
         for (int t = 0; t < n; t++)
             for (int64_t hh = 0; hh < H; hh++)
                 memcpy(Q + (t * H + hh) * kvd + r, q + (t * H + hh) * dk + M->nope, sizeof(float) * (size_t)M->n_rot);
@@ -411,24 +435,24 @@ static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
             .K = s->kv[il], .V = s->kv[il], .kv_f16 = s->kv_f16, .kv_stride = kvd, .out = att, .out_stride = H * kvd,
         };
         MR_PROF_BEGIN(ta);
-        if (mr_attention(m->pool, &aa)) goto done;
+        if (mr_attention(m->pool, &aa)) return -1;
         MR_PROF_END(ta, "attention");
-        if (ds2_head_mm(m, l->wv_b, (int)H, att, H * kvd, kvd, oa, H * M->dv, M->dv, n, xs, ys)) goto done;
+        if (ds2_head_mm(m, l->wv_b, (int)H, att, H * kvd, kvd, oa, H * M->dv, M->dv, n, xs, ys)) return -1;
         mr_model_dump(m, "kqv_out", il, oa, H * M->dv, n);
-        if (mr_model_matmul(m, &l->wo, oa, n, o)) goto done;
+        if (mr_model_matmul(m, &l->wo, oa, n, o)) return -1;
         mr_add(x, o, x, n * d);
         mr_model_dump(m, "ffn_inp", il, x, d, n);
         mr_rms_norm_rows(h, x, l->ffn_norm, d, n, M->eps);
         mr_model_dump(m, "ffn_norm", il, h, d, n);
         if (!l->is_moe) {
-            if (mr_ffn(m, &l->ffn_gate, &l->ffn_up, &l->ffn_down, h, n, g, u, o)) goto done;
+            if (mr_ffn(m, &l->ffn_gate, &l->ffn_up, &l->ffn_down, h, n, g, u, o)) return -1;
             mr_model_dump(m, "ffn_out", il, o, d, n);
             mr_add(x, o, x, n * d);
         } else {
             const mr_moe_layer ml = {.router = &l->gate_inp, .sel_bias = l->probs_b, .sh_gate = &l->sh_gate,
                                      .sh_up = &l->sh_up, .sh_down = &l->sh_down};
-            const mr_moe_buf mb = {.logits = rl, .w = w, .g = g, .u = u, .sh = o2, .sel = sel};
-            if (mr_moe_block(m, il, &M->moe, &ml, h, n, &mb, o, x)) goto done;
+            const mr_moe_buf mb = {.logits = B.rl, .w = B.w, .g = g, .u = u, .sh = B.o2, .sel = B.sel, .ws = &s->moe_ws};
+            if (mr_moe_block(m, il, &M->moe, &ml, h, n, &mb, o, x)) return -1;
         }
         mr_model_dump(m, "l_out", il, x, d, n);
     }
@@ -436,14 +460,10 @@ static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
         const int first = all_logits ? 0 : n - 1, nr = all_logits ? n : 1;
         mr_rms_norm_rows(h, x + first * d, M->output_norm, d, nr, M->eps);
         mr_model_dump(m, "result_norm", -1, h, d, nr);
-        if (mr_model_matmul(m, &M->output, h, nr, logits)) goto done;
+        if (mr_model_matmul(m, &M->output, h, nr, logits)) return -1;
         mr_model_dump(m, "result_output", -1, logits, V, nr);
     }
-    rc = 0;
-done:
-    free(x); free(h); free(qa); free(q); free(kv); free(Q); free(att); free(oa); free(xs); free(ys);
-    free(o); free(o2); free(g); free(u); free(rl); free(sel); free(w);
-    return rc;
+    return 0;
 }
 
 const struct mr_arch mr_arch_deepseek2 = {

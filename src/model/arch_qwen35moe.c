@@ -55,7 +55,18 @@ typedef struct {
     int64_t kv_dim;
     void **k, **v;          /* [n_layer] attention caches (NULL for delta-net layers) */
     float **conv, **ssm;    /* [n_layer] delta-net states (NULL for attention layers) */
+    mr_scratch scratch;     /* an eval's buffers (q35_buf), grown to the largest batch (base.h) */
+    mr_scratch moe_ws;      /* the expert engine's arena (mr_moe_buf.ws) */
 } q35_state;
+
+/* One eval's buffers, carved from the session's scratch (q35_buf_carve): the layer input/output,
+ * the MoE block's, and the temporaries of a delta-net layer and of an attention layer. */
+typedef struct {
+    float *x, *h, *o, *o2, *g, *u, *rl, *w;
+    int32_t *sel;
+    float *qkv, *z, *beta, *alpha, *win, *lo, *delta; /* delta net */
+    float *qg, *q, *k, *v, *att;                      /* full attention */
+} q35_buf;
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -122,7 +133,7 @@ static int q35_hparams(mr_model *m, q35_model *M, mr_decoder_hp *L) {
     if (nextn >= (uint32_t)m->n_layer) { mr_set_error("%s: nextn_predict_layers %u must be < block_count %d", m->path, nextn, m->n_layer); return -1; }
     const int n_all = m->n_layer;
     uint32_t *rec = mr_malloc(sizeof(uint32_t) * (size_t)n_all);
-    M->layers = calloc((size_t)n_all, sizeof *M->layers);
+    M->layers = mr_calloc((size_t)n_all, sizeof *M->layers);
     if (!rec || !M->layers) { free(rec); mr_set_error("model: out of memory"); return -1; }
     snprintf(key, sizeof key, "%s.attention.recurrent_layers", m->arch_name);
     const int have_rec = mr_gguf_find_kv(m->gguf, key) != NULL;
@@ -142,7 +153,7 @@ static int q35_tensors(mr_model *m, q35_model *M) {
     M->output_norm = mr_model_f32(m, mr_model_tensor(m, 1, 1, SHAPE(d), "output_norm.weight"));
     const mr_gguf_tensor *out = mr_model_tensor(m, 0, 2, SHAPE(d, m->n_vocab), "output.weight");
     M->output = mr_model_weight(m, out ? out : M->tok_embd);
-    mr_pager_layer *pl = calloc((size_t)m->n_layer, sizeof *pl);
+    mr_pager_layer *pl = mr_calloc((size_t)m->n_layer, sizeof *pl);
     if (!pl) { mr_set_error("model: out of memory"); return -1; }
     for (int i = 0; i < m->n_layer && !m->load_err; i++) {
         q35_layer *l = &M->layers[i];
@@ -190,7 +201,7 @@ static void q35_free(mr_model *m) {
 }
 
 static int q35_load(mr_model *m) {
-    q35_model *M = calloc(1, sizeof *M);
+    q35_model *M = mr_calloc(1, sizeof *M);
     mr_decoder_hp L = {0};
     if (!M) { mr_set_error("model: out of memory"); return -1; }
     m->priv = M;
@@ -208,30 +219,32 @@ static void q35_state_free(mr_model *m, void *p) {
         if (s->ssm) free(s->ssm[i]);
     }
     free(s->k); free(s->v); free(s->conv); free(s->ssm);
+    mr_scratch_free(&s->scratch);
+    mr_scratch_free(&s->moe_ws);
     free(s);
 }
 
 static void *q35_state_new(mr_model *m, int n_ctx) {
     q35_model *M = m->priv;
-    q35_state *s = calloc(1, sizeof *s);
+    q35_state *s = mr_calloc(1, sizeof *s);
     if (!s) goto oom;
     s->n_ctx = n_ctx;
     s->kv_f16 = !m->params.kv_f32;
     s->kv_dim = (int64_t)M->n_head_kv * M->hd;
-    s->k = calloc((size_t)m->n_layer, sizeof(void *));
-    s->v = calloc((size_t)m->n_layer, sizeof(void *));
-    s->conv = calloc((size_t)m->n_layer, sizeof(float *));
-    s->ssm = calloc((size_t)m->n_layer, sizeof(float *));
+    s->k = mr_calloc((size_t)m->n_layer, sizeof(void *));
+    s->v = mr_calloc((size_t)m->n_layer, sizeof(void *));
+    s->conv = mr_calloc((size_t)m->n_layer, sizeof(float *));
+    s->ssm = mr_calloc((size_t)m->n_layer, sizeof(float *));
     if (!s->k || !s->v || !s->conv || !s->ssm) goto oom;
     const size_t kvb = (size_t)n_ctx * (size_t)s->kv_dim * (s->kv_f16 ? 2 : 4);
     for (int i = 0; i < m->n_layer; i++) {
         if (M->layers[i].recurrent) {
-            s->conv[i] = calloc((size_t)(M->Kc - 1 > 0 ? M->Kc - 1 : 1) * (size_t)M->conv_dim, sizeof(float));
-            s->ssm[i] = calloc((size_t)M->Hv * (size_t)M->S * (size_t)M->S, sizeof(float));
+            s->conv[i] = mr_calloc((size_t)(M->Kc - 1 > 0 ? M->Kc - 1 : 1) * (size_t)M->conv_dim, sizeof(float));
+            s->ssm[i] = mr_calloc((size_t)M->Hv * (size_t)M->S * (size_t)M->S, sizeof(float));
             if (!s->conv[i] || !s->ssm[i]) goto oom;
         } else {
-            s->k[i] = calloc(1, kvb);
-            s->v[i] = calloc(1, kvb);
+            s->k[i] = mr_calloc(1, kvb);
+            s->v[i] = mr_calloc(1, kvb);
             if (!s->k[i] || !s->v[i]) goto oom;
         }
     }
@@ -279,20 +292,12 @@ static void q35_l2_norm(float *x, int64_t n, float eps) {
 
 /* gated delta net of one layer for tokens h[n][d] -> out[n][d] */
 static int q35_linear_attn(mr_model *m, const q35_model *M, const q35_layer *l, q35_state *s, int il, const float *h, int n,
-                           float *out) {
+                           const q35_buf *B, float *out) {
     const int64_t C = M->conv_dim, S = M->S, Hk = M->Hk, Hv = M->Hv, Vd = M->vdim, Kc = M->Kc;
-    int rc = -1;
-    float *qkv = malloc(sizeof(float) * (size_t)(n * C));
-    float *z = malloc(sizeof(float) * (size_t)(n * Vd));
-    float *beta = malloc(sizeof(float) * (size_t)(n * Hv));
-    float *alpha = malloc(sizeof(float) * (size_t)(n * Hv));
-    float *win = malloc(sizeof(float) * (size_t)((Kc - 1 + n) * C)); /* conv input, time-major */
-    float *o = malloc(sizeof(float) * (size_t)(n * Vd));
-    float *delta = malloc(sizeof(float) * (size_t)S);
-    if (!qkv || !z || !beta || !alpha || !win || !o || !delta) { mr_set_error("eval: out of memory"); goto done; }
+    float *qkv = B->qkv, *z = B->z, *beta = B->beta, *alpha = B->alpha, *win = B->win, *o = B->lo, *delta = B->delta;
     const mr_matmul_task tk[4] = {{.w = &l->wqkv, .X = h, .ncols = n, .Y = qkv}, {.w = &l->wgate, .X = h, .ncols = n, .Y = z},
                                   {.w = &l->wbeta, .X = h, .ncols = n, .Y = beta}, {.w = &l->walpha, .X = h, .ncols = n, .Y = alpha}};
-    if (mr_matmul_many(m->pool, tk, 4)) goto done;
+    if (mr_matmul_many(m->pool, tk, 4)) return -1;
     /* causal depthwise conv: input = the kept Kc-1 steps, then this batch */
     if (Kc > 1) memcpy(win, s->conv[il], sizeof(float) * (size_t)((Kc - 1) * C));
     memcpy(win + (Kc - 1) * C, qkv, sizeof(float) * (size_t)(n * C));
@@ -327,26 +332,17 @@ static int q35_linear_attn(mr_model *m, const q35_model *M, const q35_layer *l, 
         }
     }
     mr_model_dump(m, "linear_attn_pre_out", il, o, Vd, n);
-    rc = mr_model_matmul(m, &l->wout, o, n, out);
-done:
-    free(qkv); free(z); free(beta); free(alpha); free(win); free(o); free(delta);
-    return rc;
+    return mr_model_matmul(m, &l->wout, o, n, out);
 }
 
 /* gated full attention of one layer */
 static int q35_attn(mr_model *m, const q35_model *M, const q35_layer *l, q35_state *s, int il, const float *h, int n, int pos0,
-                    float *out) {
+                    const q35_buf *B, float *out) {
     const int64_t hd = M->hd, H = M->n_head, nkv = s->kv_dim;
-    int rc = -1;
-    float *qg = malloc(sizeof(float) * (size_t)(n * H * hd * 2));
-    float *q = malloc(sizeof(float) * (size_t)(n * H * hd));
-    float *k = malloc(sizeof(float) * (size_t)(n * nkv));
-    float *v = malloc(sizeof(float) * (size_t)(n * nkv));
-    float *att = malloc(sizeof(float) * (size_t)(n * H * hd));
-    if (!qg || !q || !k || !v || !att) { mr_set_error("eval: out of memory"); goto done; }
+    float *qg = B->qg, *q = B->q, *k = B->k, *v = B->v, *att = B->att;
     const mr_matmul_task tk[3] = {{.w = &l->wq, .X = h, .ncols = n, .Y = qg}, {.w = &l->wk, .X = h, .ncols = n, .Y = k},
                                   {.w = &l->wv, .X = h, .ncols = n, .Y = v}};
-    if (mr_matmul_many(m->pool, tk, 3)) goto done;
+    if (mr_matmul_many(m->pool, tk, 3)) return -1;
     for (int t = 0; t < n; t++) {
         for (int64_t hh = 0; hh < H; hh++) {
             float *qh = q + (t * H + hh) * hd;
@@ -372,60 +368,78 @@ static int q35_attn(mr_model *m, const q35_model *M, const q35_layer *l, q35_sta
         .window = 0, .sinks = NULL, .Q = q, .q_stride = H * hd, .K = s->k[il], .V = s->v[il], .kv_f16 = s->kv_f16,
         .kv_stride = nkv, .out = att, .out_stride = H * hd,
     };
-    if (mr_attention(m->pool, &aa)) goto done;
+    if (mr_attention(m->pool, &aa)) return -1;
     for (int t = 0; t < n; t++) /* out *= sigmoid(gate) */
         for (int64_t hh = 0; hh < H; hh++) {
             const float *gt = qg + (t * H + hh) * 2 * hd + hd;
             float *a = att + (t * H + hh) * hd;
             for (int64_t i = 0; i < hd; i++) a[i] *= mr_sigmoid(gt[i]);
         }
-    rc = mr_model_matmul(m, &l->wo, att, n, out);
-done:
-    free(qg); free(q); free(k); free(v); free(att);
-    return rc;
+    return mr_model_matmul(m, &l->wo, att, n, out);
+}
+
+static int q35_buf_carve(const mr_model *m, const q35_model *M, q35_state *s, int n, q35_buf *B) {
+    const int64_t d = m->n_embd, F = M->n_ff_sh, E = M->moe.n_expert, K = M->moe.n_used;
+    const int64_t C = M->conv_dim, Vd = M->vdim, Hv = M->Hv, Kc = M->Kc, hq = (int64_t)M->n_head * M->hd, nkv = s->kv_dim;
+    const size_t f = sizeof(float), nn = (size_t)n;
+    mr_scratch *sc = &s->scratch;
+    int r;
+    do {
+        mr_scratch_begin(sc);
+        B->x = mr_scratch_take(sc, f * nn * (size_t)d);
+        B->h = mr_scratch_take(sc, f * nn * (size_t)d);
+        B->o = mr_scratch_take(sc, f * nn * (size_t)d);
+        B->o2 = mr_scratch_take(sc, f * nn * (size_t)d);
+        B->g = mr_scratch_take(sc, f * nn * (size_t)F);
+        B->u = mr_scratch_take(sc, f * nn * (size_t)F);
+        B->rl = mr_scratch_take(sc, f * nn * (size_t)E);
+        B->w = mr_scratch_take(sc, f * nn * (size_t)K);
+        B->sel = mr_scratch_take(sc, sizeof(int32_t) * nn * (size_t)K);
+        B->qkv = mr_scratch_take(sc, f * nn * (size_t)C);
+        B->z = mr_scratch_take(sc, f * nn * (size_t)Vd);
+        B->beta = mr_scratch_take(sc, f * nn * (size_t)Hv);
+        B->alpha = mr_scratch_take(sc, f * nn * (size_t)Hv);
+        B->win = mr_scratch_take(sc, f * (size_t)(Kc - 1 + n) * (size_t)C); /* conv input, time-major */
+        B->lo = mr_scratch_take(sc, f * nn * (size_t)Vd);
+        B->delta = mr_scratch_take(sc, f * (size_t)M->S);
+        B->qg = mr_scratch_take(sc, f * nn * (size_t)(2 * hq));
+        B->q = mr_scratch_take(sc, f * nn * (size_t)hq);
+        B->k = mr_scratch_take(sc, f * nn * (size_t)nkv);
+        B->v = mr_scratch_take(sc, f * nn * (size_t)nkv);
+        B->att = mr_scratch_take(sc, f * nn * (size_t)hq);
+    } while ((r = mr_scratch_end(sc)) == 1);
+    return r < 0 ? -1 : 0; /* error set: out of memory for the batch's buffers */
 }
 
 static int q35_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
     q35_model *M = m->priv;
     q35_state *s = st;
-    const int64_t d = m->n_embd, V = m->n_vocab, F = M->n_ff_sh;
-    const int K = M->moe.n_used, E = M->moe.n_expert;
-    int rc = -1;
-    float *x = malloc(sizeof(float) * (size_t)(n * d));
-    float *h = malloc(sizeof(float) * (size_t)(n * d));
-    float *o = malloc(sizeof(float) * (size_t)(n * d));
-    float *o2 = malloc(sizeof(float) * (size_t)(n * d));
-    float *g = malloc(sizeof(float) * (size_t)(n * F));
-    float *u = malloc(sizeof(float) * (size_t)(n * F));
-    float *rl = malloc(sizeof(float) * (size_t)(n * E));
-    int32_t *sel = malloc(sizeof(int32_t) * (size_t)(n * K));
-    float *w = malloc(sizeof(float) * (size_t)(n * K));
-    if (!x || !h || !o || !o2 || !g || !u || !rl || !sel || !w) { mr_set_error("eval: out of memory"); goto done; }
+    const int64_t d = m->n_embd, V = m->n_vocab;
+    q35_buf B;
+    if (q35_buf_carve(m, M, s, n, &B)) return -1;
+    float *x = B.x, *h = B.h, *o = B.o;
     for (int t = 0; t < n; t++)
-        if (mr_tensor_get_row(M->tok_embd, tok[t], x + t * d)) goto done;
+        if (mr_tensor_get_row(M->tok_embd, tok[t], x + t * d)) return -1;
     for (int il = 0; il < m->n_layer; il++) {
         const q35_layer *l = &M->layers[il];
         mr_rms_norm_rows(h, x, l->attn_norm, d, n, M->eps);
-        if (l->recurrent ? q35_linear_attn(m, M, l, s, il, h, n, o) : q35_attn(m, M, l, s, il, h, n, pos0, o)) goto done;
+        if (l->recurrent ? q35_linear_attn(m, M, l, s, il, h, n, &B, o) : q35_attn(m, M, l, s, il, h, n, pos0, &B, o)) return -1;
         mr_model_dump(m, "attn_out", il, o, d, n);
         mr_add(x, o, x, n * d);
         mr_rms_norm_rows(h, x, l->post_norm, d, n, M->eps);
         const mr_moe_layer ml = {.router = &l->gate_inp, .sh_gate = &l->sh_gate, .sh_up = &l->sh_up,
                                  .sh_down = &l->sh_down, .sh_gate_inp = l->sh_gate_inp};
-        const mr_moe_buf mb = {.logits = rl, .w = w, .g = g, .u = u, .sh = o2, .sel = sel};
-        if (mr_moe_block(m, il, &M->moe, &ml, h, n, &mb, o, x)) goto done;
+        const mr_moe_buf mb = {.logits = B.rl, .w = B.w, .g = B.g, .u = B.u, .sh = B.o2, .sel = B.sel, .ws = &s->moe_ws};
+        if (mr_moe_block(m, il, &M->moe, &ml, h, n, &mb, o, x)) return -1;
         mr_model_dump(m, "l_out", il, x, d, n);
     }
     if (logits) {
         const int first = all_logits ? 0 : n - 1, nr = all_logits ? n : 1;
         mr_rms_norm_rows(h, x + first * d, M->output_norm, d, nr, M->eps);
-        if (mr_model_matmul(m, &M->output, h, nr, logits)) goto done;
+        if (mr_model_matmul(m, &M->output, h, nr, logits)) return -1;
         mr_model_dump(m, "result_output", -1, logits, V, nr);
     }
-    rc = 0;
-done:
-    free(x); free(h); free(o); free(o2); free(g); free(u); free(rl); free(sel); free(w);
-    return rc;
+    return 0;
 }
 
 const struct mr_arch mr_arch_qwen35moe = {

@@ -83,7 +83,7 @@ int mr_moe_block(mr_model *m, int layer, const mr_moe_cfg *c, const mr_moe_layer
     /* the routed experts, with the shared expert's down product in their down dispatch */
     const mr_moe_extra shexp = {ly->sh_down, b->g, b->sh};
     MR_PROF_BEGIN(te);
-    if (mr_moe_experts(m, layer, c, h, n, b->sel, b->w, shared ? &shexp : NULL, shared, out)) return -1;
+    if (mr_moe_experts(m, layer, c, h, n, b->sel, b->w, shared ? &shexp : NULL, shared, b->ws, out)) return -1;
     MR_PROF_END(te, "moe_experts");
     mr_model_dump(m, "ffn_moe_out", layer, out, d, n);
     if (shared) {

@@ -28,8 +28,9 @@ typedef struct {
 } mr_moe_layer;
 
 /* The block's buffers (the caller's scratch): logits [n][E], sel [n][K], w [n][K], g and u [n][Fs],
- * sh [n][d] (g, u, sh only with a shared expert). */
-typedef struct { float *logits, *w, *g, *u, *sh; int32_t *sel; } mr_moe_buf;
+ * sh [n][d] (g, u, sh only with a shared expert); ws: the session's arena for the expert engine
+ * (mr_moe_experts), a scratch of its own (NULL: the engine allocates per call). */
+typedef struct { float *logits, *w, *g, *u, *sh; int32_t *sel; mr_scratch *ws; } mr_moe_buf;
 
 /* The MoE block of layer `layer` for h[n][d] (the normed FFN input):
  *   logits = router h [+ router_b]; one dispatch with the shared expert's gate and up products

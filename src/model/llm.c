@@ -110,6 +110,7 @@ void mr_llm_state_free(mr_model *m, void *p) {
     free(s->k);
     free(s->v);
     mr_scratch_free(&s->scratch);
+    mr_scratch_free(&s->moe_ws);
     free(s);
 }
 
@@ -306,7 +307,7 @@ static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, con
             const mr_moe_layer ml = {.router = &l->ffn_gate_inp, .router_b = l->router_b, .sel_bias = l->probs_b,
                                      .sh_gate = sh ? &l->sh_gate : NULL, .sh_up = sh ? &l->sh_up : NULL,
                                      .sh_down = sh ? &l->sh_down : NULL};
-            const mr_moe_buf mb = {.logits = rl, .w = w, .g = g, .u = u, .sh = o2, .sel = sel};
+            const mr_moe_buf mb = {.logits = rl, .w = w, .g = g, .u = u, .sh = o2, .sel = sel, .ws = &s->moe_ws};
             if (mr_moe_block(m, il, &L->moe, &ml, h, n, &mb, o, x)) goto done;
         }
         mr_model_dump(m, "l_out", il, x, d, n);

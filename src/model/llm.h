@@ -51,6 +51,7 @@ typedef struct {
     int64_t kv_dim;              /* n_head_kv * head_dim */
     void **k, **v;               /* [n_layer] caches of n_ctx x kv_dim (uint16_t F16 or float) */
     mr_scratch scratch;          /* an eval's buffers, grown to the largest batch (base.h) */
+    mr_scratch moe_ws;           /* the expert engine's arena (mr_moe_buf.ws) */
 } mr_llm_state;
 
 /* Read the hyperparameters common to llama-like archs (mr_read_decoder_hparams, hparams.h) into L

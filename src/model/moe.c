@@ -47,9 +47,15 @@ int mr_moe_gating_from_gguf(const mr_model *m, uint32_t id, int if_none, unsigne
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w) {
     const int E = c->n_expert, K = c->n_used;
-    float *probs = mr_malloc(sizeof(float) * (size_t)E * 2);
-    int *top = mr_malloc(sizeof(int) * (size_t)(K > 0 ? K : 1));
-    if (!probs || !top) { free(probs); free(top); mr_set_error("moe: out of memory"); return -1; }
+    /* per token: probs[E], score[E], top[K]; on the stack for every published model's sizes (no
+     * allocation per layer and evaluation) */
+    enum { ROUTE_E = 1024, ROUTE_K = 64 };
+    float probs_st[2 * ROUTE_E];
+    int top_st[ROUTE_K];
+    float *probs = E <= ROUTE_E ? probs_st : mr_malloc(sizeof(float) * (size_t)E * 2);
+    int *top = K <= ROUTE_K ? top_st : mr_malloc(sizeof(int) * (size_t)(K > 0 ? K : 1));
+    int rc = -1;
+    if (!probs || !top) { mr_set_error("moe: out of memory"); goto done; }
     float *score = probs + E;
     for (int t = 0; t < n; t++) {
         const float *l = logits + (int64_t)t * E;
@@ -65,9 +71,8 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
             for (int j = 0; j < K; j++) {
                 int32_t e = sel_in[(int64_t)t * K + j];
                 if (e < 0 || e >= E) {
-                    free(probs); free(top);
                     mr_set_error("moe: expert id %d out of range [0, %d)", e, E);
-                    return -1;
+                    goto done;
                 }
                 s[j] = e;
             }
@@ -89,9 +94,11 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
         if (c->w_scale != 0.0f && c->w_scale != 1.0f)
             for (int j = 0; j < K; j++) wt[j] *= c->w_scale;
     }
-    free(probs);
-    free(top);
-    return 0;
+    rc = 0;
+done:
+    if (probs != probs_st) free(probs);
+    if (top != top_st) free(top);
+    return rc;
 }
 
 /* ---- the expert engine ---- */
@@ -112,6 +119,7 @@ typedef struct {
  * inverse (-1: dropped). */
 typedef struct {
     mr_model *m;
+    mr_scratch *ws;                /* every buffer of the plan (an arena, reset per call) */
     const mr_moe_cfg *c;
     const mr_approx_params *ap;    /* this eval's approximations, NULL when exact */
     int layer, n, K, E, rows, n_xp;
@@ -141,20 +149,15 @@ typedef struct {
 
 enum { MOE_FUSED, MOE_GATE, MOE_UP };
 
-static void moe_plan_free(moe_plan *P) {
-    if (P->xp)
-        for (int i = 0; i < P->n_xp; i++) { mr_mm_act_free(&P->xp[i].ag); mr_mm_act_free(&P->xp[i].au); mr_mm_act_free(&P->xp[i].ah); }
-    mr_mm_act_free(&P->ax_g);
-    mr_mm_act_free(&P->ax_u);
-    free(P->xp); free(P->xidx); free(P->list); free(P->row_of); free(P->tok_of); free(P->keep); free(P->wk); free(P->wrow);
-    free(P->g); free(P->u); free(P->y); free(P->act); free(P->bact); free(P->alpha); free(P->crow);
-}
 
 /* routing result -> plan: pruning's keep-mask, the slots grouped by expert, remote experts marked */
-static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *c, int n, const int32_t *sel,
-                         const float *w) {
+/* n items of sz bytes from the plan's arena (NULL: error set) */
+static void *moe_take(moe_plan *P, size_t n, size_t sz) { return mr_scratch_alloc(P->ws, n * sz); }
+
+static int moe_plan_make(moe_plan *P, mr_model *m, mr_scratch *ws, int layer, const mr_moe_cfg *c, int n,
+                         const int32_t *sel, const float *w) {
     memset(P, 0, sizeof *P);
-    P->m = m; P->c = c; P->layer = layer; P->n = n; P->K = c->n_used; P->E = c->n_expert;
+    P->m = m; P->ws = ws; P->c = c; P->layer = layer; P->n = n; P->K = c->n_used; P->E = c->n_expert;
     if (!m->pager || !m->exp_layers || layer < 0 || layer >= m->n_layer) {
         mr_set_error("moe: layer %d has no routed experts (pager not initialised)", layer);
         return -1;
@@ -179,14 +182,15 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
         P->nb = F / P->dblk;
         P->nab = (F + MR_APPROX_ROW_BLOCK - 1) / MR_APPROX_ROW_BLOCK;
     }
-    int *count = mr_calloc((size_t)E + 1, sizeof(int));
-    P->xidx = mr_malloc(sizeof(int) * ((size_t)E + 1));
-    P->list = mr_malloc(sizeof(int) * (size_t)nk); P->row_of = mr_malloc(sizeof(int) * (size_t)nk);
-    P->tok_of = mr_malloc(sizeof(int) * (size_t)nk); P->keep = mr_malloc((size_t)nk);
-    P->wk = mr_malloc(sizeof(float) * (size_t)nk); P->wrow = mr_malloc(sizeof(float) * (size_t)nk);
-    if (!count || !P->xidx || !P->list || !P->row_of || !P->tok_of || !P->keep || !P->wk || !P->wrow) goto oom;
+    int *count = moe_take(P, (size_t)E + 1, sizeof(int));
+    P->xidx = moe_take(P, (size_t)E + 1, sizeof(int));
+    P->list = moe_take(P, (size_t)nk, sizeof(int)); P->row_of = moe_take(P, (size_t)nk, sizeof(int));
+    P->tok_of = moe_take(P, (size_t)nk, sizeof(int)); P->keep = moe_take(P, (size_t)nk, 1);
+    P->wk = moe_take(P, (size_t)nk, sizeof(float)); P->wrow = moe_take(P, (size_t)nk, sizeof(float));
+    if (!count || !P->xidx || !P->list || !P->row_of || !P->tok_of || !P->keep || !P->wk || !P->wrow) return -1;
+    memset(count, 0, sizeof(int) * ((size_t)E + 1));
     for (int s = 0; s < nk; s++)
-        if (sel[s] < 0 || sel[s] >= E) { mr_set_error("moe: expert id %d out of range", sel[s]); free(count); return -1; }
+        if (sel[s] < 0 || sel[s] >= E) { mr_set_error("moe: expert id %d out of range", sel[s]); return -1; }
     if (P->ap && mr_approx_prunes_layer(P->ap, layer, c->hash_routed)) {
         int kint[K > 0 ? K : 1];
         for (int t = 0; t < n; t++) {
@@ -206,9 +210,10 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
     }
     for (int s = 0; s < nk; s++) if (P->keep[s]) count[sel[s]]++;
     for (int e = 0; e < E; e++) if (count[e]) P->n_xp++;
-    P->xp = mr_calloc((size_t)P->n_xp + 1, sizeof(moe_xp));
-    P->crow = mr_malloc(sizeof(long) * ((size_t)P->n_xp + 1));
-    if (!P->xp || !P->crow) goto oom;
+    P->xp = moe_take(P, (size_t)P->n_xp + 1, sizeof(moe_xp));
+    P->crow = moe_take(P, (size_t)P->n_xp + 1, sizeof(long));
+    if (!P->xp || !P->crow) return -1;
+    memset(P->xp, 0, sizeof(moe_xp) * ((size_t)P->n_xp + 1));
     for (int e = 0, i = 0, r = 0; e < E; e++) {
         P->xidx[e] = -1;
         if (!count[e]) continue;
@@ -227,21 +232,14 @@ static int moe_plan_make(moe_plan *P, mr_model *m, int layer, const mr_moe_cfg *
         P->list[r] = s; P->row_of[s] = r; P->tok_of[r] = s / K; P->wrow[r] = P->wk[s];
         P->rows++;
     }
-    free(count);
-    count = NULL;
     const int64_t rows = P->rows > 0 ? P->rows : 1;
-    P->u = mr_malloc(sizeof(float) * (size_t)(rows * F));
-    P->y = mr_malloc(sizeof(float) * (size_t)(rows * d));
-    if (P->has_gate && !(P->g = mr_malloc(sizeof(float) * (size_t)(rows * F)))) goto oom;
-    if (P->skip && (!(P->act = mr_malloc((size_t)(rows * F))) || !(P->bact = mr_malloc((size_t)(rows * P->nb))) ||
-                    !(P->alpha = mr_malloc(sizeof(float) * (size_t)(rows * P->nab)))))
-        goto oom;
-    if (!P->u || !P->y) goto oom;
-    return 0;
-oom:
-    free(count);
-    mr_set_error("moe: out of memory");
-    return -1;
+    P->u = moe_take(P, (size_t)(rows * F), sizeof(float));
+    P->y = moe_take(P, (size_t)(rows * d), sizeof(float));
+    if (P->has_gate && !(P->g = moe_take(P, (size_t)(rows * F), sizeof(float)))) return -1;
+    if (P->skip && (!(P->act = moe_take(P, (size_t)(rows * F), 1)) || !(P->bact = moe_take(P, (size_t)(rows * P->nb), 1)) ||
+                    !(P->alpha = moe_take(P, (size_t)(rows * P->nab), sizeof(float)))))
+        return -1;
+    return P->u && P->y ? 0 : -1;
 }
 
 /* the batch input of expert x for the gate / up product */
@@ -256,19 +254,19 @@ static void moe_gather_task(void *arg, long i) {
     moe_plan *P = arg;
     moe_xp *x = &P->xp[P->xs[i]];
     const int *tok = P->tok_of + x->start;
-    if (mr_mm_act_alloc(&x->ag, P->in_g->vdtype, P->d, x->cnt, 1)) { P->err = 1; return; }
     mr_mm_act_gather(&x->ag, P->in_g, tok, x->cnt);
-    if (P->in_u != P->in_g) {
-        if (mr_mm_act_alloc(&x->au, P->in_u->vdtype, P->d, x->cnt, 1)) { P->err = 1; return; }
-        mr_mm_act_gather(&x->au, P->in_u, tok, x->cnt);
-    }
+    if (P->in_u != P->in_g) mr_mm_act_gather(&x->au, P->in_u, tok, x->cnt);
 }
 
 static int moe_gather(moe_plan *P, const int *xs, int nx) {
     if (P->n == 1) return 0;
+    for (int k = 0; k < nx; k++) { /* the room from the arena here: it serves one thread */
+        moe_xp *x = &P->xp[xs[k]];
+        if (mr_mm_act_alloc_in(&x->ag, P->ws, P->in_g->vdtype, P->d, x->cnt, 1)) return -1;
+        if (P->in_u != P->in_g && mr_mm_act_alloc_in(&x->au, P->ws, P->in_u->vdtype, P->d, x->cnt, 1)) return -1;
+    }
     P->xs = xs;
     mr_pool_run_chunks(nx > 1 ? P->m->pool : NULL, moe_gather_task, P, nx);
-    if (P->err) { mr_set_error("moe: out of memory"); return -1; }
     return 0;
 }
 
@@ -322,15 +320,14 @@ static int moe_gate_up(moe_plan *P, const int *xs, int nx, int stage) {
         P->crow[xs[k]] = cr;
         ntask += (long)((F + cr - 1) / cr);
     }
-    long *task = mr_malloc(sizeof(long) * (size_t)(ntask > 0 ? ntask : 1));
-    if (!task) { mr_set_error("moe: out of memory"); return -1; }
+    long *task = moe_take(P, (size_t)(ntask > 0 ? ntask : 1), sizeof(long));
+    if (!task) return -1;
     for (long k = 0, i = 0; k < nx; k++)
         for (long ch = 0; ch * P->crow[xs[k]] < F; ch++) task[i++] = (long)xs[k] << 32 | ch;
     P->task = task;
     P->stage = stage;
     mr_pool_run_chunks(P->m->pool, moe_gate_up_task, P, ntask);
     P->task = NULL;
-    free(task);
     if (P->err) { mr_set_error("moe: no expert product for these weight types"); return -1; }
     return 0;
 }
@@ -338,7 +335,7 @@ static int moe_gate_up(moe_plan *P, const int *xs, int nx, int stage) {
 static void moe_down_act_task(void *arg, long i) {
     moe_plan *P = arg;
     moe_xp *x = &P->xp[P->xs[i]];
-    if (mr_mm_act_make(NULL, &x->ah, P->td, P->u + (int64_t)x->start * P->F, P->F, x->cnt, P->F)) P->err = 1;
+    mr_mm_act_fill(&x->ah, P->u + (int64_t)x->start * P->F, P->F);
 }
 
 /* The down products of the experts xs[nx] (their h converted once each) and the extra products, in
@@ -346,40 +343,38 @@ static void moe_down_act_task(void *arg, long i) {
 static int moe_down(moe_plan *P, const int *xs, int nx, const mr_moe_extra *extra, int n_extra) {
     mr_pool *pool = P->m->pool;
     const int64_t d = P->d;
-    int rc = -1, np = 0;
-    mr_mm_act *eact = mr_calloc((size_t)n_extra + 1, sizeof(mr_mm_act));
-    mr_mm_part *parts = mr_malloc(sizeof(mr_mm_part) * ((size_t)nx + (size_t)n_extra + 1));
-    if (!eact || !parts) { mr_set_error("moe: out of memory"); goto done; }
+    int np = 0;
+    mr_mm_act *eact = moe_take(P, (size_t)n_extra + 1, sizeof(mr_mm_act));
+    mr_mm_part *parts = moe_take(P, (size_t)nx + (size_t)n_extra + 1, sizeof(mr_mm_part));
+    if (!eact || !parts) return -1;
     if (nx == 1) { /* one expert: its columns converted over the pool */
         moe_xp *x = &P->xp[xs[0]];
-        if (mr_mm_act_make(pool, &x->ah, P->td, P->u + (int64_t)x->start * P->F, P->F, x->cnt, P->F)) goto done;
-    } else if (nx > 1) {
+        if (mr_mm_act_make_in(pool, &x->ah, P->ws, P->td, P->u + (int64_t)x->start * P->F, P->F, x->cnt, P->F)) return -1;
+    } else if (nx > 1) { /* one expert per task, the room taken here (the arena serves one thread) */
+        for (int k = 0; k < nx; k++)
+            if (mr_mm_act_reserve_in(&P->xp[xs[k]].ah, P->ws, P->td, P->F, P->xp[xs[k]].cnt)) return -1;
         P->xs = xs;
         mr_pool_run_chunks(P->n > 1 ? pool : NULL, moe_down_act_task, P, nx);
-        if (P->err) { mr_set_error("moe: out of memory"); goto done; }
     }
     for (int k = 0; k < nx; k++) {
         moe_xp *x = &P->xp[xs[k]];
         float *y = P->y + (int64_t)x->start * d;
         if (x->sparse_down) {
-            if (mr_matmul_blocks(pool, x->pd, P->td, d, &x->ah, P->bact + (int64_t)x->start * P->nb, 1, y)) goto done;
+            if (mr_matmul_blocks(pool, x->pd, P->td, d, &x->ah, P->bact + (int64_t)x->start * P->nb, 1, y)) return -1;
         } else parts[np++] = (mr_mm_part){x->pd, P->td, d, &x->ah, y, d, P->rd};
     }
     for (int k = 0; k < n_extra; k++) {
         const mr_weight *w = extra[k].w;
-        if (mr_mm_act_make(pool, &eact[k], w->type, extra[k].X, w->cols, P->n, w->cols)) goto done;
+        if (mr_mm_act_make_in(pool, &eact[k], P->ws, w->type, extra[k].X, w->cols, P->n, w->cols)) return -1;
         parts[np++] = (mr_mm_part){w->data, w->type, w->rows, &eact[k], extra[k].Y, w->rows, w->rp};
     }
-    rc = np ? mr_matmul_parts(pool, parts, np) : 0;
+    const int rc = np ? mr_matmul_parts(pool, parts, np) : 0;
     for (int k = 0; rc == 0 && P->c->bias && k < nx; k++) { /* down biases (gpt-oss), before the weighting */
         const moe_xp *x = &P->xp[xs[k]];
         const float *gb, *ub, *db;
         moe_bias_of(P, x->e, &gb, &ub, &db);
         for (int r = 0; db && r < x->cnt; r++) mr_add(P->y + (int64_t)(x->start + r) * d, P->y + (int64_t)(x->start + r) * d, db, d);
     }
-done:
-    if (eact) for (int k = 0; k < n_extra; k++) mr_mm_act_free(&eact[k]);
-    free(eact); free(parts);
     return rc;
 }
 
@@ -447,32 +442,34 @@ static void moe_sum_chunk(void *arg, long ch) {
 void mr_moe_set_remote(mr_model *m, const mr_moe_remote *r) { m->moe_remote = r; }
 
 int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const int32_t *sel,
-                   const float *w, const mr_moe_extra *extra, int n_extra, float *out) {
+                   const float *w, const mr_moe_extra *extra, int n_extra, mr_scratch *ws, float *out) {
     moe_plan P;
     int rc = -1, prefetched = 0, nl = 0, submitted = 0;
     int *local = NULL;
+    mr_scratch own = {0}; /* without the caller's: this call's, freed at its end */
+    if (!ws) ws = &own;
+    mr_scratch_reset(ws);
     MR_PROF_BEGIN(t_gather);
-    if (moe_plan_make(&P, m, layer, c, n, sel, w)) goto done;
+    if (moe_plan_make(&P, m, ws, layer, c, n, sel, w)) goto done;
     if ((P.ap || m->moe_remote) && (c->bias || c->act != MR_MOE_ACT_SWIGLU)) {
         mr_set_error("moe: approximations and remote experts do not support expert biases / SwiGLU-OAI yet");
         goto done;
     }
     P.out = out;
     if (m->moe_remote && m->moe_remote->submit) { /* remote experts start before the local ones */
-        mr_moe_job *jobs = mr_malloc(sizeof *jobs * ((size_t)P.n_xp + 1));
+        mr_moe_job *jobs = moe_take(&P, (size_t)P.n_xp + 1, sizeof *jobs);
         int nj = 0;
-        if (!jobs) { mr_set_error("moe: out of memory"); goto done; }
+        if (!jobs) goto done;
         for (int i = 0; i < P.n_xp; i++) {
             const moe_xp *xe = &P.xp[i];
             if (xe->remote)
                 jobs[nj++] = (mr_moe_job){xe->e, P.tok_of + xe->start, xe->cnt, P.wrow + xe->start, P.y + (int64_t)xe->start * P.d};
         }
         int src = m->moe_remote->submit(m->moe_remote->ctx, layer, c, x, P.d, jobs, nj);
-        free(jobs);
         submitted = 1; /* even when it failed: what it sent is collected at done */
         if (src) goto done;
     }
-    if (!(local = mr_malloc(sizeof(int) * ((size_t)P.n_xp + 1)))) { mr_set_error("moe: out of memory"); goto done; }
+    if (!(local = moe_take(&P, (size_t)P.n_xp + 1, sizeof(int)))) goto done;
     for (int i = 0; i < P.n_xp; i++) if (!P.xp[i].remote) local[nl++] = P.xp[i].e; /* ascending ids */
     if (mr_pager_prefetch(m->pager, layer, local, nl)) goto done;
     prefetched = 1;
@@ -492,10 +489,10 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     }
     for (int k = 0; k < nl; k++) local[k] = P.xidx[local[k]]; /* now indices into P.xp */
     /* the batch input converted once per partner type (gate and up usually share one) */
-    if (mr_mm_act_make(m->pool, &P.ax_g, P.has_gate ? P.tg : P.tu, x, P.d, n, P.d)) goto done;
+    if (mr_mm_act_make_in(m->pool, &P.ax_g, ws, P.has_gate ? P.tg : P.tu, x, P.d, n, P.d)) goto done;
     P.in_g = P.in_u = &P.ax_g;
     if (P.has_gate && mr_mm_partner(P.tg) != mr_mm_partner(P.tu)) {
-        if (mr_mm_act_make(m->pool, &P.ax_u, P.tu, x, P.d, n, P.d)) goto done;
+        if (mr_mm_act_make_in(m->pool, &P.ax_u, ws, P.tu, x, P.d, n, P.d)) goto done;
         P.in_u = &P.ax_u;
     }
     if (!mr_pager_paging(m->pager) && !P.skip) {
@@ -550,8 +547,7 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
 done:
     if (submitted) m->moe_remote->collect(m->moe_remote->ctx); /* an error after submit: drain the replies */
     if (prefetched) mr_pager_release(m->pager, layer);
-    free(local);
-    moe_plan_free(&P);
+    mr_scratch_free(&own);
     return rc;
 }
 
@@ -561,7 +557,7 @@ int mr_moe_serve(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, in
                  const float *w, float *y) {
     if (mr_model_check_files(m)) return -1;
     const int isa_prev = mr_isa_enter(m->isa);
-    const int rc = mr_moe_experts(m, layer, c, x, n, sel, w, NULL, 0, y);
+    const int rc = mr_moe_experts(m, layer, c, x, n, sel, w, NULL, 0, NULL, y);
     mr_isa_leave(isa_prev);
     if (rc && m->pager) mr_pager_release(m->pager, layer);
     return rc;

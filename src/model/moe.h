@@ -100,12 +100,14 @@ int mr_moe_serve(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, in
                  const float *w, float *y);
 
 /* The expert engine: out[n][d] = routed experts of layer `layer` applied to x[n][d] (see above), and
- * the extra products extra[n_extra] (may be NULL / 0). One plan per call: the slots grouped by expert
+ * the extra products extra[n_extra] (may be NULL / 0). Its buffers come from the arena ws (reset at
+ * the call's start: a session's, so that an eval allocates nothing once the session has seen its
+ * batch size; NULL: allocated and freed in the call). One plan per call: the slots grouped by expert
  * (ascending id), each expert local (from the pager: all in one pair of dispatches when the experts
  * are in memory, one at a time as they arrive when the pager pages) or remote; with the model's MoE
  * approximations on, pruning gives the plan's keep-mask and row skipping per-expert row masks
  * (moe_approx.h). Every number is computed by the same kernels and element operations whichever
  * path runs, so the result does not depend on paging, batch grouping or thread count. */
 int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, int n, const int32_t *sel,
-                   const float *w, const mr_moe_extra *extra, int n_extra, float *out);
+                   const float *w, const mr_moe_extra *extra, int n_extra, mr_scratch *ws, float *out);
 #endif

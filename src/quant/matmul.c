@@ -27,10 +27,17 @@ int mr_mm_partner(int wtype) {
 
 void mr_mm_act_free(mr_mm_act *a) {
     if (!a) return;
-    mr_aligned_free(a->Xq);
-    mr_aligned_free(a->Xp);
-    mr_aligned_free(a->Xr);
+    if (!a->in_scratch) {
+        mr_aligned_free(a->Xq);
+        mr_aligned_free(a->Xp);
+        mr_aligned_free(a->Xr);
+    }
     memset(a, 0, sizeof *a);
+}
+
+/* 64-byte aligned buffer from the arena ws, or allocated (NULL: error set by the caller) */
+static void *mr_act_mem(mr_scratch *ws, size_t bytes) {
+    return ws ? mr_scratch_alloc(ws, bytes) : mr_aligned_alloc(64, bytes);
 }
 
 /* Columns are stored rounded up to a multiple of four (from three columns on), the extra ones
@@ -43,8 +50,9 @@ static int64_t mr_act_stored_cols(int64_t ncols) { return ncols >= 3 ? (ncols + 
 #define MR_PREP_X4 1
 #define MR_PREP_RP 2
 
-static int mr_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, int prep) {
+static int mr_act_alloc(mr_mm_act *a, mr_scratch *ws, int vdtype, int64_t cols, int64_t ncols, int prep) {
     memset(a, 0, sizeof *a);
+    a->in_scratch = ws != NULL;
     a->vdtype = vdtype;
     a->cols = cols;
     a->ncols = ncols;
@@ -54,18 +62,18 @@ static int mr_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, i
     if (!a->x_row) { mr_set_error("matmul: rows of %lld values do not fit %s", (long long)cols, mr_type_name(vdtype)); return -1; }
     const mr_kern *k = mr_kern_get(vdtype, mr_isa());
     const int64_t ns = mr_act_stored_cols(ncols);
-    a->Xq = mr_aligned_alloc(64, a->x_row * (size_t)(ns > 0 ? ns : 1));
+    a->Xq = mr_act_mem(ws, a->x_row * (size_t)(ns > 0 ? ns : 1));
     if (!a->Xq) goto oom;
     memset(a->Xq + a->x_row * (size_t)ncols, 0, a->x_row * (size_t)(ns - ncols)); /* zero rows: valid blocks of every partner */
     if ((prep & MR_PREP_X4) && ns >= 4 && k->prep && cols % 32 == 0) {
         a->xp_row = (size_t)(cols / 32) * (size_t)k->prep_bytes;
-        a->Xp = mr_aligned_alloc(64, a->xp_row * (size_t)ns);
+        a->Xp = mr_act_mem(ws, a->xp_row * (size_t)ns);
         if (!a->Xp) goto oom;
         for (int64_t c = ncols; c < ns; c++) k->prep(a->Xq + (size_t)c * a->x_row, a->Xp + (size_t)c * a->xp_row, (int)cols);
     }
     if ((prep & MR_PREP_RP) && ncols > 0 && k->rprep && cols % 32 == 0) {
         a->xr_row = (size_t)(cols / 32) * (size_t)k->rprep_bytes;
-        a->Xr = mr_aligned_alloc(64, a->xr_row * (size_t)ncols);
+        a->Xr = mr_act_mem(ws, a->xr_row * (size_t)ncols);
         if (!a->Xr) goto oom;
     }
     return 0;
@@ -76,7 +84,11 @@ oom:
 }
 
 int mr_mm_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, int prep) {
-    return mr_act_alloc(a, vdtype, cols, ncols, prep ? MR_PREP_X4 | MR_PREP_RP : 0);
+    return mr_act_alloc(a, NULL, vdtype, cols, ncols, prep ? MR_PREP_X4 | MR_PREP_RP : 0);
+}
+
+int mr_mm_act_alloc_in(mr_mm_act *a, mr_scratch *ws, int vdtype, int64_t cols, int64_t ncols, int prep) {
+    return mr_act_alloc(a, ws, vdtype, cols, ncols, prep ? MR_PREP_X4 | MR_PREP_RP : 0);
 }
 
 /* the prepared layouts of column c from its converted row */
@@ -102,6 +114,30 @@ void mr_mm_act_gather(mr_mm_act *a, const mr_mm_act *src, const int *idx, int cn
     }
 }
 
+/* the room for ncols converted columns for products with wtype (an F32 partner needs none: its
+ * columns are read where they are) */
+static int mr_act_reserve(mr_mm_act *a, mr_scratch *ws, int wtype, int64_t cols, int64_t ncols, int prep) {
+    const int vd = mr_mm_partner(wtype);
+    memset(a, 0, sizeof *a);
+    if (vd < 0) { mr_set_error("matmul: unknown weight type %d", wtype); return -1; }
+    if (cols > 0x7fffffff) { mr_set_error("matmul: rows of %lld values are too long", (long long)cols); return -1; }
+    if (vd == MR_TYPE_F32) {
+        a->vdtype = vd; a->cols = cols; a->ncols = ncols; a->ldx = cols;
+        return 0;
+    }
+    const mr_kern *k = mr_kern_get(vd, mr_isa());
+    if (!k->from_float) { mr_set_error("matmul: cannot convert activations to %s", mr_type_name(vd)); return -1; }
+    return mr_act_alloc(a, ws, vd, cols, ncols, prep);
+}
+
+/* columns [c0, c1) of X converted into a reserved a (c1 <= a->ncols) */
+static void mr_act_fill_cols(mr_mm_act *a, const float *X, const mr_kern *k, int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; c++) {
+        k->from_float(X + c * a->ldx, a->Xq + (size_t)c * a->x_row, a->cols);
+        mr_act_prep_col(a, k, c);
+    }
+}
+
 typedef struct { mr_mm_act *a; const float *X; const mr_kern *k; } mr_act_job;
 #define MR_ACT_COLS 4
 static void mr_act_chunk(void *arg, long ch) {
@@ -109,37 +145,40 @@ static void mr_act_chunk(void *arg, long ch) {
     mr_mm_act *a = j->a;
     int64_t c0 = (int64_t)ch * MR_ACT_COLS, c1 = c0 + MR_ACT_COLS;
     if (c1 > a->ncols) c1 = a->ncols;
-    for (int64_t c = c0; c < c1; c++) {
-        j->k->from_float(j->X + c * a->ldx, a->Xq + (size_t)c * a->x_row, a->cols);
-        mr_act_prep_col(a, j->k, c);
-    }
+    mr_act_fill_cols(a, j->X, j->k, c0, c1);
 }
 
-static int mr_act_make(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, int64_t cols, int64_t ncols,
-                       int64_t ldx, int prep) {
-    const int vd = mr_mm_partner(wtype);
-    memset(a, 0, sizeof *a);
-    if (vd < 0) { mr_set_error("matmul: unknown weight type %d", wtype); return -1; }
-    if (cols > 0x7fffffff) { mr_set_error("matmul: rows of %lld values are too long", (long long)cols); return -1; }
-    if (vd == MR_TYPE_F32) {
-        a->vdtype = vd; a->cols = cols; a->ncols = ncols; a->X = X; a->ldx = ldx;
-        return 0;
-    }
-    const mr_kern *k = mr_kern_get(vd, mr_isa());
-    if (!k->from_float) { mr_set_error("matmul: cannot convert activations to %s", mr_type_name(vd)); return -1; }
-    if (mr_act_alloc(a, vd, cols, ncols, prep)) return -1;
+static int mr_act_make(mr_pool *pool, mr_mm_act *a, mr_scratch *ws, int wtype, const float *X, int64_t cols,
+                       int64_t ncols, int64_t ldx, int prep) {
+    if (mr_act_reserve(a, ws, wtype, cols, ncols, prep)) return -1;
     a->ldx = ldx;
-    mr_act_job j = {a, X, k};
+    if (a->vdtype == MR_TYPE_F32) { a->X = X; return 0; }
+    mr_act_job j = {a, X, mr_kern_get(a->vdtype, mr_isa())};
     mr_pool_run_chunks(ncols > 1 ? pool : NULL, mr_act_chunk, &j, (long)((ncols + MR_ACT_COLS - 1) / MR_ACT_COLS));
     return 0;
 }
 
 int mr_mm_act_make(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, int64_t cols, int64_t ncols, int64_t ldx) {
-    return mr_act_make(pool, a, wtype, X, cols, ncols, ldx, MR_PREP_X4 | MR_PREP_RP);
+    return mr_act_make(pool, a, NULL, wtype, X, cols, ncols, ldx, MR_PREP_X4 | MR_PREP_RP);
 }
 
 int mr_mm_act_convert(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, int64_t cols, int64_t ncols, int64_t ldx) {
-    return mr_act_make(pool, a, wtype, X, cols, ncols, ldx, 0);
+    return mr_act_make(pool, a, NULL, wtype, X, cols, ncols, ldx, 0);
+}
+
+int mr_mm_act_make_in(mr_pool *pool, mr_mm_act *a, mr_scratch *ws, int wtype, const float *X, int64_t cols,
+                      int64_t ncols, int64_t ldx) {
+    return mr_act_make(pool, a, ws, wtype, X, cols, ncols, ldx, MR_PREP_X4 | MR_PREP_RP);
+}
+
+int mr_mm_act_reserve_in(mr_mm_act *a, mr_scratch *ws, int wtype, int64_t cols, int64_t ncols) {
+    return mr_act_reserve(a, ws, wtype, cols, ncols, MR_PREP_X4 | MR_PREP_RP);
+}
+
+void mr_mm_act_fill(mr_mm_act *a, const float *X, int64_t ldx) {
+    a->ldx = ldx;
+    if (a->vdtype == MR_TYPE_F32) { a->X = X; return; }
+    mr_act_fill_cols(a, X, mr_kern_get(a->vdtype, mr_isa()), 0, a->ncols);
 }
 
 /* ---- step 2: rows ---- */
@@ -379,7 +418,7 @@ int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
                 if (kk && kk->dot4p) prep |= MR_PREP_X4;
                 if (t[k].w->rp) prep |= MR_PREP_RP;
             }
-            if (mr_act_make(pool, &acts[n_act], w->type, t[i].X, w->cols, t[i].ncols, t[i].ldx ? t[i].ldx : w->cols, prep))
+            if (mr_act_make(pool, &acts[n_act], NULL, w->type, t[i].X, w->cols, t[i].ncols, t[i].ldx ? t[i].ldx : w->cols, prep))
                 goto out;
             owner[i] = n_act++;
         }

@@ -23,6 +23,7 @@
 #define MR_MATMUL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "base/base.h"
 #include "base/pool.h"
 #include "quant/repack.h"
 
@@ -47,6 +48,7 @@ typedef struct {
     size_t xp_row;
     uint8_t *Xr;           /* the partner's rows in the repacked kernels' layout (rprep), or NULL */
     size_t xr_row;
+    int in_scratch;        /* the buffers belong to a scratch (the _in functions): free() leaves them */
 } mr_mm_act;
 
 /* Convert ncols columns of cols floats (column j at X + j*ldx; ldx >= cols) for products with
@@ -62,6 +64,17 @@ int mr_mm_act_convert(mr_pool *pool, mr_mm_act *a, int wtype, const float *X, in
 int mr_mm_act_alloc(mr_mm_act *a, int vdtype, int64_t cols, int64_t ncols, int prep);
 void mr_mm_act_gather(mr_mm_act *a, const mr_mm_act *src, const int *idx, int cnt);
 void mr_mm_act_free(mr_mm_act *a);
+/* The same with the buffers from the arena ws (mr_scratch_alloc, base.h), for a caller that converts
+ * many activations per call (the expert engine): nothing is allocated once ws has grown, and
+ * mr_mm_act_free leaves the memory to ws. They run in the caller's thread (an arena is not
+ * thread-safe): conversions meant for pool tasks are reserved here (_reserve_in: room for ncols
+ * columns for products with wtype, with the prepared layouts) and converted there (mr_mm_act_fill,
+ * serially, the same values as mr_mm_act_make). */
+int mr_mm_act_alloc_in(mr_mm_act *a, mr_scratch *ws, int vdtype, int64_t cols, int64_t ncols, int prep);
+int mr_mm_act_make_in(mr_pool *pool, mr_mm_act *a, mr_scratch *ws, int wtype, const float *X, int64_t cols,
+                      int64_t ncols, int64_t ldx);
+int mr_mm_act_reserve_in(mr_mm_act *a, mr_scratch *ws, int wtype, int64_t cols, int64_t ncols);
+void mr_mm_act_fill(mr_mm_act *a, const float *X, int64_t ldx);
 /* partner type of a weight type, -1 if unknown */
 int mr_mm_partner(int wtype);
 

@@ -101,6 +101,7 @@ typedef struct {
     float *kconv;       /* scratch kept between steps: a short batch's F16 keys as floats */
     size_t kconv_cap;   /* floats */
     mr_scratch scratch; /* a batch's buffers (forward.c ds4_buf_carve), grown to the largest batch */
+    mr_scratch moe_ws;  /* the expert engine's arena (mr_moe_buf.ws) */
 } ds4_state;
 
 /* forward.c: the mr_arch eval (model.h's contract), any n (cut into batches internally) */

@@ -840,7 +840,7 @@ static int ds4_guess_next(void *ctx, int row, const float *x, int *next_layer, i
 }
 
 /* the FFN half of layer il (§3.9) */
-static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4_buf *B) {
+static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4_buf *B, mr_scratch *moe_ws) {
     ds4_model *M = m->priv;
     ds4_layer *ly = &M->layers[il];
     const int Nh = M->Nh, K = M->K;
@@ -856,7 +856,7 @@ static int ds4_ffn(mr_model *m, int il, const int32_t *tok, int n, float *X, ds4
     const mr_moe_layer ml = {.router = &ly->gate_inp, .sel_bias = ly->exp_bias, .tok_experts = ly->tid2eid, .tok = tok,
                              .sh_gate = &ly->sh_gate, .sh_up = &ly->sh_up, .sh_down = &ly->sh_down,
                              .sh_clamp = M->sh_clamp ? ly->lim_sh : 0.0f};
-    const mr_moe_buf mb = {.logits = B->logits, .w = B->w, .g = B->sg, .u = B->su, .sh = B->sh, .sel = B->sel};
+    const mr_moe_buf mb = {.logits = B->logits, .w = B->w, .g = B->sg, .u = B->su, .sh = B->sh, .sel = B->sel, .ws = moe_ws};
     if (mr_moe_block(m, il, &cfg, &ml, B->a, n, &mb, B->moe, NULL)) return -1;
     ds4_hc_post(m, M, X, B->moe, n, B);
     mr_model_dump(m, "hc_ffn_post", il, X, hd, n);
@@ -959,7 +959,7 @@ static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const 
     MR_PROF_END(tem, "embed");
     for (int il = 0; il < M->L; il++) {
         if (ds4_attention(m, st, pos, il, n, X, &B)) goto done;
-        if (ds4_ffn(m, il, tok, n, X, &B)) goto done;
+        if (ds4_ffn(m, il, tok, n, X, &B, &st[0]->moe_ws)) goto done;
     }
     int t0 = all_logits ? 0 : n - 1, no = n - t0;
     if (logits && want) { /* the wanted rows moved to the front (X is not read again) */

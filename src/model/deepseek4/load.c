@@ -415,6 +415,7 @@ static void ds4_state_free(mr_model *m, void *p) {
     free(s->l);
     free(s->kconv);
     mr_scratch_free(&s->scratch);
+    mr_scratch_free(&s->moe_ws);
     free(s);
 }
 
