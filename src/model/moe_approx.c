@@ -1,6 +1,7 @@
 /* Optional MoE approximations: top-k tail pruning and gate-first SwiGLU row skipping (moe_approx.h). */
 #include "model/moe_approx.h"
 #include "model/ops.h"
+#include "base/prof.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
 
@@ -386,6 +387,16 @@ int mr_approx_ffn_budget(const mr_model *m, int kind) {
     return kind == MR_FFN_SHARED ? m->approx->cur.rows_shared : m->approx->cur.rows_dense;
 }
 
+/* Y = w X over the model's pool, timed per tensor like mr_model_matmul (not called: model.c calls
+ * this file, which then calls nothing of model.c) */
+static int approx_matmul(const mr_model *m, const mr_weight *w, const float *X, int n, float *Y) {
+    MR_PROF_BEGIN(t);
+    const mr_matmul_task task = {w, X, n, Y, 0, 0};
+    const int rc = mr_matmul_many(m->pool, &task, 1);
+    if (mr_prof_on) mr_prof_add_matmul(w->name, mr_now() - t);
+    return rc;
+}
+
 int mr_approx_ffn_act(mr_model *m, int budget, const mr_weight *gate, const mr_weight *up, const float *x, int n, float *g,
                       float *u, float lim) {
     const int64_t F = gate->rows, nab = (F + MR_APPROX_ROW_BLOCK - 1) / MR_APPROX_ROW_BLOCK;
@@ -396,7 +407,7 @@ int mr_approx_ffn_act(mr_model *m, int budget, const mr_weight *gate, const mr_w
     mr_approx_stats st = {0};
     int rc = -1;
     if (!act || !alpha) { mr_set_error("approx: out of memory"); goto done; }
-    if (mr_model_matmul(m, gate, x, n, g)) goto done;
+    if (approx_matmul(m, gate, x, n, g)) goto done;
     for (int t = 0; t < n; t++) {
         int64_t sk;
         mr_approx_row_mask(&m->approx->cur, budget, g + t * F, F, lim, 0, act + t * F, NULL, alpha + t * nab, &sk);
@@ -406,7 +417,7 @@ int mr_approx_ffn_act(mr_model *m, int budget, const mr_weight *gate, const mr_w
     /* like the expert engine: a batch of 4 or more keeps the dense product (its multi-column
      * kernels) and drops the skipped rows afterwards; the values are the same */
     if (n >= 4) {
-        if (mr_model_matmul(m, up, x, n, u)) goto done;
+        if (approx_matmul(m, up, x, n, u)) goto done;
         for (int64_t i = 0; i < n * F; i++) if (!act[i]) u[i] = 0.0f;
     } else if (mr_mm_act_make(m->pool, &a, up->type, x, up->cols, n, up->cols) ||
                mr_matmul_rows_masked(m->pool, up->data, up->type, F, &a, act, u)) goto done;

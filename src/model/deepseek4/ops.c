@@ -255,7 +255,9 @@ void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, con
                   float kq_scale, const float *sinks, int f16, float *scratch) {
 #if MR_ARCH_X86
     if (mr_isa() >= MR_ISA_AVX512) {
-        ds4_attn_mqa_avx512(out, q, H, kf, kh, nk, D, kq_scale, sinks, f16, scratch);
+        ds4_attn_scores_avx512(q, H, kf, kh, nk, D, kq_scale, f16, scratch);
+        for (int h = 0; h < H; h++) ds4_softmax_sink(scratch + (int64_t)h * nk, nk, sinks[h]);
+        ds4_attn_values_avx512(out, H, nk, D, f16, scratch);
         return;
     }
 #endif

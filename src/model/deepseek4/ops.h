@@ -74,9 +74,12 @@ void ds4_attn_mqa(float *out, const float *q, int H, const float *const *kf, con
 /* softmax of s[n] with a sink logit counted in the sum (no value): max, exp(s - max) summed in double
  * with exp(sink - max), then s *= 1/sum (both builds of ds4_attn_mqa) */
 void ds4_softmax_sink(float *s, int n, float sink);
-/* the AVX-512 build (ops_avx512.c): four heads per key load, bit for bit the AVX2 path */
-void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk,
-                         int D, float kq_scale, const float *sinks, int f16, float *scratch);
+/* the AVX-512 build (ops_avx512.c): four heads per key load, bit for bit the AVX2 path, in two
+ * halves around ds4_softmax_sink: the scores s [H][nk] at the start of scratch, then (after the
+ * softmax of each head's row) the F16 rounding of s when f16 and the value sum into out [H][D] */
+void ds4_attn_scores_avx512(const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
+                            float kq_scale, int f16, float *scratch);
+void ds4_attn_values_avx512(float *out, int H, int nk, int D, int f16, float *scratch);
 
 /* vector kernels (AVX2 or NEON when available, else scalar): dot products accumulate in float */
 float ds4_dot_f32(const float *x, const float *y, int n);

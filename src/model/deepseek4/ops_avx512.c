@@ -1,5 +1,6 @@
 /* AVX-512 build of the DeepSeek-V4 multi-head attention over one shared key set (ds4_attn_mqa,
- * ops.h), register-blocked over four heads. It uses 8-lane vectors and exactly the float
+ * ops.h), register-blocked over four heads: the scores and the value sum, around ops.c's softmax
+ * (this file calls nothing of ops.c). It uses 8-lane vectors and exactly the float
  * operations of the AVX2 path (ops_avx2.c: a dot product keeps four 8-lane FMA accumulators
  * over steps of 32, then 8, sums them as (a0 + a1) + (a2 + a3) horizontally and adds the scalar
  * tail; a value row is accumulated by one FMA per element and key, in key order), so the results
@@ -111,13 +112,18 @@ static void ds4_vsum8(float *out, int D, const float *s, int nk, int nh, const f
     for (int t = 0; t < nh; t++) _mm256_storeu_ps(out + (int64_t)t * D + i0, acc[t]);
 }
 
-void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk,
-                         int D, float kq_scale, const float *sinks, int f16, float *scratch) {
-    float *s = scratch, *qr = s + (int64_t)H * nk, *kc = qr + (int64_t)H * D;
-    /* key row pointers after the converted rows, 8-byte aligned */
-    uintptr_t pa = (uintptr_t)(kc + (int64_t)nk * D);
+/* the key row pointers in the scratch: after s [H][nk], qr [H][D] and the converted rows kc [nk][D],
+ * 8-byte aligned (ds4_attn_scratch counts the room) */
+static const float **ds4_key_ptrs(float *scratch, int H, int nk, int D) {
+    uintptr_t pa = (uintptr_t)(scratch + (int64_t)H * nk + (int64_t)H * D + (int64_t)nk * D);
     pa = (pa + 7) & ~(uintptr_t)7;
-    const float **kp = (const float **)pa;
+    return (const float **)pa;
+}
+
+void ds4_attn_scores_avx512(const float *q, int H, const float *const *kf, const uint16_t *const *kh, int nk, int D,
+                            float kq_scale, int f16, float *scratch) {
+    float *s = scratch, *qr = s + (int64_t)H * nk, *kc = qr + (int64_t)H * D;
+    const float **kp = ds4_key_ptrs(scratch, H, nk, D);
     for (int j = 0; j < nk; j++) {
         if (kf[j]) { kp[j] = kf[j]; continue; }
         float *dst = kc + (int64_t)j * D;
@@ -138,11 +144,12 @@ void ds4_attn_mqa_avx512(float *out, const float *q, int H, const float *const *
         }
     for (; h0 < H; h0++)
         for (int j = 0; j < nk; j++) s[(int64_t)h0 * nk + j] = ds4_dot_f32_avx2(qq + (int64_t)h0 * D, kp[j], D) * kq_scale;
-    for (int h = 0; h < H; h++) {
-        ds4_softmax_sink(s + (int64_t)h * nk, nk, sinks[h]);
-        if (f16) ds4_round_f16_512(s + (int64_t)h * nk, s + (int64_t)h * nk, nk);
-    }
-    /* values */
+}
+
+void ds4_attn_values_avx512(float *out, int H, int nk, int D, int f16, float *scratch) {
+    float *s = scratch;
+    const float *const *kp = ds4_key_ptrs(scratch, H, nk, D);
+    if (f16) ds4_round_f16_512(s, s, (int64_t)H * nk);
     memset(out, 0, sizeof(float) * (size_t)H * (size_t)D);
     const int d8 = D - D % 8;
     for (int j0 = 0; j0 < nk; j0 += DS4_KEY_BLOCK) {
