@@ -2,12 +2,16 @@
  * JSON reader's trees, with JSON Schema's own meanings: additionalProperties absent allows any
  * member, "integer" is any number without a fraction, enum / const compare values, not text), so
  * that the tests check what the recogniser let through against the schema rather than against
- * itself. For tests and fuzz targets only. */
+ * itself. Beyond JSON Schema, what the recogniser promises about numbers: each one in the text is a
+ * finite double (strtod without overflow or underflow to 0) and an integer is one a double holds exactly
+ * (|n| <= 2^53). For tests and fuzz targets only. */
 #ifndef MR_TESTS_SCHEMA_VALID_H
 #define MR_TESTS_SCHEMA_VALID_H
 #include "json/json.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int sv_equal(const mr_json *a, const mr_json *b) {
@@ -35,12 +39,36 @@ static int sv_equal(const mr_json *a, const mr_json *b) {
 static int sv_is(const mr_json *v, const char *type) {
     if (!strcmp(type, "string")) return v->type == MR_JSON_STR;
     if (!strcmp(type, "number")) return v->type == MR_JSON_NUM;
-    if (!strcmp(type, "integer")) return v->type == MR_JSON_NUM && v->num == floor(v->num);
+    if (!strcmp(type, "integer")) return v->type == MR_JSON_NUM && v->num == floor(v->num) && fabs(v->num) <= 9007199254740992.0;
     if (!strcmp(type, "boolean")) return v->type == MR_JSON_BOOL;
     if (!strcmp(type, "null")) return v->type == MR_JSON_NULL;
     if (!strcmp(type, "object")) return v->type == MR_JSON_OBJ;
     if (!strcmp(type, "array")) return v->type == MR_JSON_ARR;
     return 0;
+}
+
+/* 1 if every number of the JSON text (outside strings) is at most 63 characters and a finite
+ * double that strtod reads without overflow or an underflow to 0 */
+static int sv_numbers_finite(const char *t, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] == '"') { /* skip the string */
+            for (i++; i < len && t[i] != '"'; i++)
+                if (t[i] == '\\') i++;
+            continue;
+        }
+        if (t[i] != '-' && !(t[i] >= '0' && t[i] <= '9')) continue;
+        size_t e = i;
+        while (e < len && t[e] && strchr("+-.0123456789eE", t[e])) e++;
+        char buf[64], *end;
+        if (e - i >= sizeof buf) return 0;
+        memcpy(buf, t + i, e - i);
+        buf[e - i] = 0;
+        errno = 0;
+        const double v = strtod(buf, &end);
+        if (*end || !isfinite(v) || (errno == ERANGE && v == 0)) return 0;
+        i = e - 1;
+    }
+    return 1;
 }
 
 /* 1 if v is valid against schema s (root: the whole schema, for $ref) */
@@ -101,7 +129,7 @@ static int sv_valid(const mr_json *root, const mr_json *s, const mr_json *v, int
 /* text against the schema text: 1 valid, 0 not (or not JSON) */
 static int sv_check(const char *schema, const char *text, size_t len) {
     mr_json *s = mr_json_parse(schema, strlen(schema)), *v = mr_json_parse(text, len);
-    const int ok = s && v && sv_valid(s, s, v, 0);
+    const int ok = s && v && sv_valid(s, s, v, 0) && sv_numbers_finite(text, len);
     mr_json_free(s);
     mr_json_free(v);
     return ok;

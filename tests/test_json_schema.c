@@ -150,8 +150,9 @@ static void test_schema_refused(void) {
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)rng; }
 
-/* random walks: at each step any byte the recogniser allows (from a small alphabet half of the time,
- * so that strings close and numbers end), until the value is closed (or 400 bytes) */
+/* random walks: at each step any byte the recogniser allows (from a small alphabet most of the time,
+ * so that strings close), until the value is closed (or 400 bytes); numbers are as long as the walk
+ * makes them, and the validator checks that each is a finite double */
 static void test_schema_walks(void) {
     const char *schemas[] = {PERSON, ENUM, ANYOF, TREE, ARR, EXTRA, ANYOBJ, INT};
     const char *alpha = "{}[],:\" \n-0123456789.eEtrufalsnbvkidxyzq\\";
@@ -178,13 +179,6 @@ static void test_schema_walks(void) {
                     if (strchr(alpha, ok[i])) pick[n_alpha++] = ok[i];
                 /* end a number or a literal that could go on now and then */
                 if (mr_jsonp_done(&s) && rnd() % 4 == 0) break;
-                /* numbers of at most a few characters (the validator's reader refuses inf) */
-                if (n >= 4 && strspn(text + n - 4, "0123456789.eE-+") == 4) {
-                    int m = 0;
-                    for (int i = 0; i < n_ok; i++)
-                        if (!strchr("0123456789.eE-+", ok[i])) pick[m++] = ok[i];
-                    if (m) n_alpha = m, n_ok = 0;
-                }
                 const unsigned char c = n_alpha && (rnd() % 8 || !n_ok) ? pick[rnd() % n_alpha] : ok[rnd() % n_ok];
                 CHECK(mr_jsonp_feed(&s, (const char *)&c, 1) == 0, "allowed byte refused");
                 text[n++] = (char)c;
@@ -202,6 +196,69 @@ static void test_schema_walks(void) {
     }
     printf("# %d of %d walks ended in a whole value\n", complete, walks);
     CHECK(complete > walks / 2, "%d of %d", complete, walks);
+}
+
+/* walks that take only digits, number signs and whitespace, whichever of them the recogniser allows,
+ * end within a number's bound (no endless digits, exponents or whitespace), in values whose numbers
+ * are finite doubles and whose integers are exact */
+static void test_schema_numbers_end(void) {
+    static const struct { const char *schema, *start; } cases[] = {
+        {"{\"type\": \"integer\"}", ""}, {"{\"type\": \"number\"}", ""}, {"{\"type\": \"number\"}", "-"},
+        {"{\"type\": \"object\"}", "{\"a\":"}, {"{\"type\": \"array\", \"items\": {\"type\": \"integer\"}}", "[1,"},
+        {"{\"type\": \"array\"}", "[ "}, {"{\"type\": \"object\"}", "{\"a\":1} "},
+    };
+    const char *alpha = "0123456789.eE+- \t\n\r";
+    int longest = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        mr_jschema *sc = compile(cases[ci].schema);
+        if (!sc) continue;
+        for (int w = 0; w < 300; w++) {
+            static mr_jsonp s, t;
+            char text[256];
+            size_t n = strlen(cases[ci].start);
+            memcpy(text, cases[ci].start, n);
+            mr_jsonp_init_schema(&s, sc);
+            CHECK(mr_jsonp_feed(&s, text, n) == 0, "start '%s'", cases[ci].start);
+            const size_t n0 = n;
+            for (; n < sizeof text - 1; n++) {
+                char ok[32];
+                int n_ok = 0;
+                for (const char *a = alpha; *a; a++) {
+                    mr_jsonp_copy(&t, &s);
+                    if (!mr_jsonp_feed(&t, a, 1)) ok[n_ok++] = *a;
+                }
+                if (!n_ok) break;
+                /* digits most of the time: the longest numbers */
+                int digits = 0;
+                for (int i = 0; i < n_ok; i++) digits += ok[i] >= '0' && ok[i] <= '9';
+                char c = ok[rnd() % n_ok];
+                if (digits && rnd() % 4) while (!(c >= '0' && c <= '9')) c = ok[rnd() % n_ok];
+                CHECK(mr_jsonp_feed(&s, &c, 1) == 0, "allowed byte refused");
+                text[n] = c;
+            }
+            text[n] = 0;
+            CHECK(n < sizeof text - 1, "'%s' + '%s': no end after %zu bytes", cases[ci].schema, cases[ci].start, n - n0);
+            longest = (int)(n - n0) > longest ? (int)(n - n0) : longest;
+            /* the number(s) read: each a finite double; closed at the root: valid as a whole */
+            CHECK(sv_numbers_finite(text, n), "'%s': a number beyond a double", text);
+            if (!cases[ci].start[0] && mr_jsonp_done(&s))
+                CHECK(sv_check(cases[ci].schema, text, n), "'%s' is not valid for '%s'", text, cases[ci].schema);
+        }
+        mr_jschema_free(sc);
+    }
+    printf("# number walks: at most %d bytes of digits, signs and whitespace\n", longest);
+    /* the bounds themselves */
+    mr_jschema *num = compile("{\"type\": \"number\"}"), *in = compile("{\"type\": \"integer\"}");
+    const struct { mr_jschema **sc; const char *t; size_t at; } b[] = {
+        {&in, "123456789012345", 15}, {&in, "1234567890123456", 15}, {&in, "-999999999999999", 16},
+        {&num, "1.123456789012345", 17}, {&num, "1.1234567890123456", 17}, {&num, "1e99", 4}, {&num, "1E+999", 5},
+        {&num, "-0.5e-07", 8}, {&num, "1e-999", 5}, {&num, "0.000000000000001e-99", 21},
+    };
+    for (size_t i = 0; num && in && i < sizeof b / sizeof *b; i++)
+        CHECK(accepted(*b[i].sc, b[i].t, NULL, NULL) == b[i].at, "'%s': %zu bytes accepted, want %zu", b[i].t,
+              accepted(*b[i].sc, b[i].t, NULL, NULL), b[i].at);
+    mr_jschema_free(num);
+    mr_jschema_free(in);
 }
 
 /* json_object's recogniser is the schema-less one: the schema {"type": "object"} accepts the same */
@@ -263,12 +320,6 @@ static void calls_walks(const char *tmpl) {
             if (!n_ok) break;
             for (int i = 0; i < n_ok; i++)
                 if (strchr(alpha, ok[i])) pick[n_alpha++] = ok[i];
-            if (n - n0 >= 4 && strspn(text + n - 4, "0123456789.eE-+") == 4) {
-                int m = 0;
-                for (int i = 0; i < n_ok; i++)
-                    if (!strchr("0123456789.eE-+", ok[i])) pick[m++] = ok[i];
-                if (m) n_alpha = m, n_ok = 0;
-            }
             /* DSML raw text: end it now and then (its closing tag is many bytes) */
             const char *term = "</\xef\xbd\x9c" "DSML\xef\xbd\x9c" "parameter>";
             if (f.dsml && n_alpha && rnd() % 6 == 0) {
@@ -354,6 +405,7 @@ int main(void) {
     RUN(test_schema_invalid);
     RUN(test_schema_refused);
     RUN(test_schema_walks);
+    RUN(test_schema_numbers_end);
     RUN(test_schema_object_like_json_object);
     RUN(test_calls_chatml);
     RUN(test_calls_dsml);

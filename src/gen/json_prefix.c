@@ -240,10 +240,15 @@ static int key_feed(const mr_jschema *sc, mr_jsonp_thread *t, unsigned char c) {
 
 static int start_number(mr_jsonp_thread *t, uint16_t node, unsigned char c) {
     if (c == '-') push(t, node, JP_NUM_MINUS);
-    else if (c == '0') push(t, node, JP_NUM_ZERO);
-    else if (c >= '1' && c <= '9') push(t, node, JP_NUM_INT);
+    else if (c == '0') push(t, node, JP_NUM_ZERO)->u.m.pos = 1;
+    else if (c >= '1' && c <= '9') push(t, node, JP_NUM_INT)->u.m.pos = 1;
     else return -1;
     return 0;
+}
+
+/* digits a number's part may have (the part being read in mode m) */
+static uint32_t digits_max(uint8_t m) {
+    return m == JP_NUM_FRAC ? MR_JSONP_MAX_FRAC_DIGITS : m == JP_NUM_EXP ? MR_JSONP_MAX_EXP_DIGITS : MR_JSONP_MAX_INT_DIGITS;
 }
 
 static int start_lit(mr_jsonp *s, mr_jsonp_thread *t, uint16_t node, unsigned char c) {
@@ -429,19 +434,21 @@ static int feed_thread(mr_jsonp *s, mr_jsonp_thread *t, unsigned char c) {
     case JP_LIT: return lit_feed(s, t, c);
     case JP_KEY: return key_feed(sc, t, c);
     case JP_NUM_MINUS:
-        if (c == '0') { f->mode = JP_NUM_ZERO; return 0; }
-        if (is_digit(c)) { f->mode = JP_NUM_INT; return 0; }
-        return -1;
-    case JP_NUM_DOT: if (!is_digit(c)) return -1; f->mode = JP_NUM_FRAC; return 0;
+        if (!is_digit(c)) return -1;
+        f->mode = c == '0' ? JP_NUM_ZERO : JP_NUM_INT;
+        f->u.m.pos = 1;
+        return 0;
+    case JP_NUM_DOT: if (!is_digit(c)) return -1; f->mode = JP_NUM_FRAC; f->u.m.pos = 1; return 0;
     case JP_NUM_E:
         if (c == '+' || c == '-') { f->mode = JP_NUM_E_SIGN; return 0; }
         /* fall through */
-    case JP_NUM_E_SIGN: if (!is_digit(c)) return -1; f->mode = JP_NUM_EXP; return 0;
+    case JP_NUM_E_SIGN: if (!is_digit(c)) return -1; f->mode = JP_NUM_EXP; f->u.m.pos = 1; return 0;
     case JP_NUM_ZERO: case JP_NUM_INT: case JP_NUM_FRAC: case JP_NUM_EXP: {
         const int integer = sc->node[f->node].kind == JS_INT;
-        if (is_digit(c) && f->mode != JP_NUM_ZERO) return 0;
-        if (!integer && c == '.' && f->mode <= JP_NUM_INT) { f->mode = JP_NUM_DOT; return 0; }
-        if (!integer && (c == 'e' || c == 'E') && f->mode != JP_NUM_EXP) { f->mode = JP_NUM_E; return 0; }
+        /* a digit beyond the part's bound ends the number like any other byte (and is then refused) */
+        if (is_digit(c) && f->mode != JP_NUM_ZERO && f->u.m.pos < digits_max(f->mode)) { f->u.m.pos++; return 0; }
+        if (!integer && c == '.' && f->mode <= JP_NUM_INT) { f->mode = JP_NUM_DOT; f->u.m.pos = 0; return 0; }
+        if (!integer && (c == 'e' || c == 'E') && f->mode != JP_NUM_EXP) { f->mode = JP_NUM_E; f->u.m.pos = 0; return 0; }
         /* the number is complete: c belongs to what follows it */
         pop_scalar(sc, t);
         return feed_thread(s, t, c);

@@ -2,11 +2,15 @@
  * json_object (any JSON object) and json_schema (a value valid against a compiled JSON Schema of the
  * subset in json_schema.c). generate.c masks every token whose bytes would take the text out of the
  * set of prefixes of an accepted value. A subset of JSON that keeps a model from spending its tokens
- * on whitespace: the value starts at the first byte, whitespace comes in runs of at most
+ * on whitespace or digits: the value starts at the first byte, whitespace comes in runs of at most
  * MR_JSONP_MAX_WS bytes, and nothing but whitespace may follow the value. Nesting is bounded
  * (MR_JSONP_MAX_DEPTH containers): a deeper '{' or '[' is refused, so the state is a fixed struct.
  * Strings take any byte >= 0x20 but '"' and '\\' unescaped (UTF-8 is not checked); escapes are
- * JSON's; numbers and the literals true, false, null follow the JSON grammar exactly.
+ * JSON's; the literals true, false, null follow the JSON grammar exactly, and so do numbers, with
+ * bounded parts: at most MR_JSONP_MAX_INT_DIGITS digits before the point (an integer below 10^15 is
+ * exact as a double and fits int64), MR_JSONP_MAX_FRAC_DIGITS after it and MR_JSONP_MAX_EXP_DIGITS
+ * in the exponent, so every number is below 10^115 in magnitude (a finite double) and no run of
+ * digits or whitespace goes on for ever.
  *
  * The recogniser is a pushdown automaton: a stack of frames (the root, open containers, the scalar
  * or key being read) per thread. anyOf forks threads (at most MR_JSONP_MAX_ALT live at once: an
@@ -18,7 +22,10 @@
 #include <stdint.h>
 
 #define MR_JSONP_MAX_DEPTH 32
-#define MR_JSONP_MAX_WS 8
+#define MR_JSONP_MAX_WS 2
+#define MR_JSONP_MAX_INT_DIGITS 15
+#define MR_JSONP_MAX_FRAC_DIGITS 15
+#define MR_JSONP_MAX_EXP_DIGITS 2
 #define MR_JSONP_MAX_ALT 8
 #define MR_JSONP_MAX_PROPS 64   /* properties per object schema (a 64-bit mask says which are present) */
 #define MR_JSONP_MAX_NODES 4096 /* schema nodes after compiling */
@@ -83,7 +90,8 @@ typedef struct {
     union {
         uint64_t seen;          /* schema object: properties present */
         uint32_t count;         /* array: items so far; sequence: parts done */
-        struct { uint32_t lo, pos; } m;  /* literal / key: candidates lit[lo..] matched for pos bytes */
+        struct { uint32_t lo, pos; } m;  /* literal / key: candidates lit[lo..] matched for pos bytes;
+                                          * number: pos digits in the part being read */
     } u;
     uint32_t hi;                /* literal / key: end of the candidates */
     uint32_t pad2;

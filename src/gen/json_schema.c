@@ -157,7 +157,8 @@ static const mr_json *ref_target(cc *c, const char *ref) {
 static int json_is(const mr_json *v, const char *type) {
     if (!strcmp(type, "string")) return v->type == MR_JSON_STR;
     if (!strcmp(type, "number")) return v->type == MR_JSON_NUM;
-    if (!strcmp(type, "integer")) return v->type == MR_JSON_NUM && v->num == floor(v->num);
+    /* an integer a double holds exactly, as the recogniser's integers are (json_prefix.h) */
+    if (!strcmp(type, "integer")) return v->type == MR_JSON_NUM && v->num == floor(v->num) && fabs(v->num) <= 9007199254740992.0;
     if (!strcmp(type, "boolean")) return v->type == MR_JSON_BOOL;
     if (!strcmp(type, "null")) return v->type == MR_JSON_NULL;
     if (!strcmp(type, "object")) return v->type == MR_JSON_OBJ;

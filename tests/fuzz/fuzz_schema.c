@@ -3,8 +3,8 @@
  * A refused schema has a "json_schema: " message. A compiled one: the document is fed byte by byte
  * and in one call (the same answer); then a random walk (seeded by the input) through the bytes the
  * recogniser allows. Whatever it calls a whole value must be valid against the schema for the
- * validator of tests/schema_valid.h (which shares no code with it), unless the JSON reader refuses a
- * number of the text (beyond a double's range or longer than 63 characters: JSON allows both). */
+ * validator of tests/schema_valid.h (which shares no code with it), every number in it a finite
+ * double (the recogniser bounds a number's digits). */
 #include "gen/json_prefix.h"
 #include "json/json.h"
 #include "base/base.h"
@@ -13,16 +13,8 @@
 
 static void check_whole(const char *schema, const char *t, size_t n) {
     if (sv_check(schema, t, n)) return;
-    mr_json *j = mr_json_parse(t, n);
-    const int number_refused = !j && strstr(mr_get_error(), "number");
-    mr_json_free(j);
-    size_t run = 0, longest = 0;
-    for (size_t i = 0; i < n; i++) {
-        run = strchr("+-0123456789.eE", t[i]) && t[i] ? run + 1 : 0;
-        longest = run > longest ? run : longest;
-    }
-    if (!number_refused && longest <= 63) fprintf(stderr, "schema %s\ntext %.*s\n", schema, (int)n, t);
-    FUZZ_CHECK(number_refused || longest > 63);
+    fprintf(stderr, "schema %s\ntext %.*s\n", schema, (int)n, t);
+    FUZZ_CHECK(0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -52,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (mr_jsonp_done(&s)) check_whole(schema, doc, dl);
         }
     }
-    /* the walk: a byte the recogniser allows at each step, numbers kept short */
+    /* the walk: a byte the recogniser allows at each step */
     uint64_t r = 1469598103934665603ull;
     for (size_t i = 0; i < size; i++) r = (r ^ data[i]) * 1099511628211ull;
     char text[300];
@@ -63,10 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (mr_jsonp_done(&s) && r % 5 == 0) break;
         unsigned char ok[256];
         int n_ok = 0;
-        const int long_number = n >= 4 && strspn(text + n - 4, "0123456789.eE-+") >= 4;
         for (int b = 1; b < 256; b++) {
             const char c = (char)b;
-            if (long_number && strchr("0123456789.eE-+", c)) continue;
             mr_jsonp_copy(&t, &s);
             if (!mr_jsonp_feed(&t, &c, 1)) ok[n_ok++] = (unsigned char)b;
         }
