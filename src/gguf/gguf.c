@@ -349,20 +349,9 @@ static int cmp_u64pair(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-/* Parses shard `si`: header, metadata (returned in *kv_out) and tensor infos (appended to g->tensors). */
-static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_out) {
-    gg_shard *sh = &g->shards[si];
-    rd r = {sh->base, sh->size, 0, sh->path};
-    char what[160], nb[80];
+/* Magic, version and the two counts, each bounded by what the file could hold. */
+static int parse_header(gg_shard *sh, rd *r, uint64_t *n_tensors, uint64_t *n_kv) {
     uint32_t magic, version;
-    uint64_t n_tensors, n_kv;
-    mr_gguf_kv *kv = NULL;
-    uint64_t kv_done = 0;
-    uint64_t *order = NULL, *ix = NULL, ix_mask = 0, dup = 0;
-    uint64_t first_t = g->n_tensors;
-
-    *kv_out = NULL;
-    *n_kv_out = 0;
     if (sh->size < 4) {
         mr_set_error("%s: not a GGUF file (only %" PRIu64 " bytes)", sh->path, sh->size);
         return -1;
@@ -373,8 +362,8 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
                      sh->base[2], sh->base[3]);
         return -1;
     }
-    r.pos = 4;
-    if (rd_u32(&r, &version, "version")) return -1;
+    r->pos = 4;
+    if (rd_u32(r, &version, "version")) return -1;
     if (version == 1) {
         mr_set_error("%s: GGUF version 1 is not supported (only versions 2 and 3)", sh->path);
         return -1;
@@ -388,139 +377,154 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
         return -1;
     }
     sh->version = version;
-    if (rd_u64(&r, &n_tensors, "tensor count") || rd_u64(&r, &n_kv, "metadata count")) return -1;
+    if (rd_u64(r, n_tensors, "tensor count") || rd_u64(r, n_kv, "metadata count")) return -1;
     /* smallest metadata entry: 8-byte key length + 1 key byte + 4-byte type + 1-byte value */
-    if (n_kv > rd_left(&r) / 14) {
-        mr_set_error("%s: metadata count %" PRIu64 " cannot fit in a file of %" PRIu64 " bytes", sh->path, n_kv, sh->size);
+    if (*n_kv > rd_left(r) / 14) {
+        mr_set_error("%s: metadata count %" PRIu64 " cannot fit in a file of %" PRIu64 " bytes", sh->path, *n_kv, sh->size);
         return -1;
     }
     /* smallest tensor info: 8 + 1 (name) + 4 (n_dims) + 8 (one dim) + 4 (type) + 8 (offset) */
-    if (n_tensors > rd_left(&r) / 33) {
-        mr_set_error("%s: tensor count %" PRIu64 " cannot fit in a file of %" PRIu64 " bytes", sh->path, n_tensors,
+    if (*n_tensors > rd_left(r) / 33) {
+        mr_set_error("%s: tensor count %" PRIu64 " cannot fit in a file of %" PRIu64 " bytes", sh->path, *n_tensors,
                      sh->size);
         return -1;
     }
-    /* arrays grow as entries are actually parsed, so a count that lies costs no memory */
-    uint64_t kv_cap = n_kv < 256 ? n_kv : 256;
-    kv = mr_calloc(kv_cap ? (size_t)kv_cap : 1, sizeof *kv);
+    return 0;
+}
+
+/* The n_kv metadata entries into *kv_out (owned by the caller even on failure: *n_done of them are
+ * filled); duplicate keys are refused. The array grows as entries are actually parsed, so a count that
+ * lies costs no memory. */
+static int parse_kvs(const gg_shard *sh, rd *r, uint64_t n_kv, mr_gguf_kv **kv_out, uint64_t *n_done) {
+    char nb[80];
+    uint64_t kv_cap = n_kv < 256 ? n_kv : 256, *ix = NULL, ix_mask = 0, dup = 0;
+    mr_gguf_kv *kv = mr_calloc(kv_cap ? (size_t)kv_cap : 1, sizeof *kv);
+    *kv_out = kv;
+    *n_done = 0;
     if (!kv) return oom(sh->path);
-    for (; kv_done < n_kv; kv_done++) {
-        if (kv_done == kv_cap) {
+    for (; *n_done < n_kv; ++*n_done) {
+        if (*n_done == kv_cap) {
             uint64_t cap = kv_cap * 2 < n_kv ? kv_cap * 2 : n_kv;
             mr_gguf_kv *k = mr_realloc(kv, (size_t)cap * sizeof *k);
-            if (!k) { oom(sh->path); goto fail; }
+            if (!k) return oom(sh->path);
             memset(k + kv_cap, 0, (size_t)(cap - kv_cap) * sizeof *k);
-            kv = k;
+            *kv_out = kv = k;
             kv_cap = cap;
         }
-        int rc = parse_kv(&r, &kv[kv_done], kv_done);
-        if (rc) { kv_done++; goto fail; }
+        if (parse_kv(r, &kv[*n_done], *n_done)) { ++*n_done; return -1; }
     }
     int rc = build_index(kv, n_kv, sizeof *kv, &ix, &ix_mask, &dup);
-    if (rc < 0) { oom(sh->path); goto fail; }
+    free(ix);
+    if (rc < 0) return oom(sh->path);
     if (rc > 0) {
         mr_set_error("%s: duplicate metadata key '%s'", sh->path, pname(kv[dup].key, strlen(kv[dup].key), nb));
-        goto fail;
+        return -1;
     }
-    free(ix);
-    ix = NULL;
+    return 0;
+}
 
-    /* general.alignment: a power of two (ggml stores it as u32) */
+/* general.alignment: a power of two (ggml stores it as u32); 32 when absent. */
+static int read_alignment(gg_shard *sh, const mr_gguf_kv *kv, uint64_t n_kv) {
     sh->alignment = 32;
-    {
-        const mr_gguf_kv *a = kv_find_linear(kv, n_kv, "general.alignment");
-        if (a) {
-            int neg; uint64_t u; int64_t i;
-            if (kv_int(a, &neg, &u, &i)) {
-                mr_set_error("%s: general.alignment has type %s, expected u32", sh->path, mr_gguf_vtype_name(a->type));
-                goto fail;
-            }
-            if (neg || u == 0 || (u & (u - 1)) || u > (1u << 30)) {
-                mr_set_error("%s: general.alignment = %" PRId64 " is not a power of two in 1..2^30", sh->path,
-                             neg ? i : (int64_t)u);
-                goto fail;
-            }
-            sh->alignment = u;
-        }
+    const mr_gguf_kv *a = kv_find_linear(kv, n_kv, "general.alignment");
+    if (!a) return 0;
+    int neg; uint64_t u; int64_t i;
+    if (kv_int(a, &neg, &u, &i)) {
+        mr_set_error("%s: general.alignment has type %s, expected u32", sh->path, mr_gguf_vtype_name(a->type));
+        return -1;
     }
+    if (neg || u == 0 || (u & (u - 1)) || u > (1u << 30)) {
+        mr_set_error("%s: general.alignment = %" PRId64 " is not a power of two in 1..2^30", sh->path,
+                     neg ? i : (int64_t)u);
+        return -1;
+    }
+    sh->alignment = u;
+    return 0;
+}
 
-    /* tensor infos */
-    for (uint64_t ti = 0; ti < n_tensors; ti++) {
-        if (g->n_tensors == g->cap_tensors) {
-            uint64_t left = first_t + n_tensors - g->n_tensors, cap = g->cap_tensors + (left < 256 ? left : 256);
-            if (cap < 2 * g->cap_tensors && 2 * g->cap_tensors <= first_t + n_tensors) cap = 2 * g->cap_tensors;
-            mr_gguf_tensor *nt = mr_realloc(g->tensors, (size_t)cap * sizeof *nt);
-            if (!nt) { oom(sh->path); goto fail; }
-            g->tensors = nt;
-            g->cap_tensors = cap;
-        }
-        mr_gguf_tensor *t = &g->tensors[g->n_tensors];
-        const char *s;
-        uint64_t len;
-        memset(t, 0, sizeof *t);
-        snprintf(what, sizeof what, "name of tensor #%" PRIu64, ti);
-        if (rd_str(&r, &s, &len, what)) goto fail;
-        if (len == 0) { mr_set_error("%s: tensor #%" PRIu64 " has an empty name", sh->path, ti); goto fail; }
-        pname(s, len, nb);
-        if (memchr(s, 0, (size_t)len)) {
-            mr_set_error("%s: tensor name '%s' (#%" PRIu64 ") contains a NUL byte", sh->path, nb, ti);
-            goto fail;
-        }
-        if (!(t->name = dupn(s, len))) { oom(sh->path); goto fail; }
-        g->n_tensors++; /* owned from here on */
-        uint32_t n_dims, type;
-        snprintf(what, sizeof what, "dimension count of tensor '%s'", nb);
-        if (rd_u32(&r, &n_dims, what)) goto fail;
-        if (n_dims == 0 || n_dims > MR_GGUF_MAX_DIMS) {
-            mr_set_error("%s: tensor '%s' has %u dimensions (must be 1..%d)", sh->path, nb, n_dims, MR_GGUF_MAX_DIMS);
-            goto fail;
-        }
-        t->n_dims = (int)n_dims;
-        uint64_t nel = 1;
-        for (int d = 0; d < MR_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
-        for (uint32_t d = 0; d < n_dims; d++) {
-            uint64_t ne;
-            snprintf(what, sizeof what, "dimension %u of tensor '%s'", d, nb);
-            if (rd_u64(&r, &ne, what)) goto fail;
-            if (ne == 0) { mr_set_error("%s: tensor '%s': dimension %u is 0", sh->path, nb, d); goto fail; }
-            if (ne > (uint64_t)INT64_MAX || !mr_mul_ok(nel, ne, &nel) || nel > (uint64_t)INT64_MAX) {
-                mr_set_error("%s: tensor '%s': element count overflows at dimension %u (%" PRIu64 ")", sh->path, nb, d, ne);
-                goto fail;
-            }
-            t->ne[d] = (int64_t)ne;
-        }
-        snprintf(what, sizeof what, "type of tensor '%s'", nb);
-        if (rd_u32(&r, &type, what)) goto fail;
-        const mr_type_traits *tt = mr_type_get((int)type);
-        if (type > INT32_MAX || !tt) {
-            mr_set_error("%s: tensor '%s' has unknown type %u", sh->path, nb, type);
-            goto fail;
-        }
-        t->type = (int)type;
-        if (t->ne[0] % tt->block_size) {
-            mr_set_error("%s: tensor '%s': row length %" PRId64 " is not a multiple of the %s block size %d", sh->path,
-                         nb, t->ne[0], tt->name, tt->block_size);
-            goto fail;
-        }
-        uint64_t row_bytes;
-        if (!mr_mul_ok((uint64_t)(t->ne[0] / tt->block_size), tt->type_size, &row_bytes) ||
-            !mr_mul_ok(row_bytes, nel / (uint64_t)t->ne[0], &t->nbytes)) {
-            mr_set_error("%s: tensor '%s': byte size overflows", sh->path, nb);
-            goto fail;
-        }
-        snprintf(what, sizeof what, "data offset of tensor '%s'", nb);
-        if (rd_u64(&r, &t->offset, what)) goto fail;
-        t->shard = si;
+/* One tensor info (#ti of shard si) appended to g->tensors: name, dims, type, size, offset. */
+static int parse_tensor_info(mr_gguf *g, int si, rd *r, uint64_t ti, uint64_t last) {
+    const gg_shard *sh = &g->shards[si];
+    char what[160], nb[80];
+    if (g->n_tensors == g->cap_tensors) {
+        uint64_t left = last - g->n_tensors, cap = g->cap_tensors + (left < 256 ? left : 256);
+        if (cap < 2 * g->cap_tensors && 2 * g->cap_tensors <= last) cap = 2 * g->cap_tensors;
+        mr_gguf_tensor *nt = mr_realloc(g->tensors, (size_t)cap * sizeof *nt);
+        if (!nt) return oom(sh->path);
+        g->tensors = nt;
+        g->cap_tensors = cap;
     }
-    sh->n_tensors = n_tensors;
+    mr_gguf_tensor *t = &g->tensors[g->n_tensors];
+    const char *s;
+    uint64_t len;
+    memset(t, 0, sizeof *t);
+    snprintf(what, sizeof what, "name of tensor #%" PRIu64, ti);
+    if (rd_str(r, &s, &len, what)) return -1;
+    if (len == 0) { mr_set_error("%s: tensor #%" PRIu64 " has an empty name", sh->path, ti); return -1; }
+    pname(s, len, nb);
+    if (memchr(s, 0, (size_t)len)) {
+        mr_set_error("%s: tensor name '%s' (#%" PRIu64 ") contains a NUL byte", sh->path, nb, ti);
+        return -1;
+    }
+    if (!(t->name = dupn(s, len))) return oom(sh->path);
+    g->n_tensors++; /* owned from here on */
+    uint32_t n_dims, type;
+    snprintf(what, sizeof what, "dimension count of tensor '%s'", nb);
+    if (rd_u32(r, &n_dims, what)) return -1;
+    if (n_dims == 0 || n_dims > MR_GGUF_MAX_DIMS) {
+        mr_set_error("%s: tensor '%s' has %u dimensions (must be 1..%d)", sh->path, nb, n_dims, MR_GGUF_MAX_DIMS);
+        return -1;
+    }
+    t->n_dims = (int)n_dims;
+    uint64_t nel = 1;
+    for (int d = 0; d < MR_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+    for (uint32_t d = 0; d < n_dims; d++) {
+        uint64_t ne;
+        snprintf(what, sizeof what, "dimension %u of tensor '%s'", d, nb);
+        if (rd_u64(r, &ne, what)) return -1;
+        if (ne == 0) { mr_set_error("%s: tensor '%s': dimension %u is 0", sh->path, nb, d); return -1; }
+        if (ne > (uint64_t)INT64_MAX || !mr_mul_ok(nel, ne, &nel) || nel > (uint64_t)INT64_MAX) {
+            mr_set_error("%s: tensor '%s': element count overflows at dimension %u (%" PRIu64 ")", sh->path, nb, d, ne);
+            return -1;
+        }
+        t->ne[d] = (int64_t)ne;
+    }
+    snprintf(what, sizeof what, "type of tensor '%s'", nb);
+    if (rd_u32(r, &type, what)) return -1;
+    const mr_type_traits *tt = mr_type_get((int)type);
+    if (type > INT32_MAX || !tt) {
+        mr_set_error("%s: tensor '%s' has unknown type %u", sh->path, nb, type);
+        return -1;
+    }
+    t->type = (int)type;
+    if (t->ne[0] % tt->block_size) {
+        mr_set_error("%s: tensor '%s': row length %" PRId64 " is not a multiple of the %s block size %d", sh->path,
+                     nb, t->ne[0], tt->name, tt->block_size);
+        return -1;
+    }
+    uint64_t row_bytes;
+    if (!mr_mul_ok((uint64_t)(t->ne[0] / tt->block_size), tt->type_size, &row_bytes) ||
+        !mr_mul_ok(row_bytes, nel / (uint64_t)t->ne[0], &t->nbytes)) {
+        mr_set_error("%s: tensor '%s': byte size overflows", sh->path, nb);
+        return -1;
+    }
+    snprintf(what, sizeof what, "data offset of tensor '%s'", nb);
+    if (rd_u64(r, &t->offset, what)) return -1;
+    t->shard = si;
+    return 0;
+}
 
-    /* data section: aligned start, every tensor aligned, inside the file, no overlaps */
-    sh->data_offset = (r.pos + sh->alignment - 1) / sh->alignment * sh->alignment;
-    if (n_tensors) {
-        order = mr_malloc((size_t)n_tensors * 2 * sizeof *order);
-        if (!order) { oom(sh->path); goto fail; }
+/* Data section of a shard's tensors [first_t, first_t + n): aligned start, every tensor aligned,
+ * inside the file, no overlaps; sets each tensor's file offset and pointer. */
+static int place_tensors(mr_gguf *g, gg_shard *sh, uint64_t first_t, uint64_t n, uint64_t header_end) {
+    char nb[80];
+    uint64_t *order = NULL;
+    sh->data_offset = (header_end + sh->alignment - 1) / sh->alignment * sh->alignment;
+    if (n) {
+        order = mr_malloc((size_t)n * 2 * sizeof *order);
+        if (!order) return oom(sh->path);
     }
-    for (uint64_t ti = 0; ti < n_tensors; ti++) {
+    for (uint64_t ti = 0; ti < n; ti++) {
         mr_gguf_tensor *t = &g->tensors[first_t + ti];
         pname(t->name, strlen(t->name), nb);
         uint64_t start, end;
@@ -540,9 +544,9 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
         order[2 * ti] = t->offset;
         order[2 * ti + 1] = first_t + ti;
     }
-    if (n_tensors > 1) {
-        qsort(order, (size_t)n_tensors, 2 * sizeof *order, cmp_u64pair);
-        for (uint64_t k = 1; k < n_tensors; k++) {
+    if (n > 1) {
+        qsort(order, (size_t)n, 2 * sizeof *order, cmp_u64pair);
+        for (uint64_t k = 1; k < n; k++) {
             const mr_gguf_tensor *a = &g->tensors[order[2 * (k - 1) + 1]], *b = &g->tensors[order[2 * k + 1]];
             if (a->offset + a->nbytes > b->offset) {
                 char nb2[80];
@@ -553,12 +557,31 @@ static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_o
         }
     }
     free(order);
+    return 0;
+fail:
+    free(order);
+    return -1;
+}
+
+/* Parses shard `si`: header, metadata (returned in *kv_out) and tensor infos (appended to g->tensors). */
+static int parse_shard(mr_gguf *g, int si, mr_gguf_kv **kv_out, uint64_t *n_kv_out) {
+    gg_shard *sh = &g->shards[si];
+    rd r = {sh->base, sh->size, 0, sh->path};
+    uint64_t n_tensors, n_kv, kv_done = 0, first_t = g->n_tensors;
+    mr_gguf_kv *kv = NULL;
+
+    *kv_out = NULL;
+    *n_kv_out = 0;
+    if (parse_header(sh, &r, &n_tensors, &n_kv)) return -1;
+    if (parse_kvs(sh, &r, n_kv, &kv, &kv_done) || read_alignment(sh, kv, n_kv)) goto fail;
+    for (uint64_t ti = 0; ti < n_tensors; ti++)
+        if (parse_tensor_info(g, si, &r, ti, first_t + n_tensors)) goto fail;
+    sh->n_tensors = n_tensors;
+    if (place_tensors(g, sh, first_t, n_tensors, r.pos)) goto fail;
     *kv_out = kv;
     *n_kv_out = n_kv;
     return 0;
 fail:
-    free(order);
-    free(ix);
     free_kvs(kv, kv_done);
     return -1;
 }

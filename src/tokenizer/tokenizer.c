@@ -277,15 +277,14 @@ static void get_flag(const mr_gguf *g, const char *key, int *flag) {
     if (mr_gguf_find_kv(g, key) && !mr_gguf_get_bool(g, key, &v)) *flag = v != 0;
 }
 
-mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
-    mr_tokenizer *t = mr_calloc(1, sizeof *t);
-    if (!t) { mr_set_error("tokenizer: out of memory"); return NULL; }
+/* The tokenizer model and pre-tokenizer named in the file, with the reference's defaults for each. */
+static int read_model(mr_tokenizer *t, const mr_gguf *g) {
     const char *model = NULL, *pre = "";
     if (mr_gguf_get_str(g, "tokenizer.ggml.model", &model)) {
         mr_set_error("tokenizer: no tokenizer in this file (tokenizer.ggml.model missing)");
-        goto fail;
+        return -1;
     }
-    if (mr_gguf_find_kv(g, "tokenizer.ggml.pre") && mr_gguf_get_str(g, "tokenizer.ggml.pre", &pre)) goto fail;
+    if (mr_gguf_find_kv(g, "tokenizer.ggml.pre") && mr_gguf_get_str(g, "tokenizer.ggml.pre", &pre)) return -1;
     snprintf(t->model, sizeof t->model, "%s", model);
     snprintf(t->pre, sizeof t->pre, "%s", pre);
     t->bos = t->eos = t->eot = t->eom = t->unk = t->sep = t->pad = t->mask = t->nl = -1;
@@ -298,9 +297,9 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
     } else if (!strcmp(model, "gpt2")) {
         t->type = MR_TOK_BPE;
         t->bos = 11; t->eos = 11;
-        if (!strcmp(pre, "gemma4")) { mr_set_error("tokenizer: pre-tokenizer 'gemma4' is not supported"); goto fail; }
+        if (!strcmp(pre, "gemma4")) { mr_set_error("tokenizer: pre-tokenizer 'gemma4' is not supported"); return -1; }
         t->pre_set = mr_pretok_lookup(pre, &pre_flags);
-        if (t->pre_set < 0) goto fail;
+        if (t->pre_set < 0) return -1;
         if (!pre[0]) mr_log(1, "tokenizer: missing pre-tokenizer type, using 'default'\n");
         t->clean_spaces = !(pre_flags & MR_PRE_F_NOCLEAN);
         t->ignore_merges = (pre_flags & MR_PRE_F_IGNORE_MERGES) != 0;
@@ -308,21 +307,24 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
         if (pre_flags & MR_PRE_F_NO_BOS_ID) t->bos = -1;
     } else {
         mr_set_error("tokenizer: unsupported tokenizer model '%s' (supported: llama, gpt2)", model);
-        goto fail;
+        return -1;
     }
     get_flag(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
+    return 0;
+}
 
-    /* tokens */
+/* Token texts (copied into one arena, bounded), scores and types; t->n_vocab is set here. */
+static int read_tokens(mr_tokenizer *t, const mr_gguf *g) {
     const mr_gguf_kv *tk = find_str_array(g, "tokenizer.ggml.tokens", 1);
-    if (!tk) goto fail;
-    if (tk->n == 0 || tk->n > MAX_VOCAB) { mr_set_error("tokenizer: bad vocabulary size %llu", (unsigned long long)tk->n); goto fail; }
+    if (!tk) return -1;
+    if (tk->n == 0 || tk->n > MAX_VOCAB) { mr_set_error("tokenizer: bad vocabulary size %llu", (unsigned long long)tk->n); return -1; }
     int32_t n = (int32_t)tk->n;
     t->n_vocab = n;
     const char *const *strs = (const char *const *)tk->arr;
     uint64_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         uint64_t l = tk->arr_str_len[i];
-        if (l > MAX_TOKEN_BYTES) { mr_set_error("tokenizer: token %d is %llu bytes long", i, (unsigned long long)l); goto fail; }
+        if (l > MAX_TOKEN_BYTES) { mr_set_error("tokenizer: token %d is %llu bytes long", i, (unsigned long long)l); return -1; }
         total += l ? l + 1 : 32;
     }
     t->arena = mr_malloc(total + 1);
@@ -335,7 +337,7 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
     if (!t->arena || !t->text || !t->text_len || !t->score || !t->attr || !t->piece || !t->piece_len ||
         mr_strmap_init(&t->tok, (uint32_t)n)) {
         mr_set_error("tokenizer: out of memory");
-        goto fail;
+        return -1;
     }
     size_t off = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -348,21 +350,21 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
         t->text_len[i] = (uint32_t)l;
         off += l + 1;
         t->attr[i] = MR_TATTR_NORMAL;
-        if (mr_strmap_put(&t->tok, dst, l, i, 1)) { mr_set_error("tokenizer: out of memory"); goto fail; }
+        if (mr_strmap_put(&t->tok, dst, l, i, 1)) { mr_set_error("tokenizer: out of memory"); return -1; }
     }
     const void *arr; uint64_t na;
     if (mr_gguf_find_kv(g, "tokenizer.ggml.scores")) {
-        if (mr_gguf_get_arr(g, "tokenizer.ggml.scores", MR_GGUF_F32, &arr, &na)) goto fail;
-        if (na < (uint64_t)n) { mr_set_error("tokenizer: %llu scores for %d tokens", (unsigned long long)na, n); goto fail; }
+        if (mr_gguf_get_arr(g, "tokenizer.ggml.scores", MR_GGUF_F32, &arr, &na)) return -1;
+        if (na < (uint64_t)n) { mr_set_error("tokenizer: %llu scores for %d tokens", (unsigned long long)na, n); return -1; }
         memcpy(t->score, arr, (size_t)n * sizeof(float));
     }
-    if (mr_gguf_find_kv(g, "tokenizer.ggml.token_type")) {
-        const mr_gguf_kv *kv = mr_gguf_find_kv(g, "tokenizer.ggml.token_type");
+    const mr_gguf_kv *kv = mr_gguf_find_kv(g, "tokenizer.ggml.token_type");
+    if (kv) {
         if (kv->type != MR_GGUF_ARRAY || (kv->arr_type != MR_GGUF_I32 && kv->arr_type != MR_GGUF_U32) || !kv->arr) {
             mr_set_error("tokenizer: tokenizer.ggml.token_type is not an array of 32-bit integers");
-            goto fail;
+            return -1;
         }
-        if (kv->n < (uint64_t)n) { mr_set_error("tokenizer: %llu token types for %d tokens", (unsigned long long)kv->n, n); goto fail; }
+        if (kv->n < (uint64_t)n) { mr_set_error("tokenizer: %llu token types for %d tokens", (unsigned long long)kv->n, n); return -1; }
         const int32_t *tt = kv->arr;
         for (int32_t i = 0; i < n; i++) {
             static const uint32_t map[7] = { 0, MR_TATTR_NORMAL, MR_TATTR_UNKNOWN, MR_TATTR_CONTROL,
@@ -370,31 +372,36 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
             t->attr[i] = tt[i] >= 0 && tt[i] < 7 ? map[tt[i]] : 0;
         }
     }
+    return 0;
+}
 
-    /* merges: "left right" -> rank; the first of duplicate lines wins (std::map::emplace) */
-    if (t->type == MR_TOK_BPE) {
-        const mr_gguf_kv *mk = find_str_array(g, "tokenizer.ggml.merges", 1);
-        if (!mk) goto fail;
-        if (mk->n > MAX_MERGES) { mr_set_error("tokenizer: too many merges (%llu)", (unsigned long long)mk->n); goto fail; }
-        uint64_t mt = 0;
-        for (uint64_t i = 0; i < mk->n; i++) {
-            if (mk->arr_str_len[i] > 2 * MAX_TOKEN_BYTES) { mr_set_error("tokenizer: merge %llu too long", (unsigned long long)i); goto fail; }
-            mt += mk->arr_str_len[i] + 1;
-        }
-        t->merge_arena = mr_malloc(mt + 1);
-        if (!t->merge_arena || mr_strmap_init(&t->merges, (uint32_t)mk->n)) { mr_set_error("tokenizer: out of memory"); goto fail; }
-        const char *const *ms = (const char *const *)mk->arr;
-        size_t mo = 0;
-        for (uint64_t i = 0; i < mk->n; i++) {
-            size_t l = (size_t)mk->arr_str_len[i];
-            memcpy(t->merge_arena + mo, ms[i], l);
-            t->merge_arena[mo + l] = 0;
-            if (mr_strmap_put(&t->merges, t->merge_arena + mo, l, (int32_t)i, 0)) { mr_set_error("tokenizer: out of memory"); goto fail; }
-            mo += l + 1;
-        }
+/* BPE merges: "left right" -> rank; the first of duplicate lines wins (std::map::emplace). */
+static int read_merges(mr_tokenizer *t, const mr_gguf *g) {
+    const mr_gguf_kv *mk = find_str_array(g, "tokenizer.ggml.merges", 1);
+    if (!mk) return -1;
+    if (mk->n > MAX_MERGES) { mr_set_error("tokenizer: too many merges (%llu)", (unsigned long long)mk->n); return -1; }
+    uint64_t mt = 0;
+    for (uint64_t i = 0; i < mk->n; i++) {
+        if (mk->arr_str_len[i] > 2 * MAX_TOKEN_BYTES) { mr_set_error("tokenizer: merge %llu too long", (unsigned long long)i); return -1; }
+        mt += mk->arr_str_len[i] + 1;
     }
+    t->merge_arena = mr_malloc(mt + 1);
+    if (!t->merge_arena || mr_strmap_init(&t->merges, (uint32_t)mk->n)) { mr_set_error("tokenizer: out of memory"); return -1; }
+    const char *const *ms = (const char *const *)mk->arr;
+    size_t mo = 0;
+    for (uint64_t i = 0; i < mk->n; i++) {
+        size_t l = (size_t)mk->arr_str_len[i];
+        memcpy(t->merge_arena + mo, ms[i], l);
+        t->merge_arena[mo + l] = 0;
+        if (mr_strmap_put(&t->merges, t->merge_arena + mo, l, (int32_t)i, 0)) { mr_set_error("tokenizer: out of memory"); return -1; }
+        mo += l + 1;
+    }
+    return 0;
+}
 
-    /* special ids and flags from the metadata */
+/* Special ids and flags from the metadata, then those recognised by their text. */
+static void read_special_ids(mr_tokenizer *t, const mr_gguf *g) {
+    int32_t n = t->n_vocab;
     get_id(g, "tokenizer.ggml.bos_token_id", &t->bos, n);
     get_id(g, "tokenizer.ggml.eos_token_id", &t->eos, n);
     get_id(g, "tokenizer.ggml.eot_token_id", &t->eot, n);
@@ -419,7 +426,6 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
     int32_t *ids[] = { &t->bos, &t->eos, &t->eot, &t->eom, &t->unk, &t->sep, &t->pad, &t->mask };
     for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) if (*ids[k] >= n) *ids[k] = -1;
 
-    /* special tokens recognised by their text */
     detect_special(t, &t->eot, eot_texts);
     detect_special(t, &t->eom, eom_texts);
     detect_special(t, &t->fim_pre, fim_pre_texts);
@@ -430,12 +436,16 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
     detect_special(t, &t->fim_sep, fim_sep_texts);
     for (int32_t i = 0; i < n; i++) /* control tokens named "unused" */
         if ((t->attr[i] & MR_TATTR_CONTROL) && memmem(t->text[i], t->text_len[i], "unused", 6)) t->attr[i] |= MR_TATTR_UNUSED;
-    /* end-of-generation set */
-    if (add_eog(t, t->fim_pad) || add_eog(t, t->fim_rep) || add_eog(t, t->fim_sep)) goto oom;
+}
+
+/* The end-of-generation set, with the reference's exceptions for gpt-oss and tool-response vocabularies;
+ * -1 when out of memory. */
+static int build_eog(mr_tokenizer *t) {
+    if (add_eog(t, t->fim_pad) || add_eog(t, t->fim_rep) || add_eog(t, t->fim_sep)) return -1;
     for (const char *const *e = eog_texts; *e; e++) {
         int32_t i = find_text(t, *e);
         if (i < 0) continue;
-        if (add_eog(t, i)) goto oom;
+        if (add_eog(t, i)) return -1;
         t->attr[i] |= MR_TATTR_CONTROL;
     }
     static const char *const gpt_oss[] = { "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>" };
@@ -443,64 +453,73 @@ mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
         int32_t i = find_text(t, gpt_oss[j]);
         if (i >= 0) t->attr[i] = MR_TATTR_USER_DEFINED;
     }
-    if (add_eog(t, t->eos) || add_eog(t, t->eot) || add_eog(t, t->eom)) goto oom;
-    {
-        int has_return = 0, has_call = 0, has_flush = 0, has_end = 0, has_tool_response = 0;
-        int32_t end_id = -1, s_id = -1;
-        for (int i = 0; i < t->n_eog; i++) {
-            int32_t id = t->eog[i];
-            if (text_is(t, id, "<|return|>")) has_return = 1;
-            else if (text_is(t, id, "<|call|>") || text_is(t, id, "<|calls|>")) has_call = 1;
-            else if (text_is(t, id, "<|flush|>")) has_flush = 1;
-            else if (text_is(t, id, "<|end|>")) { has_end = 1; end_id = id; }
-        }
-        if ((has_return && has_call && has_end) || (has_call && has_flush && has_end)) {
-            remove_eog(t, end_id);
-            t->attr[end_id] = MR_TATTR_USER_DEFINED;
-        }
-        for (int i = 0; i < t->n_eog; i++) {
-            int32_t id = t->eog[i];
-            if (text_is(t, id, "<|tool_response>")) has_tool_response = 1;
-            else if (text_is(t, id, "</s>")) s_id = id;
-        }
-        if (has_tool_response && s_id >= 0) {
-            remove_eog(t, s_id);
-            t->attr[s_id] = MR_TATTR_NORMAL;
-        }
+    if (add_eog(t, t->eos) || add_eog(t, t->eot) || add_eog(t, t->eom)) return -1;
+    int has_return = 0, has_call = 0, has_flush = 0, has_end = 0, has_tool_response = 0;
+    int32_t end_id = -1, s_id = -1;
+    for (int i = 0; i < t->n_eog; i++) {
+        int32_t id = t->eog[i];
+        if (text_is(t, id, "<|return|>")) has_return = 1;
+        else if (text_is(t, id, "<|call|>") || text_is(t, id, "<|calls|>")) has_call = 1;
+        else if (text_is(t, id, "<|flush|>")) has_flush = 1;
+        else if (text_is(t, id, "<|end|>")) { has_end = 1; end_id = id; }
+    }
+    if ((has_return && has_call && has_end) || (has_call && has_flush && has_end)) {
+        remove_eog(t, end_id);
+        t->attr[end_id] = MR_TATTR_USER_DEFINED;
+    }
+    for (int i = 0; i < t->n_eog; i++) {
+        int32_t id = t->eog[i];
+        if (text_is(t, id, "<|tool_response>")) has_tool_response = 1;
+        else if (text_is(t, id, "</s>")) s_id = id;
+    }
+    if (has_tool_response && s_id >= 0) {
+        remove_eog(t, s_id);
+        t->attr[s_id] = MR_TATTR_NORMAL;
     }
     if (t->n_eog) qsort(t->eog, (size_t)t->n_eog, sizeof *t->eog, cmp_i32);
+    return 0;
+}
 
-    /* special tokens split out of the text before tokenizing: longest first */
+/* Special tokens split out of the text before tokenizing, longest first; -1 when out of memory. */
+static int build_special_list(mr_tokenizer *t) {
+    int32_t n = t->n_vocab;
     for (int32_t i = 0; i < n; i++)
         if (t->attr[i] & (MR_TATTR_CONTROL | MR_TATTR_USER_DEFINED | MR_TATTR_UNKNOWN)) t->n_special++;
     t->special = mr_malloc(((size_t)t->n_special + 1) * sizeof *t->special);
-    if (!t->special) goto oom;
+    if (!t->special) return -1;
     t->n_special = 0;
     for (int32_t i = 0; i < n; i++)
         if (t->attr[i] & (MR_TATTR_CONTROL | MR_TATTR_USER_DEFINED | MR_TATTR_UNKNOWN)) t->special[t->n_special++] = i;
     qsort_r(t->special, (size_t)t->n_special, sizeof *t->special, cmp_special, t);
+    return 0;
+}
 
-    for (int32_t i = 0; i < n; i++)
+/* Phi-3 (by general.name): special tokens strip the whitespace to their right. */
+static void phi3_rstrip(mr_tokenizer *t, const mr_gguf *g) {
+    const char *name = NULL;
+    if (!mr_gguf_find_kv(g, "general.name") || mr_gguf_get_str(g, "general.name", &name) || !name) return;
+    char low[256];
+    size_t k = 0;
+    for (; name[k] && k + 1 < sizeof low; k++) low[k] = (char)((name[k] >= 'A' && name[k] <= 'Z') ? name[k] + 32 : name[k]);
+    low[k] = 0;
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3")) return;
+    for (int i = 0; i < t->n_special; i++) t->attr[t->special[i]] |= MR_TATTR_RSTRIP;
+    int32_t id = find_text(t, "</s>");
+    if (id >= 0) t->attr[id] |= MR_TATTR_RSTRIP;
+    static const char *const norstrip[] = { "<unk>", "<s>", "<|endoftext|>" };
+    for (int j = 0; j < 3; j++) if ((id = find_text(t, norstrip[j])) >= 0) t->attr[id] &= ~(uint32_t)MR_TATTR_RSTRIP;
+}
+
+mr_tokenizer *mr_tokenizer_from_gguf(const mr_gguf *g) {
+    mr_tokenizer *t = mr_calloc(1, sizeof *t);
+    if (!t) { mr_set_error("tokenizer: out of memory"); return NULL; }
+    if (read_model(t, g) || read_tokens(t, g)) goto fail;
+    if (t->type == MR_TOK_BPE && read_merges(t, g)) goto fail;
+    read_special_ids(t, g);
+    if (build_eog(t) || build_special_list(t)) goto oom;
+    for (int32_t i = 0; i < t->n_vocab; i++)
         if (build_piece(t, i)) goto oom;
-
-    /* Phi-3 (by general.name): special tokens strip the whitespace to their right */
-    {
-        const char *name = NULL;
-        if (mr_gguf_find_kv(g, "general.name") && !mr_gguf_get_str(g, "general.name", &name) && name) {
-            char low[256];
-            size_t k = 0;
-            for (; name[k] && k + 1 < sizeof low; k++) low[k] = (char)((name[k] >= 'A' && name[k] <= 'Z') ? name[k] + 32 : name[k]);
-            low[k] = 0;
-            if (strstr(low, "phi-3") || strstr(low, "phi3")) {
-                for (int i = 0; i < t->n_special; i++) t->attr[t->special[i]] |= MR_TATTR_RSTRIP;
-                int32_t id = find_text(t, "</s>");
-                if (id >= 0) t->attr[id] |= MR_TATTR_RSTRIP;
-                static const char *const norstrip[] = { "<unk>", "<s>", "<|endoftext|>" };
-                for (int j = 0; j < 3; j++) if ((id = find_text(t, norstrip[j])) >= 0) t->attr[id] &= ~(uint32_t)MR_TATTR_RSTRIP;
-            }
-        }
-    }
-
+    phi3_rstrip(t, g);
     if (t->type == MR_TOK_SPM) t->nl = mr_tok_byte_to_token(t, '\n');
     if (t->type == MR_TOK_BPE) {
         t->pt = mr_pretok_new(t->pre_set);
