@@ -27,10 +27,118 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* One run's files, buffers and running sums. */
+typedef struct {
+    int n_vocab, n_ctx, n_chunks, first, rows;
+    const char *save_path, *base_path;
+    FILE *fsave, *fbase;
+    float *logits, *base_logits; /* [n_ctx - first][n_vocab], [rows][n_vocab] */
+    double *lp, *lq, *kls;       /* [n_vocab], [n_vocab], [n_chunks * rows] */
+    int32_t *chunk, *base_tgt;   /* [n_ctx], [rows] */
+    double nll, nll2, base_nll, kl_sum, kl_max, cos_sum, kl10_sum;
+    long count, top1, top3;
+} ppl_run;
+
+static int open_save(ppl_run *p) {
+    if (!(p->fsave = fopen(p->save_path, "wb"))) { mr_set_error("perplexity: cannot create %s", p->save_path); return -1; }
+    mr_ppl_header h = {{'M', 'R', 'P', 'L'}, 1, (uint32_t)p->n_vocab, (uint32_t)p->n_ctx, (uint32_t)p->n_chunks,
+                       (uint32_t)p->rows};
+    if (fwrite(&h, sizeof h, 1, p->fsave) != 1) { mr_set_error("perplexity: write error on %s", p->save_path); return -1; }
+    return 0;
+}
+
+/* The baseline must have been saved with this vocabulary, context and at least this many chunks. */
+static int open_base(ppl_run *p) {
+    mr_ppl_header h;
+    if (!(p->fbase = fopen(p->base_path, "rb"))) { mr_set_error("perplexity: cannot open %s", p->base_path); return -1; }
+    if (fread(&h, sizeof h, 1, p->fbase) != 1 || memcmp(h.magic, "MRPL", 4) || h.version != 1) {
+        mr_set_error("perplexity: %s is not a moerun saved-logits file", p->base_path);
+        return -1;
+    }
+    if (h.n_vocab != (uint32_t)p->n_vocab || h.n_ctx != (uint32_t)p->n_ctx || h.rows != (uint32_t)p->rows ||
+        h.n_chunks < (uint32_t)p->n_chunks) {
+        mr_set_error("perplexity: %s was saved with vocab %u, context %u, %u chunks; this run has vocab %d, "
+                     "context %d, %d chunks", p->base_path, h.n_vocab, h.n_ctx, h.n_chunks, p->n_vocab, p->n_ctx,
+                     p->n_chunks);
+        return -1;
+    }
+    p->base_logits = mr_malloc(sizeof(float) * (size_t)p->rows * (size_t)p->n_vocab);
+    p->base_tgt = mr_malloc(sizeof(int32_t) * (size_t)p->rows);
+    p->lq = mr_malloc(sizeof(double) * (size_t)p->n_vocab);
+    p->kls = mr_malloc(sizeof(double) * (size_t)p->rows * (size_t)p->n_chunks);
+    if (!p->base_logits || !p->base_tgt || !p->lq || !p->kls) { mr_set_error("perplexity: out of memory"); return -1; }
+    return 0;
+}
+
+/* Scores chunk c's rows (p->logits holds positions first..n_ctx-1): NLL of the next token, and against
+ * the baseline's rows KL, rank and cosine; saves targets and logits when asked. */
+static int score_chunk(ppl_run *p, int c) {
+    int n_vocab = p->n_vocab, rows = p->rows;
+    if (p->fbase && (fread(p->base_tgt, sizeof(int32_t), (size_t)rows, p->fbase) != (size_t)rows ||
+                     fread(p->base_logits, sizeof(float) * (size_t)n_vocab, (size_t)rows, p->fbase) != (size_t)rows)) {
+        mr_set_error("perplexity: %s is truncated", p->base_path);
+        return -1;
+    }
+    for (int r = 0; r < rows; r++) {
+        int32_t tgt = p->chunk[p->first + r + 1];
+        const float *row = p->logits + (size_t)r * n_vocab;
+        mr_log_softmax(row, n_vocab, p->lp);
+        double l = -p->lp[tgt];
+        p->nll += l;
+        p->nll2 += l * l;
+        p->count++;
+        if (p->fsave && (fwrite(&tgt, sizeof tgt, 1, p->fsave) != 1)) { mr_set_error("perplexity: write error"); return -1; }
+        if (!p->fbase) continue;
+        if (p->base_tgt[r] != tgt) {
+            mr_set_error("perplexity: baseline %s scored different tokens (chunk %d row %d): not the same text/tokenizer",
+                         p->base_path, c, r);
+            return -1;
+        }
+        const float *brow = p->base_logits + (size_t)r * n_vocab;
+        mr_log_softmax(brow, n_vocab, p->lq);
+        mr_logits_row_cmp cmp;
+        mr_logits_compare_row(brow, row, n_vocab, &cmp);
+        p->kls[(size_t)c * rows + r] = cmp.kl;
+        p->kl_sum += cmp.kl;
+        if (cmp.kl > p->kl_max) p->kl_max = cmp.kl;
+        p->top1 += cmp.rank == 0;
+        p->top3 += cmp.rank < 3;
+        p->cos_sum += cmp.cosine;
+        p->kl10_sum += cmp.kl_top10;
+        p->base_nll += -p->lq[tgt];
+    }
+    if (p->fsave && fwrite(p->logits, sizeof(float) * (size_t)n_vocab, (size_t)rows, p->fsave) != (size_t)rows) {
+        mr_set_error("perplexity: write error on %s", p->save_path);
+        return -1;
+    }
+    return 0;
+}
+
+static void summarize(ppl_run *p, mr_ppl_result *res) {
+    double count = (double)p->count, mean = p->nll / count, mean2 = p->nll2 / count;
+    res->n_chunks = p->n_chunks;
+    res->n_scored = (int)p->count;
+    res->nll = mean;
+    res->ppl = exp(mean);
+    double var = mean2 - mean * mean;
+    res->ppl_err = (var > 0 && p->count > 1) ? sqrt(var / (count - 1)) * res->ppl : 0;
+    if (!p->fbase) return;
+    res->has_kl = 1;
+    res->kl_mean = p->kl_sum / count;
+    res->kl_max = p->kl_max;
+    qsort(p->kls, (size_t)p->count, sizeof(double), cmp_double);
+    res->kl_median = p->kls[p->count / 2];
+    res->kl_p99 = p->kls[(size_t)((count - 1) * 0.99)];
+    res->top1_frac = (double)p->top1 / count;
+    res->top3_frac = (double)p->top3 / count;
+    res->cos_mean = p->cos_sum / count;
+    res->kl_top10_mean = p->kl10_sum / count;
+    res->base_ppl = exp(p->base_nll / count);
+}
+
 int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, int max_chunks, int32_t bos,
                   const char *save_path, const char *kl_base_path, mr_ppl_progress_fn progress, void *user,
                   mr_ppl_result *res) {
-    int n_vocab = mr_model_n_vocab(m);
     memset(res, 0, sizeof *res);
     if (n_ctx < 4) { mr_set_error("perplexity: context %d is too small", n_ctx); return -1; }
     int n_chunks = n_tokens / n_ctx;
@@ -39,127 +147,40 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
         mr_set_error("perplexity: need at least %d tokens for one chunk of context %d, have %d", n_ctx, n_ctx, n_tokens);
         return -1;
     }
-    const int first = n_ctx / 2, rows = n_ctx - 1 - first; /* logits rows first..n_ctx-2 are scored */
+    ppl_run p = {0};
+    p.n_vocab = mr_model_n_vocab(m);
+    p.n_ctx = n_ctx;
+    p.n_chunks = n_chunks;
+    p.first = n_ctx / 2;
+    p.rows = n_ctx - 1 - p.first; /* logits rows first..n_ctx-2 are scored */
+    p.save_path = save_path;
+    p.base_path = kl_base_path;
     int rc = -1;
-    mr_session *s = NULL;
-    float *logits = NULL, *base_logits = NULL;
-    double *lp = NULL, *lq = NULL, *kls = NULL;
-    int32_t *chunk = NULL, *base_tgt = NULL;
-    FILE *fsave = NULL, *fbase = NULL;
-    double nll = 0, nll2 = 0, base_nll = 0, kl_sum = 0, kl_max = 0, cos_sum = 0, kl10_sum = 0;
-    long count = 0, top1 = 0, top3 = 0;
-
-    s = mr_session_new(m, n_ctx);
-    logits = mr_malloc(sizeof(float) * (size_t)(n_ctx - first) * (size_t)n_vocab); /* positions first .. n_ctx-1 */
-    lp = mr_malloc(sizeof(double) * (size_t)n_vocab);
-    chunk = mr_malloc(sizeof(int32_t) * (size_t)n_ctx);
+    mr_session *s = mr_session_new(m, n_ctx);
+    p.logits = mr_malloc(sizeof(float) * (size_t)(n_ctx - p.first) * (size_t)p.n_vocab);
+    p.lp = mr_malloc(sizeof(double) * (size_t)p.n_vocab);
+    p.chunk = mr_malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!s) goto fail;
-    if (!logits || !lp || !chunk) { mr_set_error("perplexity: out of memory"); goto fail; }
-    if (save_path) {
-        if (!(fsave = fopen(save_path, "wb"))) { mr_set_error("perplexity: cannot create %s", save_path); goto fail; }
-        mr_ppl_header h = {{'M', 'R', 'P', 'L'}, 1, (uint32_t)n_vocab, (uint32_t)n_ctx, (uint32_t)n_chunks, (uint32_t)rows};
-        if (fwrite(&h, sizeof h, 1, fsave) != 1) { mr_set_error("perplexity: write error on %s", save_path); goto fail; }
-    }
-    if (kl_base_path) {
-        mr_ppl_header h;
-        if (!(fbase = fopen(kl_base_path, "rb"))) { mr_set_error("perplexity: cannot open %s", kl_base_path); goto fail; }
-        if (fread(&h, sizeof h, 1, fbase) != 1 || memcmp(h.magic, "MRPL", 4) || h.version != 1) {
-            mr_set_error("perplexity: %s is not a moerun saved-logits file", kl_base_path);
-            goto fail;
-        }
-        if (h.n_vocab != (uint32_t)n_vocab || h.n_ctx != (uint32_t)n_ctx || h.rows != (uint32_t)rows ||
-            h.n_chunks < (uint32_t)n_chunks) {
-            mr_set_error("perplexity: %s was saved with vocab %u, context %u, %u chunks; this run has vocab %d, "
-                         "context %d, %d chunks", kl_base_path, h.n_vocab, h.n_ctx, h.n_chunks, n_vocab, n_ctx, n_chunks);
-            goto fail;
-        }
-        base_logits = mr_malloc(sizeof(float) * (size_t)rows * (size_t)n_vocab);
-        base_tgt = mr_malloc(sizeof(int32_t) * (size_t)rows);
-        lq = mr_malloc(sizeof(double) * (size_t)n_vocab);
-        kls = mr_malloc(sizeof(double) * (size_t)rows * (size_t)n_chunks);
-        if (!base_logits || !base_tgt || !lq || !kls) { mr_set_error("perplexity: out of memory"); goto fail; }
-    }
+    if (!p.logits || !p.lp || !p.chunk) { mr_set_error("perplexity: out of memory"); goto fail; }
+    if ((save_path && open_save(&p)) || (kl_base_path && open_base(&p))) goto fail;
 
     for (int c = 0; c < n_chunks; c++) {
-        memcpy(chunk, tokens + (size_t)c * n_ctx, sizeof(int32_t) * (size_t)n_ctx);
-        if (bos >= 0) chunk[0] = bos;
+        memcpy(p.chunk, tokens + (size_t)c * n_ctx, sizeof(int32_t) * (size_t)n_ctx);
+        if (bos >= 0) p.chunk[0] = bos;
         mr_session_reset(s);
         /* the first half needs no logits (the engine's results do not depend on how a sequence is split
          * into batches): evaluate it without the output layer, then the scored half with all logits */
-        if (mr_session_eval(s, chunk, first, NULL, 0) != 0 ||
-            mr_session_eval(s, chunk + first, n_ctx - first, logits, 1) != 0)
+        if (mr_session_eval(s, p.chunk, p.first, NULL, 0) != 0 ||
+            mr_session_eval(s, p.chunk + p.first, n_ctx - p.first, p.logits, 1) != 0 || score_chunk(&p, c))
             goto fail;
-        if (fbase && (fread(base_tgt, sizeof(int32_t), (size_t)rows, fbase) != (size_t)rows ||
-                      fread(base_logits, sizeof(float) * (size_t)n_vocab, (size_t)rows, fbase) != (size_t)rows)) {
-            mr_set_error("perplexity: %s is truncated", kl_base_path);
-            goto fail;
-        }
-        for (int r = 0; r < rows; r++) {
-            int pos = first + r;
-            int32_t tgt = chunk[pos + 1];
-            const float *row = logits + (size_t)r * n_vocab;
-            mr_log_softmax(row, n_vocab, lp);
-            double l = -lp[tgt];
-            nll += l;
-            nll2 += l * l;
-            count++;
-            if (fsave && (fwrite(&tgt, sizeof tgt, 1, fsave) != 1)) { mr_set_error("perplexity: write error"); goto fail; }
-            if (fbase) {
-                if (base_tgt[r] != tgt) {
-                    mr_set_error("perplexity: baseline %s scored different tokens (chunk %d row %d): not the same text/tokenizer",
-                                 kl_base_path, c, r);
-                    goto fail;
-                }
-                const float *brow = base_logits + (size_t)r * n_vocab;
-                mr_log_softmax(brow, n_vocab, lq);
-                mr_logits_row_cmp cmp;
-                mr_logits_compare_row(brow, row, n_vocab, &cmp);
-                double kl = cmp.kl;
-                kls[(size_t)c * rows + r] = kl;
-                kl_sum += kl;
-                if (kl > kl_max) kl_max = kl;
-                top1 += cmp.rank == 0;
-                top3 += cmp.rank < 3;
-                cos_sum += cmp.cosine;
-                kl10_sum += cmp.kl_top10;
-                base_nll += -lq[tgt];
-            }
-        }
-        if (fsave) {
-            if (fwrite(logits, sizeof(float) * (size_t)n_vocab, (size_t)rows, fsave) != (size_t)rows) {
-                mr_set_error("perplexity: write error on %s", save_path);
-                goto fail;
-            }
-        }
-        if (progress) progress(user, c + 1, n_chunks, exp(nll / (double)count));
+        if (progress) progress(user, c + 1, n_chunks, exp(p.nll / (double)p.count));
     }
-    {
-        double mean = nll / (double)count, mean2 = nll2 / (double)count;
-        res->n_chunks = n_chunks;
-        res->n_scored = (int)count;
-        res->nll = mean;
-        res->ppl = exp(mean);
-        double var = mean2 - mean * mean;
-        res->ppl_err = (var > 0 && count > 1) ? sqrt(var / (double)(count - 1)) * res->ppl : 0;
-        if (fbase) {
-            res->has_kl = 1;
-            res->kl_mean = kl_sum / (double)count;
-            res->kl_max = kl_max;
-            qsort(kls, (size_t)count, sizeof(double), cmp_double);
-            res->kl_median = kls[count / 2];
-            res->kl_p99 = kls[(size_t)((double)(count - 1) * 0.99)];
-            res->top1_frac = (double)top1 / (double)count;
-            res->top3_frac = (double)top3 / (double)count;
-            res->cos_mean = cos_sum / (double)count;
-            res->kl_top10_mean = kl10_sum / (double)count;
-            res->base_ppl = exp(base_nll / (double)count);
-        }
-    }
+    summarize(&p, res);
     rc = 0;
 fail:
-    if (fsave && fclose(fsave) != 0 && rc == 0) { mr_set_error("perplexity: write error on %s", save_path); rc = -1; }
-    if (fbase) fclose(fbase);
+    if (p.fsave && fclose(p.fsave) != 0 && rc == 0) { mr_set_error("perplexity: write error on %s", save_path); rc = -1; }
+    if (p.fbase) fclose(p.fbase);
     mr_session_free(s);
-    free(logits); free(base_logits); free(lp); free(lq); free(kls); free(chunk); free(base_tgt);
+    free(p.logits); free(p.base_logits); free(p.lp); free(p.lq); free(p.kls); free(p.chunk); free(p.base_tgt);
     return rc;
 }
