@@ -65,11 +65,73 @@ typedef struct {
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
+/* Routing: expert counts, groups and the gating function (absent = the old V2 files' softmax, except
+ * GLM-4.7-Lite, as the reference); the expert weight norm/scale keys were read by the caller into M->moe. */
+static int ds2_moe_cfg(mr_model *m, ds2_model *M, uint32_t ne, uint32_t nu, uint32_t ng, uint32_t ngu, uint32_t gating) {
+    uint32_t nl = (uint32_t)m->n_layer;
+    if (ne == 0 && M->n_dense < (int)nl) { mr_set_error("%s: %s.expert_count must be > 0", m->path, m->arch_name); return -1; }
+    if (ne > 0 && (nu == 0 || nu > ne || ne > 4096)) { mr_set_error("%s: expert_used_count %u invalid for %u experts", m->path, nu, ne); return -1; }
+    if (ng > 1 && (ng > 256 || ne % ng || ne / ng < 2 || ngu == 0 || ngu >= ng || nu > ngu * (ne / ng))) {
+        mr_set_error("%s: expert_group_count %u / expert_group_used_count %u invalid for %u experts (top %u)", m->path, ng, ngu, ne, nu);
+        return -1;
+    }
+    /* gating: softmax or sigmoid; absent (0) = old V2 GGUFs: softmax, except GLM-4.7-Lite (47/48
+     * layers, vocab 154880), like the reference */
+    int gating_none = MR_GATING_SOFTMAX, gfn = 0;
+    if (gating == 0) {
+        uint32_t nv = 0;
+        (void)mr_model_hp_u32(m, "vocab_size", 0, 0, &nv);
+        const mr_gguf_kv *tl = mr_gguf_find_kv(m->gguf, "tokenizer.ggml.tokens");
+        if (!nv && tl && tl->type == MR_GGUF_ARRAY) nv = (uint32_t)tl->n;
+        if ((nl == 47 || nl == 48) && nv == 154880) gating_none = MR_GATING_SIGMOID;
+    }
+    if (mr_moe_gating_from_gguf(m, gating, gating_none, MR_GATING_BIT(MR_GATING_SOFTMAX) | MR_GATING_BIT(MR_GATING_SIGMOID),
+                                &gfn))
+        return -1;
+    M->moe.n_expert = (int)ne;
+    M->moe.n_used = (int)nu;
+    M->moe.gating = gfn;
+    M->moe.n_group = (int)ng;
+    M->moe.n_group_used = (int)ngu;
+    return 0;
+}
+
+/* RoPE/YaRN parameters and the kq scale of llm_build_deepseek2 (klm = key_length_mla). */
+static int ds2_rope(mr_model *m, ds2_model *M, uint32_t klm) {
+    float log_mul = 0.0f;
+    if (mr_model_hp_f32(m, "rope.scaling.yarn_log_multiplier", 0, 0.0f, &log_mul)) return -1;
+    mr_rope_params_init(&M->rope, MR_ROPE_NORMAL, M->n_rot);
+    if (mr_read_rope(m, &M->rope)) return -1;
+    /* The reference divides this arch's yarn_log_multiplier by 0.1 (the converter stored 0.1 * mscale_all_dim),
+     * and since mscale == mscale_all_dim for deepseek2 the context's attn factor is 1 / (1 + 0.1 ln factor)
+     * (cancelling the rope kernel's own YaRN magnitude) times rope.scaling.attn_factor. */
+    log_mul /= 0.1f;
+    float rope_attn = 1.0f;
+    if (mr_model_hp_f32(m, "rope.scaling.attn_factor", 0, 1.0f, &rope_attn)) return -1;
+    if (M->rope.ext_factor != 0.0f)
+        M->rope.attn_factor = 1.0f / (1.0f + 0.1f * logf(1.0f / M->rope.freq_scale)) * rope_attn;
+    else M->rope.attn_factor = rope_attn;
+    /* llm_build_deepseek2: undo that cancellation, then pre-scale kq by mscale^2 */
+    const float attn_org = M->rope.attn_factor * (1.0f + 0.1f * logf(1.0f / M->rope.freq_scale));
+    const float mscale = attn_org * (1.0f + 0.1f * log_mul * logf(1.0f / M->rope.freq_scale));
+    M->kq_scale = 1.0f * mscale * mscale / sqrtf((float)klm);
+    /* Mistral-Large-3 style files scale q by a position-dependent attention temperature (mainline reads
+     * attention.temperature_scale / _length for this arch); not implemented: refuse rather than differ */
+    float temp_scale = 0.0f;
+    if (mr_model_hp_f32(m, "attention.temperature_scale", 0, 0.0f, &temp_scale)) return -1;
+    if (temp_scale != 0.0f) {
+        mr_set_error("%s: %s.attention.temperature_scale %g (attention temperature tuning) is not supported", m->path,
+                     m->arch_name, temp_scale);
+        return -1;
+    }
+    return 0;
+}
+
 static int ds2_hparams(mr_model *m, ds2_model *M) {
     uint32_t ctx, embd, nl, ne = 0, nu = 0, ng = 0, ngu = 0, kl = 0, vl = 0, klm = 0, vlm = 0, nrot = 0, qr = 0, kvr = 0;
     uint32_t ffe = 0, nsh = 0, ndense = 0, gating = 0;
     int normw = 0;
-    float wscale = 0.0f, log_mul = 0.0f;
+    float wscale = 0.0f;
     if (mr_model_hp_u32(m, "context_length", 1, 0, &ctx) || mr_model_hp_u32(m, "embedding_length", 1, 0, &embd) ||
         mr_model_hp_u32(m, "block_count", 1, 0, &nl) || mr_model_hp_u32(m, "expert_count", 0, 0, &ne) ||
         mr_model_hp_u32(m, "expert_used_count", 0, 0, &nu) || mr_model_hp_u32(m, "expert_group_count", 0, 0, &ng) ||
@@ -83,8 +145,7 @@ static int ds2_hparams(mr_model *m, ds2_model *M) {
         mr_model_hp_u32(m, "expert_shared_count", 1, 0, &nsh) ||
         mr_model_hp_f32(m, "expert_weights_scale", 0, 0.0f, &wscale) ||
         mr_model_hp_bool(m, "expert_weights_norm", 0, 0, &normw) ||
-        mr_model_hp_u32(m, "expert_gating_func", 0, 0, &gating) ||
-        mr_model_hp_f32(m, "rope.scaling.yarn_log_multiplier", 0, 0.0f, &log_mul))
+        mr_model_hp_u32(m, "expert_gating_func", 0, 0, &gating))
         return -1;
     if (embd == 0 || embd > (1u << 20) || nl == 0 || nl > 4096) { mr_set_error("%s: bad embedding_length/block_count", m->path); return -1; }
     m->n_ctx_train = (int)ctx;
@@ -132,58 +193,10 @@ static int ds2_hparams(mr_model *m, ds2_model *M) {
     M->n_ff_exp = (int)ffe;
     M->n_shared = (int)nsh;
     M->n_dense = (int)(ndense < nl ? ndense : nl);
-    if (ne == 0 && M->n_dense < (int)nl) { mr_set_error("%s: %s.expert_count must be > 0", m->path, m->arch_name); goto out; }
-    if (ne > 0 && (nu == 0 || nu > ne || ne > 4096)) { mr_set_error("%s: expert_used_count %u invalid for %u experts", m->path, nu, ne); goto out; }
-    if (ng > 1 && (ng > 256 || ne % ng || ne / ng < 2 || ngu == 0 || ngu >= ng || nu > ngu * (ne / ng))) {
-        mr_set_error("%s: expert_group_count %u / expert_group_used_count %u invalid for %u experts (top %u)", m->path, ng, ngu, ne, nu);
-        goto out;
-    }
-    /* gating: softmax or sigmoid; absent (0) = old V2 GGUFs: softmax, except GLM-4.7-Lite (47/48
-     * layers, vocab 154880), like the reference */
-    int gating_none = MR_GATING_SOFTMAX, gfn = 0;
-    if (gating == 0) {
-        uint32_t nv = 0;
-        (void)mr_model_hp_u32(m, "vocab_size", 0, 0, &nv);
-        const mr_gguf_kv *tl = mr_gguf_find_kv(m->gguf, "tokenizer.ggml.tokens");
-        if (!nv && tl && tl->type == MR_GGUF_ARRAY) nv = (uint32_t)tl->n;
-        if ((nl == 47 || nl == 48) && nv == 154880) gating_none = MR_GATING_SIGMOID;
-    }
-    if (mr_moe_gating_from_gguf(m, gating, gating_none, MR_GATING_BIT(MR_GATING_SOFTMAX) | MR_GATING_BIT(MR_GATING_SIGMOID),
-                                &gfn))
-        goto out;
     memset(&M->moe, 0, sizeof M->moe);
-    M->moe.n_expert = (int)ne;
-    M->moe.n_used = (int)nu;
-    M->moe.gating = gfn;
     M->moe.norm_w = normw;
     M->moe.w_scale = wscale;
-    M->moe.n_group = (int)ng;
-    M->moe.n_group_used = (int)ngu;
-
-    mr_rope_params_init(&M->rope, MR_ROPE_NORMAL, (int)nrot);
-    if (mr_read_rope(m, &M->rope)) goto out;
-    /* The reference divides this arch's yarn_log_multiplier by 0.1 (the converter stored 0.1 * mscale_all_dim),
-     * and since mscale == mscale_all_dim for deepseek2 the context's attn factor is 1 / (1 + 0.1 ln factor)
-     * (cancelling the rope kernel's own YaRN magnitude) times rope.scaling.attn_factor. */
-    log_mul /= 0.1f;
-    float rope_attn = 1.0f;
-    if (mr_model_hp_f32(m, "rope.scaling.attn_factor", 0, 1.0f, &rope_attn)) goto out;
-    if (M->rope.ext_factor != 0.0f)
-        M->rope.attn_factor = 1.0f / (1.0f + 0.1f * logf(1.0f / M->rope.freq_scale)) * rope_attn;
-    else M->rope.attn_factor = rope_attn;
-    /* llm_build_deepseek2: undo that cancellation, then pre-scale kq by mscale^2 */
-    const float attn_org = M->rope.attn_factor * (1.0f + 0.1f * logf(1.0f / M->rope.freq_scale));
-    const float mscale = attn_org * (1.0f + 0.1f * log_mul * logf(1.0f / M->rope.freq_scale));
-    M->kq_scale = 1.0f * mscale * mscale / sqrtf((float)klm);
-    /* Mistral-Large-3 style files scale q by a position-dependent attention temperature (mainline reads
-     * attention.temperature_scale / _length for this arch); not implemented: refuse rather than differ */
-    float temp_scale = 0.0f;
-    if (mr_model_hp_f32(m, "attention.temperature_scale", 0, 0.0f, &temp_scale)) goto out;
-    if (temp_scale != 0.0f) {
-        mr_set_error("%s: %s.attention.temperature_scale %g (attention temperature tuning) is not supported", m->path,
-                     m->arch_name, temp_scale);
-        goto out;
-    }
+    if (ds2_moe_cfg(m, M, ne, nu, ng, ngu, gating) || ds2_rope(m, M, klm)) goto out;
     /* GLM-4.7-Flash files (mainline's converter) append the MTP block to block_count: not run as a layer */
     uint32_t nextn = 0;
     if (mr_model_hp_u32(m, "nextn_predict_layers", 0, 0, &nextn)) goto out;
