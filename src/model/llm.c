@@ -196,6 +196,50 @@ static void llm_qkr_chunk(void *arg, long ch) {
     }
 }
 
+/* q|k|v rows (stride nq + 2 nkv) of the n normed tokens h: one fused projection, or the separate ones
+ * in one dispatch (h converted once) into temporaries att [n][nq] and kvt [2][n][nkv], then interleaved;
+ * biases added. */
+static int llm_qkv(mr_model *m, const mr_llm_layer *l, const float *h, int n, int64_t nq, int64_t nkv, float *qkv,
+                   float *att, float *kvt) {
+    const int64_t qs = nq + 2 * nkv;
+    float *q = qkv, *k = qkv + nq, *v = qkv + nq + nkv;
+    if (l->wqkv.data) {
+        if (mr_model_matmul(m, &l->wqkv, h, n, qkv)) return -1;
+        add_bias(qkv, l->bqkv, qs, n, qs);
+    } else {
+        MR_PROF_BEGIN(tp);
+        const mr_matmul_task tk[3] = {{.w = &l->wq, .X = h, .ncols = n, .Y = att},
+                                      {.w = &l->wk, .X = h, .ncols = n, .Y = kvt},
+                                      {.w = &l->wv, .X = h, .ncols = n, .Y = kvt + n * nkv}};
+        if (mr_matmul_many(m->pool, tk, 3)) return -1;
+        MR_PROF_END(tp, "mm attn_q+k+v");
+        for (int t = 0; t < n; t++) {
+            memcpy(q + t * qs, att + t * nq, sizeof(float) * (size_t)nq);
+            memcpy(k + t * qs, kvt + t * nkv, sizeof(float) * (size_t)nkv);
+            memcpy(v + t * qs, kvt + (n + t) * nkv, sizeof(float) * (size_t)nkv);
+        }
+        add_bias(q, l->bq, nq, n, qs);
+        add_bias(k, l->bk, nkv, n, qs);
+        add_bias(v, l->bv, nkv, n, qs);
+    }
+    return 0;
+}
+
+/* Logits of the wanted rows: want[t] != 0, or (want NULL) every token if all_logits, else the last;
+ * normed into h row by row (the same as in any batch), then one product with the output matrix. */
+static int llm_output(mr_model *m, const mr_llm *L, const float *x, float *h, int n, float *logits, int all_logits,
+                      const uint8_t *want) {
+    const int64_t d = m->n_embd;
+    int nr = 0;
+    for (int t = 0; t < n; t++)
+        if (want ? want[t] != 0 : all_logits || t == n - 1) mr_rms_norm(h + (int64_t)nr++ * d, x + t * d, L->output_norm, d, L->eps);
+    if (!nr) return 0;
+    mr_model_dump(m, "result_norm", -1, h, d, nr);
+    if (mr_model_matmul(m, &L->output, h, nr, logits)) return -1;
+    mr_model_dump(m, "result_output", -1, logits, m->n_vocab, nr);
+    return 0;
+}
+
 /* One forward pass over n tokens; token t belongs to state st[t] at position pos[t] (the tokens of
  * one state in order). Everything but RoPE/KV store and attention is per token, so tokens of several
  * sequences share every weight read (the experts of a MoE layer are read once for all of them).
@@ -207,7 +251,7 @@ static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, con
                        int all_logits, const uint8_t *want) {
     mr_llm *L = m->priv;
     mr_llm_state *s = st[0];
-    const int64_t d = m->n_embd, hd = L->head_dim, nq = hd * L->n_head, nkv = hd * L->n_head_kv, V = m->n_vocab;
+    const int64_t d = m->n_embd, hd = L->head_dim, nq = hd * L->n_head, nkv = hd * L->n_head_kv;
     const int64_t Fs = (int64_t)L->n_ff_exp * L->n_shared;
     const int64_t F = L->n_ff > L->n_ff_exp ? (L->n_ff > Fs ? L->n_ff : Fs) : (L->n_ff_exp > Fs ? L->n_ff_exp : Fs);
     const int K = L->moe.n_used, E = L->moe.n_expert;
@@ -249,27 +293,7 @@ static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, con
         MR_PROF_END(tn, "rms_norm");
         mr_model_dump(m, "attn_norm", il, h, d, n);
         float *q = qkv, *k = qkv + nq, *v = qkv + nq + nkv;
-        if (l->wqkv.data) {
-            if (mr_model_matmul(m, &l->wqkv, h, n, qkv)) goto done;
-            add_bias(qkv, l->bqkv, qs, n, qs);
-        } else {
-            /* separate projections in one dispatch (h converted once) into temporaries, then
-             * interleaved into the q|k|v rows */
-            MR_PROF_BEGIN(tp);
-            const mr_matmul_task tk[3] = {{.w = &l->wq, .X = h, .ncols = n, .Y = att},
-                                          {.w = &l->wk, .X = h, .ncols = n, .Y = kvt},
-                                          {.w = &l->wv, .X = h, .ncols = n, .Y = kvt + n * nkv}};
-            if (mr_matmul_many(m->pool, tk, 3)) goto done;
-            MR_PROF_END(tp, "mm attn_q+k+v");
-            for (int t = 0; t < n; t++) {
-                memcpy(q + t * qs, att + t * nq, sizeof(float) * (size_t)nq);
-                memcpy(k + t * qs, kvt + t * nkv, sizeof(float) * (size_t)nkv);
-                memcpy(v + t * qs, kvt + (n + t) * nkv, sizeof(float) * (size_t)nkv);
-            }
-            add_bias(q, l->bq, nq, n, qs);
-            add_bias(k, l->bk, nkv, n, qs);
-            add_bias(v, l->bv, nkv, n, qs);
-        }
+        if (llm_qkv(m, l, h, n, nq, nkv, qkv, att, kvt)) goto done;
         MR_PROF_BEGIN(tr);
         llm_qkr_job qj = {L, l, st, pos, q, k, v, rope_cache, qs, hd, nkv, il, n};
         mr_pool_run_chunks(n > 1 ? m->pool : NULL, llm_qkr_chunk, &qj, (n + 7) / 8);
@@ -312,16 +336,7 @@ static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, con
         }
         mr_model_dump(m, "l_out", il, x, d, n);
     }
-    if (logits) {
-        int nr = 0; /* the wanted rows, normed into h (row by row: the same as in any batch) */
-        for (int t = 0; t < n; t++)
-            if (want ? want[t] != 0 : all_logits || t == n - 1) mr_rms_norm(h + (int64_t)nr++ * d, x + t * d, L->output_norm, d, L->eps);
-        if (nr) {
-            mr_model_dump(m, "result_norm", -1, h, d, nr);
-            if (mr_model_matmul(m, &L->output, h, nr, logits)) goto done;
-            mr_model_dump(m, "result_output", -1, logits, V, nr);
-        }
-    }
+    if (logits && llm_output(m, L, x, h, n, logits, all_logits, want)) goto done;
     rc = 0;
 done:
     return rc;
