@@ -8,7 +8,8 @@
 #      `moerun bench -m MODEL -p P -n N -r 1 -t T --ram-budget ARENA` inside a memory cgroup limited to
 #      ARENA + EXTRA (so the process really cannot use more: the model is several times that), under
 #      /usr/bin/time -v, and collects tok/s, hit rate, Belady, GiB read, read stall, I/O busy time,
-#      read GB/s while busy, peak RSS and the cgroup's peak
+#      read GB/s while busy, decode's I/O efficiency, user / system CPU seconds, minor page faults,
+#      peak RSS and the cgroup's peak
 #   4. optionally the reference llama.cpp (LLAMA_BENCH=path/to/llama-bench) on the same file, same limit
 # Output: a markdown table on stdout and in $OUT.md, raw logs in $OUT.d/.
 #
@@ -111,8 +112,8 @@ fi
 
 {
 echo
-echo "| round | arena | variant | load | pp$P tok/s | tg$N tok/s | hit (all) | Belady | tg hit | tg static opt | GiB read | tg MiB/token | tg stall s | tg I/O busy s | GB/s busy | peak RSS GiB | cgroup peak GiB |"
-echo "|---|---|---|---|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| round | arena | variant | load | pp$P tok/s | tg$N tok/s | hit (all) | Belady | tg hit | tg static opt | GiB read | tg MiB/token | tg stall s | tg I/O busy s | GB/s busy | tg I/O eff | user s | sys s | minor faults | peak RSS GiB | cgroup peak GiB |"
+echo "|---|---|---|---|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } | tee -a "$OUT.md"
 
 r=1
@@ -137,13 +138,17 @@ while [ "$r" -le "$ROUNDS" ]; do
                     if ($i == "optimum") { so = $(i+1); gsub(/[),]/, "", so) }
                     if ($(i+1) ~ /^MiB\/token/) { x = $i; gsub(/[(]/, "", x); tm = x + 0 }
                     if ($i == "GB/s" && $(i+1) == "while") { gb = $(i-1); gsub(/[(]/, "", gb) } } }
+                /^pager: decode I\/O efficiency .*\(tg/ { eff = $5 }
+                /User time \(seconds\)/ { us = $NF }
+                /System time \(seconds\)/ { sy = $NF }
+                /Minor \(reclaiming a frame\) page faults/ { mf = $NF }
                 /Maximum resident set size/ { rss = $NF / 1048576 }
                 /^error|\(exit/ { err = err " " $0 }
                 END {
                     if (u ~ /MiB/) gib = gib / 1024
                     if (err != "") { printf "| %s | %s | %s | %s | failed:%s |\n", r, A, name, load, err; exit }
-                    printf "| %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %.1f | %.0f | %s | %s | %s | %.2f | %.2f |\n",
-                        r, A, name, load, pp, tg, hit, bel, th, so, gib, tm, ts, tb, gb, rss, peak / 1073741824 }' "$log" | tee -a "$OUT.md"
+                    printf "| %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %.1f | %.0f | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n",
+                        r, A, name, load, pp, tg, hit, bel, th, so, gib, tm, ts, tb, gb, eff, us, sy, mf, rss, peak / 1073741824 }' "$log" | tee -a "$OUT.md"
         done
     done
     r=$((r + 1))

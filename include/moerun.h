@@ -569,10 +569,19 @@ typedef struct {
     double io_busy_s;                    /* time at least one read was in flight */
     uint64_t hint_reads, hint_used;      /* experts read ahead on a guess of the next layer; of them used */
     uint64_t hint_cancelled, hint_wasted;/* unused: reads cancelled before starting; read for nothing */
+    uint64_t miss_bytes;                 /* bytes read for the misses (used guesses included, unused not) */
+    uint64_t decode_evals;               /* evaluations of one token per sequence, and of them: */
+    uint64_t decode_miss_bytes, decode_bytes_read; /* bytes of their misses; all bytes read during them */
+    double decode_s, decode_io_busy_s;   /* their wall time; I/O busy time during them */
     double layer_hit_min, layer_hit_max; /* hit rate of the worst / best MoE layer (-1: no uses yet) */
     int layer_min, layer_max;
 } mr_pager_stats;
 int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out); /* -1 if the model has no routed experts */
+/* I/O efficiency of decode (the decode_* counters, now - prev; prev NULL: since the start): the time its
+ * miss bytes need at the device's rate measured in the run (bytes read / I/O busy time, the higher of
+ * the whole run's and this decode's) over its wall time. ~1: decode is bound by the disk; near 0: by
+ * compute. Returns -1 when nothing was decoded or read; *need_s and *rate (bytes/s) may be NULL. */
+double mr_pager_io_efficiency(const mr_pager_stats *now, const mr_pager_stats *prev, double *need_s, double *rate);
 /* Sizes of a model file as the pager sees it (without loading the model). */
 typedef struct {
     uint64_t total_bytes, expert_bytes;  /* all tensor bytes; routed-expert tensor bytes */

@@ -106,9 +106,11 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
                             double decode_s);
 /* One line for a stretch of evaluation (now - prev): hit rate and the static optimum of its uses (m may
  * be NULL: -1), bytes read, read stall, I/O busy time and read GB/s while busy, tok/s of n_tokens in
- * seconds. */
+ * seconds; then its decode I/O efficiency line (mr_pager_print_io_efficiency) if it decoded. */
 void mr_pager_print_delta(FILE *f, const mr_model *m, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev,
                           long n_tokens, double seconds);
+/* One line with mr_pager_io_efficiency (moerun.h; nothing when it is -1): "pager: decode I/O efficiency 88% (LABEL): ..." */
+void mr_pager_print_io_efficiency(FILE *f, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev);
 uint64_t mr_peak_rss_bytes(void);
 
 /* ---- synthetic models (moerun synth) ---- */

@@ -50,6 +50,9 @@ expect_ok pager_run_paged "$MOERUN" run -m "$M" -p "And God said" -n 24 --temp 0
     --stats-file "$TMPD/run.jsonl"
 if cmp -s "$TMPD/o" "$TMPD/run_plain"; then ok pager_run_same_text; else fail pager_run_same_text "$(cat "$TMPD/o")"; fi
 if grep -q "^pager: 4 slots" "$TMPD/e"; then ok pager_run_floor_budget; else fail pager_run_floor_budget "$(cat "$TMPD/e")"; fi
+# the decode I/O efficiency line: a percentage, the decode's evals (one per decode step), a verdict
+if grep -Eq "^pager: decode I/O efficiency [0-9]+% \(whole run, $(sed -n 's/.*(\([0-9]*\) decode steps).*/\1/p' "$TMPD/e") evals\).*: (bound by|disk and compute)" "$TMPD/e"
+then ok pager_run_io_efficiency; else fail pager_run_io_efficiency "$(cat "$TMPD/e")"; fi
 steps=$(sed -n 's/.*(\([0-9]*\) decode steps).*/\1/p' "$TMPD/e")
 if [ -n "$steps" ] && [ "$(grep -Ec "$JSONPAT" "$TMPD/run.jsonl")" -eq $((steps + 1)) ]; then ok pager_run_stats_lines
 else fail pager_run_stats_lines "steps '$steps', $(wc -l <"$TMPD/run.jsonl") lines"; fi
@@ -64,3 +67,22 @@ MOERUN_PAGER_GUESS=1 MOERUN_PAGER_CHUNK=64K MOERUN_PAGER_IO_THREADS=8 expect_ok 
 if cmp -s "$TMPD/d0.lgts" "$TMPD/d1.lgts"; then ok pager_guess_identical; else fail pager_guess_identical "logits differ"; fi
 if grep -q "^pager: read ahead [1-9][0-9]* experts" "$TMPD/e"; then ok pager_guess_summary
 else fail pager_guess_summary "no read-ahead line: $(cat "$TMPD/e")"; fi
+
+# the server's /metrics with paging: decode's I/O efficiency and the counters behind it
+if command -v curl >/dev/null 2>&1; then
+    PORT=$((20000 + ($$ + 7) % 20000))
+    "$MOERUN" server -m "$M" --port $PORT -t 2 --ram-budget $OK >"$TMPD/srv.out" 2>"$TMPD/srv.err" &
+    SRV=$!
+    up=0
+    for i in $(seq 1 100); do
+        if curl -s "http://127.0.0.1:$PORT/health" 2>/dev/null | grep -q '"ok"'; then up=1; break; fi
+        sleep 0.1
+    done
+    curl -s "http://127.0.0.1:$PORT/v1/completions" -d '{"prompt":"And God said","max_tokens":16,"temperature":0}' >/dev/null
+    mt=$(curl -s "http://127.0.0.1:$PORT/metrics")
+    kill $SRV 2>/dev/null; wait $SRV 2>/dev/null
+    if [ $up -eq 1 ] && echo "$mt" | grep -Eq '^moerun_pager_decode_io_efficiency 0*[0-9]\.[0-9]*[1-9]' &&
+        echo "$mt" | grep -Eq '^moerun_pager_decode_miss_bytes_total [1-9]' &&
+        echo "$mt" | grep -Eq '^moerun_pager_read_bytes_per_second [1-9]'; then ok pager_server_metrics
+    else fail pager_server_metrics "$(echo "$mt" | grep pager) $(head -c 300 "$TMPD/srv.err")"; fi
+fi

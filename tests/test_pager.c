@@ -148,6 +148,9 @@ static void test_budgets(void) {
             if (mode < 3) CHECK(c.reads == 3 * c.misses, "reads %llu for %llu misses", (unsigned long long)c.reads, (unsigned long long)c.misses);
             if (mode == 3) CHECK(c.reads > 3 * c.misses, "4K jobs: reads %llu for %llu misses", (unsigned long long)c.reads, (unsigned long long)c.misses);
             CHECK(c.io_busy_s > 0 && c.io_busy_s < 60, "I/O busy %.3f s", c.io_busy_s);
+            /* every read is for a miss (no guesses here); reads of a released batch may still be in flight */
+            CHECK(c.miss_bytes >= c.bytes_read && (c.misses == 0) == (c.miss_bytes == 0), "miss bytes %llu, read %llu",
+                  (unsigned long long)c.miss_bytes, (unsigned long long)c.bytes_read);
             if (slots == 16) CHECK(c.misses == 16, "everything fits: each expert read once (%llu)", (unsigned long long)c.misses);
             uint64_t lh = 0, lm = 0, th = 0, tm = 0;
             for (int l = 0; l < NL; l++) { mr_pager_layer_counters(p, l, &lh, &lm); th += lh; tm += lm; }
@@ -217,6 +220,36 @@ static void test_faults(void) {
         CHECK(!q && strstr(mr_get_error(), bad_what[i]), "bad setting %d accepted: %s", i, mr_get_error());
         mr_pager_free(q);
     }
+}
+
+/* mr_pager_eval_begin/end: a decode evaluation's wall time, miss bytes and bytes read go to decode_*;
+ * a prefill evaluation's do not */
+static void test_decode_counters(void) {
+    mr_pager *p = mr_pager_create(g, layers, NL, 8 * mr_pager_slot_bytes(g, layers, NL), NULL);
+    if (!p) { CHECK(0, "%s", mr_get_error()); return; }
+    mr_pager_counters c1, c2;
+    const int pre[2] = {0, 2}, dec[3] = {1, 4, 6};
+    for (int k = 0; k < 2; k++) { /* k 0: a prefill eval of 2 experts, k 1: a decode eval of 3 */
+        mr_pager_eval_begin(p, k);
+        CHECK(mr_pager_prefetch(p, 1, k ? dec : pre, k ? 3 : 2) == 0, "%s", mr_get_error());
+        for (int i = 0; i < (k ? 3 : 2); i++) {
+            const void *ptrs[MR_PAGER_MATS];
+            int e;
+            CHECK(mr_pager_next(p, 1, &e, ptrs) == 0 && check_ptrs(1, e, ptrs) == 0, "%s", mr_get_error());
+        }
+        mr_pager_release(p, 1);
+        mr_pager_eval_end(p);
+        mr_pager_counters_get(p, k ? &c2 : &c1);
+    }
+    CHECK(c1.decode_evals == 0 && c1.decode_miss_bytes == 0 && c1.decode_s == 0, "prefill counted as decode");
+    CHECK(c1.miss_bytes == c1.bytes_read && c1.bytes_read > 0, "prefill: miss bytes %llu read %llu",
+          (unsigned long long)c1.miss_bytes, (unsigned long long)c1.bytes_read);
+    CHECK(c2.decode_evals == 1 && c2.decode_s > 0 && c2.decode_io_busy_s > 0, "decode: %llu evals %.6f s",
+          (unsigned long long)c2.decode_evals, c2.decode_s);
+    CHECK(c2.decode_miss_bytes == c2.miss_bytes - c1.miss_bytes && c2.decode_bytes_read == c2.bytes_read - c1.bytes_read &&
+          c2.decode_miss_bytes == c2.decode_bytes_read && c2.misses - c1.misses == 3,
+          "decode: miss bytes %llu read %llu", (unsigned long long)c2.decode_miss_bytes, (unsigned long long)c2.decode_bytes_read);
+    mr_pager_free(p);
 }
 
 static void test_prefetch_twice(void) {
@@ -317,6 +350,7 @@ int main(void) {
     RUN(test_faults);
     RUN(test_pins);
     RUN(test_hints);
+    RUN(test_decode_counters);
     RUN(test_prefetch_twice);
     mr_gguf_close(g);
     remove(path);

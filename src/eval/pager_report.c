@@ -29,6 +29,24 @@ uint64_t mr_peak_rss_bytes(void) {
     return (uint64_t)ru.ru_maxrss * 1024; /* Linux: KiB */
 }
 
+void mr_pager_print_io_efficiency(FILE *f, const char *label, const mr_pager_stats *now, const mr_pager_stats *prev) {
+    mr_pager_stats zero;
+    if (!prev) { memset(&zero, 0, sizeof zero); prev = &zero; }
+    double need, rate;
+    const double e = mr_pager_io_efficiency(now, prev, &need, &rate);
+    if (e < 0) return;
+    const uint64_t miss = now->decode_miss_bytes - prev->decode_miss_bytes, rd = now->decode_bytes_read - prev->decode_bytes_read;
+    const uint64_t n = now->decode_evals - prev->decode_evals;
+    /* bytes read during decode beyond its misses: guesses never used (and guesses for the next eval) */
+    const double extra = rd > miss ? (double)(rd - miss) : 0;
+    fprintf(f, "pager: decode I/O efficiency %.0f%% (%s, %llu evals): reading its misses (%.1f MiB per eval) at %.2f GB/s, "
+               "the run's best read rate, takes %.1f ms of the %.1f ms an eval took; %.1f%% of the bytes read during "
+               "decode were guesses never used: %s\n",
+            100 * e, label, (unsigned long long)n, (double)miss / (double)n / 1048576.0, rate / 1e9, 1e3 * need / (double)n,
+            1e3 * (now->decode_s - prev->decode_s) / (double)n, rd ? 100.0 * extra / (double)rd : 0.0,
+            e >= 0.7 ? "bound by the disk" : e < 0.3 ? "bound by compute" : "disk and compute both limit it");
+}
+
 void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double prefill_s, long n_decode,
                             double decode_s) {
     mr_pager_stats s;
@@ -57,6 +75,7 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
             acc ? 100.0 * (double)s.hits / (double)acc : 0, acc ? 100.0 * (double)s.misses / (double)acc : 0,
             (unsigned long long)acc, a, b, s.stall_s, s.io_busy_s,
             s.io_busy_s > 0 ? (double)s.bytes_read / s.io_busy_s / 1e9 : 0.0);
+    mr_pager_print_io_efficiency(f, "whole run", &s, NULL);
     if (s.hint_reads)
         fprintf(f, "pager: read ahead %llu experts for the next layer's guessed batch: %llu used, %llu cancelled "
                    "before reading, %llu read for nothing\n", (unsigned long long)s.hint_reads,
@@ -85,4 +104,5 @@ void mr_pager_print_delta(FILE *f, const mr_model *m, const char *label, const m
             so >= 0 && !trunc ? 100 * so : -1.0,
             (double)by / (1024.0 * 1024 * 1024), n_tokens > 0 ? (double)by / (1024.0 * 1024) / (double)n_tokens : 0.0,
             st, busy, busy > 0 ? (double)by / busy / 1e9 : 0.0);
+    mr_pager_print_io_efficiency(f, label, now, prev);
 }

@@ -282,7 +282,9 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     mr_prof_set_phase(phase);
     mr_moe_approx_begin_eval(s->m); /* approximation settings change only between evals */
     const int isa_prev = mr_isa_enter(s->m->isa);
+    mr_pager_eval_begin(s->m->pager, n == 1);
     const int rc = s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits);
+    mr_pager_eval_end(s->m->pager);
     mr_isa_leave(isa_prev);
     if (rc) {
         /* a layer that failed between its prefetch and its experts (e.g. out of memory) left its
@@ -308,7 +310,7 @@ int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, co
     if (!m->arch->eval_multi) { mr_set_error("eval: %s has no multi-sequence evaluation", m->arch->name); return -1; }
     int *pos = mr_malloc(sizeof(int) * (size_t)n);
     void **st = mr_malloc(sizeof(void *) * (size_t)n);
-    int rc = -1;
+    int rc = -1, decode = 1; /* decode: one token per session (a batched decode step) */
     if (!pos || !st) { mr_set_error("eval: out of memory"); goto done; }
     /* positions: each session's tokens follow what it holds, in order */
     for (int t = 0; t < n; t++) {
@@ -317,6 +319,7 @@ int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, co
         int before = 0;
         for (int u = 0; u < t; u++) before += s[u] == s[t];
         pos[t] = s[t]->n_past + before;
+        if (before) decode = 0;
         if (pos[t] >= s[t]->n_ctx) { mr_set_error("eval: a token beyond the context of %d", s[t]->n_ctx); goto done; }
         st[t] = s[t]->st;
     }
@@ -325,7 +328,9 @@ int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, co
     mr_prof_set_phase(phase);
     mr_moe_approx_begin_eval(m);
     const int isa_prev = mr_isa_enter(m->isa);
+    mr_pager_eval_begin(m->pager, decode);
     const int eval_rc = m->arch->eval_multi(m, st, pos, tokens, n, want, logits);
+    mr_pager_eval_end(m->pager);
     mr_isa_leave(isa_prev);
     if (eval_rc) goto done;
     mr_prof_tokens(phase, n);

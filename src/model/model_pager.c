@@ -35,6 +35,12 @@ int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out) {
     out->hint_used = c.hint_used;
     out->hint_cancelled = c.hint_cancelled;
     out->hint_wasted = c.hint_wasted;
+    out->miss_bytes = c.miss_bytes;
+    out->decode_evals = c.decode_evals;
+    out->decode_miss_bytes = c.decode_miss_bytes;
+    out->decode_bytes_read = c.decode_bytes_read;
+    out->decode_s = c.decode_s;
+    out->decode_io_busy_s = c.decode_io_busy_s;
     for (int l = 0; l < m->n_layer; l++) {
         uint64_t h, mi;
         if (mr_pager_layer_counters(p, l, &h, &mi) || h + mi == 0) continue;
@@ -43,6 +49,22 @@ int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out) {
         if (out->layer_max < 0 || r > out->layer_hit_max) { out->layer_hit_max = r; out->layer_max = l; }
     }
     return 0;
+}
+
+double mr_pager_io_efficiency(const mr_pager_stats *now, const mr_pager_stats *prev, double *need_s, double *rate) {
+    mr_pager_stats zero;
+    if (!prev) { memset(&zero, 0, sizeof zero); prev = &zero; }
+    const double dec_s = now->decode_s - prev->decode_s;
+    /* the device's rate as the run saw it: the higher of the whole run's and this decode's read rate
+     * while busy (a run's prefill keeps many reads in flight; a short decode may reach more) */
+    const double busy = now->decode_io_busy_s - prev->decode_io_busy_s;
+    const double r_run = now->io_busy_s > 0 ? (double)now->bytes_read / now->io_busy_s : 0;
+    const double r_dec = busy > 0 ? (double)(now->decode_bytes_read - prev->decode_bytes_read) / busy : 0;
+    const double r = r_run > r_dec ? r_run : r_dec;
+    const double need = r > 0 ? (double)(now->decode_miss_bytes - prev->decode_miss_bytes) / r : 0;
+    if (need_s) *need_s = need;
+    if (rate) *rate = r;
+    return dec_s > 0 && r > 0 && now->decode_evals > prev->decode_evals ? need / dec_s : -1;
 }
 
 double mr_model_pager_belady(const mr_model *m, int *truncated) {

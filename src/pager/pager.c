@@ -28,6 +28,7 @@ enum { FAULT_NONE = 0, FAULT_EIO, FAULT_SHORT };
 typedef struct {
     int state, pending, layer, expert;
     int by_hint; /* read because of a hint, not used since */
+    uint64_t bytes; /* bytes its read transfers (whole pages with O_DIRECT) */
     uint64_t delta[MR_PAGER_MATS]; /* data offset inside the mat's area (O_DIRECT alignment) */
     char err[320];
 } slot_io;
@@ -88,6 +89,11 @@ struct mr_pager {
     int guess;                /* read ahead on guesses (mr_pager_params.no_guess off) */
     uint8_t *hinted;
     int **hint_keys, *n_hint; /* per layer: the keys hinted for its next batch */
+    /* the evaluation in progress (mr_pager_eval_begin): decode or not, its start and counters then */
+    int ev_decode;
+    double ev_t0;
+    uint64_t ev_miss0, ev_read0;
+    double ev_busy0;
 };
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -449,6 +455,7 @@ static void start_load(mr_pager *p, int s, int layer, int e) {
     io->layer = layer;
     io->expert = e;
     io->pending = 0;
+    io->bytes = 0;
     io->err[0] = 0;
     for (int m = 0; m < MR_PAGER_MATS; m++) {
         const mr_gguf_tensor *t = pl->mat[m];
@@ -459,6 +466,7 @@ static void start_load(mr_pager *p, int s, int layer, int e) {
         uint64_t delta = dfd >= 0 ? off % PAGE : 0, a0 = off - delta;
         uint64_t alen = dfd >= 0 ? align_up(delta + slice, PAGE) : slice, step = p->chunk ? p->chunk : alen;
         io->delta[m] = delta;
+        io->bytes += alen;
         for (uint64_t pos = 0; pos < alen; pos += step) {
             uint64_t len = alen - pos < step ? alen - pos : step, end = delta + slice;
             io_job j = {.slot = s, .fd = mr_gguf_shard_fd(p->g, t->shard), .dfd = dfd, .off = a0 + pos, .len = len,
@@ -524,6 +532,7 @@ static int acquire(mr_pager *p, int layer, int i) {
     if (hit && p->sl[s].by_hint) { /* read ahead by a hint: a miss whose read started early */
         p->sl[s].by_hint = 0;
         p->cnt.hint_used++;
+        p->cnt.miss_bytes += p->sl[s].bytes;
         record(p, layer, key, 0);
     } else record(p, layer, key, hit);
     if (!hit) {
@@ -531,6 +540,7 @@ static int acquire(mr_pager *p, int layer, int i) {
         if (p->sl[s].by_hint) p->cnt.hint_wasted++; /* a guess evicted before its layer came */
         p->sl[s].by_hint = 0;
         start_load(p, s, layer, e);
+        p->cnt.miss_bytes += p->sl[s].bytes;
     }
     b->slot[i] = s;
     b->st[i] = B_PINNED;
@@ -794,6 +804,31 @@ void mr_pager_release(mr_pager *p, int layer) {
         for (int i = 0; i < b->n; i++) unpin(p, b, i);
     b->active = 0;
     b->n = 0;
+}
+
+void mr_pager_eval_begin(mr_pager *p, int decode) {
+    if (!p || !p->paging) return;
+    p->ev_decode = decode;
+    if (!decode) return;
+    pthread_mutex_lock(&p->mu);
+    p->ev_read0 = p->cnt.bytes_read;
+    p->ev_busy0 = p->cnt.io_busy_s;
+    pthread_mutex_unlock(&p->mu);
+    p->ev_miss0 = p->cnt.miss_bytes;
+    p->ev_t0 = mr_now();
+}
+
+void mr_pager_eval_end(mr_pager *p) {
+    if (!p || !p->paging || !p->ev_decode) return;
+    p->ev_decode = 0;
+    double t = mr_now();
+    pthread_mutex_lock(&p->mu);
+    p->cnt.decode_evals++;
+    p->cnt.decode_s += t - p->ev_t0;
+    p->cnt.decode_miss_bytes += p->cnt.miss_bytes - p->ev_miss0;
+    p->cnt.decode_bytes_read += p->cnt.bytes_read - p->ev_read0;
+    p->cnt.decode_io_busy_s += p->cnt.io_busy_s - p->ev_busy0;
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- statistics ---- */

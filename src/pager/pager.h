@@ -68,6 +68,12 @@ int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n);
  * 4x the floor's slots (with fewer, a guess evicts experts still wanted) */
 int mr_pager_guessing(const mr_pager *p);
 
+/* Bracket one evaluation (the model's eval calls them): with decode = 1 (one token per sequence) its
+ * wall time, miss bytes and bytes read are added to the decode_* counters, so every tool reports
+ * decode's I/O the same way. */
+void mr_pager_eval_begin(mr_pager *p, int decode);
+void mr_pager_eval_end(mr_pager *p);
+
 /* Sizes: bytes of one slot, and the minimum budget (floor) for these layers; 0 if no MoE layer. */
 uint64_t mr_pager_slot_bytes(const mr_gguf *g, const mr_pager_layer *layers, int n_layers);
 uint64_t mr_pager_min_budget(const mr_gguf *g, const mr_pager_layer *layers, int n_layers);
@@ -89,6 +95,11 @@ typedef struct {
     uint64_t hint_cancelled;     /* of those, not used and their reads cancelled before they started */
     uint64_t hint_wasted;        /* of those, read for nothing: not used, or evicted before their layer */
     uint64_t rounds;             /* forward passes seen (a prefetch of a layer <= the previous one starts one) */
+    uint64_t miss_bytes;         /* bytes read for the misses (the whole pages of each missed expert; a used
+                                    guess counts, an unused one does not): what exact decoding must read */
+    /* evaluations marked decode by mr_pager_eval_begin: their count, wall time, miss bytes, bytes read */
+    uint64_t decode_evals, decode_miss_bytes, decode_bytes_read;
+    double decode_s, decode_io_busy_s;
 } mr_pager_counters;
 void mr_pager_counters_get(const mr_pager *p, mr_pager_counters *out);
 /* per layer hits / misses; -1 for a bad layer */

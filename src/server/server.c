@@ -195,6 +195,19 @@ static void ep_metrics(srv_server *st, mr_http_req *r) {
         M("pager_hit_ratio", "gauge", "Hits over uses since the model loaded.", "%.6f",
           ps.hits + ps.misses ? (double)ps.hits / (double)(ps.hits + ps.misses) : 0.0);
         M("pager_stall_seconds_total", "counter", "Time compute waited for expert reads.", "%.6f", ps.stall_s);
+        M("pager_io_busy_seconds_total", "counter", "Time at least one expert read was in flight.", "%.6f", ps.io_busy_s);
+        M("pager_miss_bytes_total", "counter", "Bytes read for the expert uses that missed (unused guesses not counted).", "%llu",
+          (unsigned long long)ps.miss_bytes);
+        M("pager_decode_seconds_total", "counter", "Wall time of decode evaluations (one token per sequence).", "%.6f", ps.decode_s);
+        M("pager_decode_miss_bytes_total", "counter", "Bytes of the misses of decode evaluations.", "%llu",
+          (unsigned long long)ps.decode_miss_bytes);
+        double need_s, rate;
+        const double eff = mr_pager_io_efficiency(&ps, NULL, &need_s, &rate);
+        M("pager_read_bytes_per_second", "gauge", "The device's read rate as measured: bytes read over I/O busy time (the higher of all reads' and decode's).",
+          "%.0f", rate);
+        M("pager_decode_io_efficiency", "gauge",
+          "Time decode's miss bytes need at that read rate over decode time: near 1 bound by the disk, near 0 by compute.",
+          "%.6f", eff < 0 ? 0.0 : eff);
     }
     M("uptime_seconds", "gauge", "Seconds since the server started.", "%.3f", mr_now() - st->cf.started);
 #undef M
