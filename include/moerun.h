@@ -46,6 +46,8 @@ typedef struct {
                                < 0: one job per expert slice) */
     int no_direct;          /* 1: buffered reads even where the file system allows O_DIRECT */
     int no_guess;           /* 1: no read-ahead of the next layer's guessed experts */
+    int no_huge;            /* 1: the arena in 4 KiB pages faulted in as first used (default: its own
+                               mapping on transparent huge pages where available, faulted in at load) */
     const char *fault;      /* tests: "eio:N" or "short:N" (the N-th read, 1-based, fails with EIO or
                                comes back short) or "slow:MS" (every read first waits MS <= 10000
                                milliseconds); NULL or "": none. A malformed spec fails the load. */
@@ -561,6 +563,7 @@ const char *mr_gen_finish_name(int finish);  /* "eog", "stop", "length", "contex
 typedef struct {
     int paging;                          /* 0: no budget, experts served from the mmap */
     int n_slots, direct_io;              /* expert slots; 1 if reads use O_DIRECT */
+    int huge_pages;                      /* 1 if the arena is on transparent huge pages (madvise) */
     uint64_t slot_bytes, arena_bytes;    /* one slot (an expert's gate+up+down), all slots */
     uint64_t expert_bytes, min_budget;   /* routed-expert bytes in the file; smallest legal budget */
     uint64_t hits, misses;               /* expert uses served resident / read from disk */

@@ -12,6 +12,7 @@
  *   MOERUN_PAGER_CHUNK=SIZE          bytes per read job: 1M (default), 512K, ...; 0 = one per slice
  *   MOERUN_PAGER_NO_DIRECT=1         buffered reads instead of O_DIRECT
  *   MOERUN_PAGER_GUESS=0             no read-ahead of the next layer's guessed experts
+ *   MOERUN_PAGER_HUGE=0              the arena in 4 KiB pages faulted as used (no huge pages, no pre-fault)
  *   MOERUN_PAGER_FAULT=eio:N|short:N|slow:MS   tests: the N-th read fails / is short; slow reads
  *   MOERUN_API_KEY, MOERUN_ADMIN_KEY the server's keys (tools/cmd_server.c; docs/SERVER.md)
  *   MOERUN_ALLOC_FAIL=N[s], MOERUN_ALLOC_FAIL_TRACE=1   tests: allocation failures (docs/RELIABILITY.md) */
@@ -90,6 +91,8 @@ int mr_cli_env_read(void) {
     env.pager.no_direct = env_on("MOERUN_PAGER_NO_DIRECT");
     const char *guess = env_get("MOERUN_PAGER_GUESS");
     env.pager.no_guess = guess && !strcmp(guess, "0");
+    const char *huge = env_get("MOERUN_PAGER_HUGE");
+    env.pager.no_huge = huge && !strcmp(huge, "0");
     return read_pager_io();
 }
 
@@ -109,6 +112,7 @@ void mr_cli_env_help(FILE *f) {
                "  MOERUN_PAGER_CHUNK=SIZE  bytes per read, e.g. 512K (default 1M; 0: one read per expert slice)\n"
                "  MOERUN_PAGER_NO_DIRECT=1 buffered reads instead of O_DIRECT\n"
                "  MOERUN_PAGER_GUESS=0     no read-ahead of the next layer's guessed experts\n"
+               "  MOERUN_PAGER_HUGE=0      the expert arena in 4 KiB pages faulted as used (default: huge pages, pre-faulted)\n"
                "  MOERUN_PAGER_FAULT=F     tests: eio:N or short:N (the N-th read fails), slow:MS (slow reads)\n"
                "  MOERUN_API_KEY, MOERUN_ADMIN_KEY  the server's keys (moerun server --help)\n"
                "  MOERUN_ALLOC_FAIL=N[s]   tests: the N-th allocation fails (s: and all after; docs/RELIABILITY.md)\n");

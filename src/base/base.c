@@ -1,11 +1,13 @@
 #include "base/base.h"
 
+#include <errno.h>
 #include <execinfo.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -108,6 +110,59 @@ void *mr_aligned_alloc(size_t align, size_t size) {
 }
 
 void mr_aligned_free(void *p) { free(p); }
+
+#define MR_HUGE (2u << 20) /* x86-64 / arm64 (4 KiB granule) PMD huge page */
+
+int mr_thp_available(void) {
+#ifdef MADV_HUGEPAGE
+    char buf[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, "[always]") || strstr(buf, "[madvise]");
+#else
+    return 0;
+#endif
+}
+
+void *mr_big_alloc(size_t bytes, int prefault, int *huge) {
+    if (huge) *huge = 0;
+    if (mr_alloc_inject()) return NULL;
+    const size_t n = bytes ? bytes : 1;
+    /* from 2 MiB up: map 2 MiB more, then cut head and tail so the mapping starts on a 2 MiB boundary
+     * (the size is not rounded: a partial last 2 MiB stays in 4 KiB pages, so small copies do not
+     * grow to a whole huge page) */
+    const size_t extra = n >= MR_HUGE ? MR_HUGE : 0;
+    if (n + extra < n) return NULL;
+    uint8_t *raw = mmap(NULL, n + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    uint8_t *p = raw;
+    if (extra) {
+        const size_t head = (MR_HUGE - (uintptr_t)raw % MR_HUGE) % MR_HUGE;
+        const size_t end = ((size_t)head + n + 4095) / 4096 * 4096; /* munmap works on whole pages */
+        if (head) munmap(raw, head);
+        if (end < n + extra) munmap(raw + end, n + extra - end);
+        p = raw + head;
+#ifdef MADV_HUGEPAGE
+        if (mr_thp_available() && madvise(p, n, MADV_HUGEPAGE) == 0 && huge) *huge = 1;
+#endif
+    }
+    if (prefault) {
+        int done = 0;
+#ifdef MADV_POPULATE_WRITE
+        if (madvise(p, n, MADV_POPULATE_WRITE) == 0) done = 1;
+        else if (errno != EINVAL) { mr_big_free(p, n); return NULL; } /* ENOMEM: over a memory limit */
+#endif
+        for (size_t o = 0; !done && o < n; o += 4096) ((volatile uint8_t *)p)[o] = 0;
+    }
+    return p;
+}
+
+void mr_big_free(void *p, size_t bytes) {
+    if (p) munmap(p, bytes ? bytes : 1);
+}
 
 void mr_format_bytes(char *buf, size_t n, double b) {
     if (b >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));

@@ -115,6 +115,16 @@ char *mr_strdup(const char *s);
 void *mr_aligned_alloc(size_t align, size_t size); /* not zeroed; NULL on failure */
 void mr_aligned_free(void *p);
 int mr_alloc_inject(void);
+/* Big buffers (the pager's arena, repacked copies) in their own anonymous mapping; from 2 MiB up its
+ * start is aligned to 2 MiB and transparent huge pages are requested with madvise where the kernel has
+ * them (/sys/kernel/mm/transparent_hugepage/enabled not [never]; else 4 KiB pages, nothing else changes),
+ * so gigabytes cost thousands of page faults instead of millions. prefault: every page is faulted in
+ * now (MADV_POPULATE_WRITE, or one write per 4 KiB where the kernel lacks it) instead of when first
+ * used. *huge (may be NULL) = 1 if huge pages were requested. NULL on failure (no error set); free
+ * with mr_big_free and the same bytes. Counts as one allocation for mr_alloc_inject. */
+void *mr_big_alloc(size_t bytes, int prefault, int *huge);
+void mr_big_free(void *p, size_t bytes);
+int mr_thp_available(void); /* 1 if madvise(MADV_HUGEPAGE) can give transparent huge pages */
 void mr_alloc_fail_at(long n, int sticky);
 long mr_alloc_count(void);   /* allocations counted since mr_alloc_fail_at (counted only while armed) */
 long mr_alloc_failed(void);  /* of those, made to fail */

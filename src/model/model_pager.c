@@ -19,6 +19,7 @@ int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out) {
     if (!out->paging) return 0;
     out->n_slots = mr_pager_n_slots(p);
     out->direct_io = mr_pager_uses_direct_io(p);
+    out->huge_pages = mr_pager_huge_pages(p);
     out->slot_bytes = mr_pager_slot_bytes(m->gguf, m->exp_layers, m->n_layer);
     out->arena_bytes = out->slot_bytes * (uint64_t)out->n_slots;
     out->min_budget = mr_pager_min_budget(m->gguf, m->exp_layers, m->n_layer);

@@ -83,6 +83,7 @@ uint64_t mr_pager_expert_bytes(const mr_pager_layer *layers, int n_layers);
 int mr_pager_paging(const mr_pager *p);        /* 0 when serving from the mmap */
 int mr_pager_n_slots(const mr_pager *p);
 int mr_pager_uses_direct_io(const mr_pager *p); /* 1 if at least one shard is read with O_DIRECT */
+int mr_pager_huge_pages(const mr_pager *p);     /* 1 if the arena asked for transparent huge pages */
 
 /* Statistics (cumulative since create). Accesses count each expert of each prefetched batch once. */
 typedef struct {

@@ -6,7 +6,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 struct mr_repacked {
     const uint8_t *src;
@@ -19,19 +18,9 @@ struct mr_repacked {
     size_t map_bytes;      /* of the mapping holding the copy */
 };
 
-/* Copies live in their own anonymous mappings with transparent huge pages requested: gigabytes of
- * copies in 4 KiB pages cost a page fault each when first written (most of the load time), and TLB
- * misses in the kernels. */
-static void *mr_rp_map(size_t bytes) {
-    if (mr_alloc_inject()) return NULL; /* failure injection (base.h): the copy is optional */
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
+/* Copies live in their own anonymous mappings with transparent huge pages requested (mr_big_alloc):
+ * gigabytes of copies in 4 KiB pages cost a page fault each when first written (most of the load
+ * time), and TLB misses in the kernels. */
 static const mr_repack_kern *mr_rp_kern(int type, int64_t cols, int isa) {
     const mr_kern *k = mr_kern_get(type, isa);
     if (!k || !k->rp || k->isa != isa || cols <= 0 || cols % 32 || !mr_row_size(type, cols)) return NULL;
@@ -61,7 +50,7 @@ mr_repacked *mr_repack_make(mr_pool *pool, const void *data, int type, int64_t c
                         .w_row = mr_row_size(type, cols), .group_bytes = (size_t)(cols / 32) * k->block_bytes, .k = k};
     rp->bytes = (uint64_t)rp->w_row * (uint64_t)rows;
     rp->map_bytes = (size_t)groups * rp->group_bytes;
-    rp->copy = mr_rp_map(rp->map_bytes);
+    rp->copy = mr_big_alloc(rp->map_bytes, 0, NULL); /* the copy is optional: NULL = none */
     if (!rp->copy) goto oom;
     mr_rp_job j = {rp, groups};
     mr_pool_run_chunks(pool, mr_rp_chunk, &j, (long)((groups + MR_RP_GROUPS_PER_CHUNK - 1) / MR_RP_GROUPS_PER_CHUNK));
@@ -75,7 +64,7 @@ oom:
 
 void mr_repack_free(mr_repacked *rp) {
     if (!rp) return;
-    munmap(rp->copy, rp->map_bytes);
+    mr_big_free(rp->copy, rp->map_bytes);
     free(rp);
 }
 
