@@ -238,7 +238,8 @@ static const synth_shape synth_shapes[] = {
      256, 2, 4, 2, 64, 8, 2, 256, 512, 2048, 10000.0f},
 };
 
-/* ftype: LLAMA_FTYPE_ALL_F32 0, LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19, MXFP4_MOE 38, Q2_0 41} (llama.h) */
+/* ftype: LLAMA_FTYPE_ALL_F32 0, LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19, MXFP4_MOE 38, Q2_0 41,
+ * Q2_K 10, Q5_K_M 17, Q6_K 18, IQ3_XXS 23, IQ4_NL 25} (llama.h) */
 static const synth_mix synth_mixes[] = {
     {"f32", MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, 0},
     {"q4_0", MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, 2},
@@ -248,6 +249,16 @@ static const synth_mix synth_mixes[] = {
     {"iq3s-mxfp4", MR_TYPE_Q8_0, MR_TYPE_IQ3_S, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 26},
     {"iq2xxs-q2k", MR_TYPE_Q8_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 19},
     {"mxfp4", MR_TYPE_Q8_0, MR_TYPE_MXFP4, MR_TYPE_MXFP4, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 38},
+    /* one type for attention and experts, embedding Q4_K and head Q6_K as llama-quantize keeps them:
+     * per-type speed comparisons (docs/PERFORMANCE.md) */
+    {"iq4_nl", MR_TYPE_IQ4_NL, MR_TYPE_IQ4_NL, MR_TYPE_IQ4_NL, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 25},
+    {"q5_k", MR_TYPE_Q5_K, MR_TYPE_Q5_K, MR_TYPE_Q5_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 17},
+    {"q6_k", MR_TYPE_Q6_K, MR_TYPE_Q6_K, MR_TYPE_Q6_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 18},
+    {"q2_k", MR_TYPE_Q2_K, MR_TYPE_Q2_K, MR_TYPE_Q2_K, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 10},
+    {"iq2_xxs", MR_TYPE_IQ2_XXS, MR_TYPE_IQ2_XXS, MR_TYPE_IQ2_XXS, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 19},
+    {"iq3_xxs", MR_TYPE_IQ3_XXS, MR_TYPE_IQ3_XXS, MR_TYPE_IQ3_XXS, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 23},
+    {"iq3_s", MR_TYPE_IQ3_S, MR_TYPE_IQ3_S, MR_TYPE_IQ3_S, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 26},
+    {"q2_0", MR_TYPE_Q2_0, MR_TYPE_Q2_0, MR_TYPE_Q2_0, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 41},
     /* the DeepSeek-V4 CPU guide's files: iq2xxs-q2k with attention and shared experts in Q2_0
      * (labelled LLAMA_FTYPE_MOSTLY_Q2_0 = 41) */
     {"q2_0-iq2xxs", MR_TYPE_Q2_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 41},
