@@ -189,11 +189,7 @@ void mr_mxfp4_rp8_group(const void *w, int64_t cols, const void *const *act, flo
 
 /* ---- IQ4_XS ---- */
 
-typedef struct {
-    uint16_t d[8];
-    int8_t sc[8][8];        /* [32-value group j][row]: l_j - 32 */
-    uint8_t q[8][4][32];    /* [j][m][row lanes] */
-} f4a_xs8;
+typedef mr_iq4_xs_rp8 f4a_xs8;
 _Static_assert(sizeof(f4a_xs8) == MR_IQ4_XS_RP8_BLOCK_BYTES, "repacked iq4_xs super-block (8 rows x 256 values)");
 
 /* the 8 scales l_j - 32 of a super-block, lane j (int32) */

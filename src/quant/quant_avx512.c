@@ -106,6 +106,9 @@ static void mr_q2_0_repack16(const void *src, int64_t cols, int64_t g0, int64_t 
 }
 /* 16 rows x 32 values: 16 x 9 bytes */
 static const mr_repack_kern mr_rp_q2_0_avx512 = {16, 16 * 9, mr_q2_0_repack16, mr_q2_0_rp16_group, MR_RP_MAX_NC};
+/* IQ4_XS: the AVX2 8-row layout and pack, multiplied with vpdpbusd (iq4_xs_avx512.c) */
+static const mr_repack_kern mr_rp_iq4_xs_avx512 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8,
+                                                   mr_iq4_xs_rp8_group_avx512, MR_RP_MAX_NC};
 
 /* The AVX-512 kernel table (quant_simd.h). Q4_0 has block-sum numerics (q4_0_avx512.c) and a
  * repacked layout; the Q8_0 / Q8_1 partners have prepared rows for the dot4p kernels. */
@@ -122,8 +125,11 @@ const mr_kern mr_kern_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_Q4_0] = {.dot = mr_vd_q4_0_bs_avx512, .dot4 = mr_vd4_q4_0_bs_avx512, .rp = &mr_rp_q4_0_avx512},
     /* Q2_0: the scalar reference's numerics and a 16-row repacked layout (q2_0_avx512.c) */
     [MR_TYPE_Q2_0] = {.dot = mr_vd_q2_0_avx512, .dot4 = mr_vd4_q2_0_avx512, .rp = &mr_rp_q2_0_avx512},
+    /* IQ4_XS: the AVX2 kernels' block-sum numerics and repacked layout (iq4_xs_avx512.c) */
+    [MR_TYPE_IQ4_XS] = {.dot = mr_vd_iq4_xs_bs_avx512, .dot4 = mr_vd4_iq4_xs_bs_avx512, .gemm = mr_gemm_iq4_xs_bs_avx512,
+                        .rp = &mr_rp_iq4_xs_avx512},
     KP(Q5_0, q5_0), KP(Q4_1, q4_1), KP(Q5_1, q5_1), KP(NVFP4, nvfp4),
     KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q4_K, q4_k), KX(Q5_K, q5_k), KX(Q6_K, q6_k),
     KG(IQ2_XXS, iq2_xxs), KG(IQ3_S, iq3_s), KG(IQ1_S, iq1_s), KG(IQ1_M, iq1_m), KG(IQ4_NL, iq4_nl),
-    KG(IQ4_XS, iq4_xs), KG(MXFP4, mxfp4), KG(IQ3_XXS, iq3_xxs), KG(IQ2_XS, iq2_xs), KG(IQ2_S, iq2_s),
+    KG(MXFP4, mxfp4), KG(IQ3_XXS, iq3_xxs), KG(IQ2_XS, iq2_xs), KG(IQ2_S, iq2_s),
 };

@@ -651,7 +651,7 @@ KI __m256i corr_iq1_m(const sb1_dec *o, const mr_block_q8_k *a) {
 #define final_iq1_m(m, c) (0.125f * ((m) - 9.0f * (c)))
 SB1_ENTRIES(iq1_m, mr_block_iq1_m)
 
-/* ----------------------------------------------------------------------- IQ4_NL / IQ4_XS / MXFP4
+/* ------------------------------------------ IQ4_NL / MXFP4 (IQ4_XS: iq4_xs_avx512.c, block-sum numerics)
  * 4-bit codes: |level| by an in-lane byte shuffle, the sign as a mask on the activations. */
 
 /* |kvalues_iq4nl| and |kvalues_mxfp4| in each 128-bit lane */
@@ -874,20 +874,4 @@ void mr_gemm_mxfp4_avx512(int n, const void *w, size_t w_row, int nr, const void
     gemm_fp4(n, w, w_row, nr, y, by, nc, s, s_col, 1);
 }
 
-typedef struct { __m512i lut; } tab_iq4_xs;
-KI void init_iq4_xs(tab_iq4_xs *t) { t->lut = lut_iq4nl_abs(); }
-KI void dec_iq4_xs(const mr_block_iq4_xs *x, const tab_iq4_xs *t, sb_dec *o) {
-    const unsigned sh = x->scales_h;
-    UNROLL4 for (int g = 0; g < 4; g++) {
-        const __m512i cw = nibbles2(x->qs + 32 * g, x->qs + 32 * g + 16);
-        o->neg[g] = _mm512_cmplt_epu8_mask(cw, _mm512_set1_epi8(8));
-        o->grid[g] = _mm512_shuffle_epi8(t->lut, cw);
-        const unsigned sl = x->scales_l[g];
-        const int la = (int)((sl & 0xf) | ((sh >> (4 * g)) & 3) << 4) - 32;
-        const int lb = (int)((sl >> 4) | ((sh >> (4 * g + 2)) & 3) << 4) - 32;
-        o->sc[g] = scale2_epi16(la, lb);
-    }
-    o->d = h2f(x->d);
-}
-SB_ENTRIES_PLAIN(iq4_xs, mr_block_iq4_xs, 1.0f)
 

@@ -41,7 +41,6 @@ void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y);
-void mr_vec_dot_iq4_xs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_mxfp4_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq3_xxs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq2_xs_avx512(int n, float *s, const void *w, const void *y);
@@ -52,7 +51,6 @@ void mr_vec_dot_x4_iq3_s_avx512(int n, float *s, const void *w, const void *y, s
 void mr_vec_dot_x4_iq1_s_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq1_m_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq4_nl_avx512(int n, float *s, const void *w, const void *y, size_t by);
-void mr_vec_dot_x4_iq4_xs_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_mxfp4_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq3_xxs_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq2_xs_avx512(int n, float *s, const void *w, const void *y, size_t by);
@@ -63,7 +61,6 @@ void mr_gemm_iq3_s_avx512(int n, const void *w, size_t w_row, int nr, const void
 void mr_gemm_iq3_xxs_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 void mr_gemm_iq2_xs_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 void mr_gemm_iq2_s_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
-void mr_gemm_iq4_xs_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 void mr_gemm_iq1_s_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 void mr_gemm_iq1_m_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 void mr_gemm_iq4_nl_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);

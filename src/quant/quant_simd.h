@@ -118,13 +118,24 @@ void mr_vd_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vd4_mxfp4_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_iq4_nl_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 void mr_mxfp4_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
-/* IQ4_XS under AVX2 (fp4_avx2.c): per-super-block integer numerics, 8-row repacked layout (1104
- * bytes per group and super-block) on Q8_K rows as they are. */
+/* IQ4_XS under AVX2 (fp4_avx2.c) and AVX-512 (iq4_xs_avx512.c): per-super-block integer numerics
+ * (the same bits under both), 8-row repacked layout (1104 bytes per group and super-block) on Q8_K
+ * rows as they are. */
+typedef struct {
+    uint16_t d[8];          /* the rows' fp16 super-block scales */
+    int8_t sc[8][8];        /* [32-value group j][row]: l_j - 32 */
+    uint8_t q[8][4][32];    /* [j][m][32-bit lane = row]: code bytes 16j+4m..16j+4m+3 of the row */
+} mr_iq4_xs_rp8;
+#define MR_IQ4_XS_RP8_BLOCK_BYTES 1104
 void mr_vd_iq4_xs_bs_avx2(int n, float *s, const void *w, const void *y);
 void mr_vd4_iq4_xs_bs_avx2(int n, float *s, const void *w, const void *y, size_t by);
 void mr_iq4_xs_repack8(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
 void mr_iq4_xs_rp8_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
-#define MR_IQ4_XS_RP8_BLOCK_BYTES 1104
+void mr_vd_iq4_xs_bs_avx512(int n, float *s, const void *w, const void *y);
+void mr_vd4_iq4_xs_bs_avx512(int n, float *s, const void *w, const void *y, size_t by);
+void mr_gemm_iq4_xs_bs_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s,
+                              size_t s_col);
+void mr_iq4_xs_rp8_group_avx512(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 
 /* IQ3_S under AVX2 (quant_iq_avx2.c): per-super-block integer numerics in every kernel, weights
  * repacked in groups of 8 rows with the grid lookups done (nibbles u = (w + 15) / 2, 1104 bytes per
