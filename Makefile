@@ -66,7 +66,7 @@ LIB       := $(BUILD)/libmoerun.a
 FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz-replay/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .SECONDARY:
-.PHONY: deps all test test-unit test-clients sanitize tsan alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
+.PHONY: deps all test test-unit test-clients test-agents sanitize tsan alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 # Missing Debian packages are installed (or the exact apt-get command printed) before anything is
@@ -188,6 +188,11 @@ tsan:
 alloc-walk:
 	$(MAKE) SANITIZE=1 build/san/tests/test_alloc_fail
 	MR_ALLOC_WALK=full MR_SHARED=$(or $(MR_SHARED),../shared) build/san/tests/test_alloc_fail
+
+# constrained replies at scale: 100 forced tool calls and 100 json_schema replies per model (kjv-moe,
+# tiny-deepseek4) through tests/cli_server_schema.sh (make test runs it with a few of each)
+test-agents: $(BUILD)/moerun
+	MOERUN=$(BUILD)/moerun MR_AGENT_N=100 MR_SHARED=$(or $(MR_SHARED),../shared) sh tests/cli_server_schema.sh
 
 # the server test with the real npm clients (needs node, npm and the npm registry; installs outside the repo)
 MR_NPM_DIR ?= /tmp/moerun-npm

@@ -238,10 +238,6 @@ int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg 
 /* The text that opens tool calls in a reply of template tmpl (NULL if it has none): text from it on
  * is held back while streaming. */
 const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl);
-/* The start of a reply that calls a tool (name NULL: any tool) as the template writes it: appended to
- * the prompt, it makes the model call one (tool_choice without constrained sampling). Returns the
- * length like snprintf, -1 if the template has no tool calls. */
-int mr_chat_tool_prefix(const mr_model *m, const char *tmpl, const char *name, char *out, int size);
 /* How template tmpl writes one tool call, for constrained calls (mr_gen_calls): forced, the text the
  * prompt ends with so that the reply is a call, then prefix NAME middle ARGUMENTS suffix (dsml: the
  * arguments as DSML parameters). chatml: "<tool_call>\n" + {"name": "NAME", "arguments": {...}};
@@ -517,6 +513,9 @@ void mr_gen_params_default(mr_gen_params *p);
 /* 0 if the JSON Schema text is in the subset mr_gen_params.json_schema takes; -1 and a message naming
  * the keyword or the limit if not. */
 int mr_json_schema_check(const char *schema, size_t len);
+/* 0 if mr_gen_new can constrain a reply to these calls (every function's schema in the subset, DSML
+ * arguments an object); -1 and a message naming the function and the keyword if not. */
+int mr_gen_calls_check(const struct mr_gen_calls *calls);
 mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p);   /* p NULL = defaults */
 void mr_gen_free(mr_gen *g);
 /* Evaluate n prompt tokens after what the session holds (pending tokens of the last reply first)

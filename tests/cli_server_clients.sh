@@ -1,7 +1,8 @@
 #!/bin/sh
 # moerun server driven by the official `openai` and `@anthropic-ai/sdk` npm clients
 # (tests/server_clients.cjs): chat, stream helpers (finalChatCompletion / finalMessage), include_usage,
-# a tool-calling history that re-uses the prompt cache, parallel requests, abort mid-stream.
+# a tool-calling history that re-uses the prompt cache, parallel requests, abort mid-stream, forced
+# tool calls and json_schema replies.
 # The packages are not part of the repo: `make test-clients` installs them under $MR_NPM_DIR
 # (default /tmp/moerun-npm); without node or the packages this script skips (prints no result).
 . tests/lib.sh

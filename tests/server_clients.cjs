@@ -114,6 +114,41 @@ await check('anthropic_tool_result_history', async () => {
   return r.type === 'message' && r.usage.input_tokens + (r.usage.cache_read_input_tokens || 0) > 0 || JSON.stringify(r);
 });
 
+// constrained replies through the clients: a forced call (OpenAI required, Anthropic any) is one call
+// of the tool with arguments its schema accepts; a json_schema reply parses and has the required keys
+const wtools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather',
+  parameters: { type: 'object', properties: { city: { enum: ['Zion', 'Jerusalem'] }, days: { type: 'integer' } },
+    required: ['city'], additionalProperties: false } } }];
+await check('openai_tool_choice_required', async () => {
+  const r = await openai.chat.completions.create({ model: 'x', messages: msgs, tools: wtools, tool_choice: 'required',
+    max_tokens: 300, temperature: 1, seed: 11 });
+  const c = r.choices[0], tc = c.message.tool_calls || [];
+  const a = tc.length === 1 ? JSON.parse(tc[0].function.arguments) : {};
+  return c.finish_reason === 'tool_calls' && tc.length === 1 && tc[0].function.name === 'get_weather' &&
+    ['Zion', 'Jerusalem'].includes(a.city) && (a.days === undefined || Number.isInteger(a.days)) || JSON.stringify(c);
+});
+await check('openai_stream_tool_choice_named', async () => {
+  const s = openai.chat.completions.stream({ model: 'x', messages: msgs, tools: wtools, max_tokens: 300, temperature: 1, seed: 12,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+  const f = await s.finalChatCompletion();
+  const tc = f.choices[0].message.tool_calls || [];
+  return tc.length === 1 && ['Zion', 'Jerusalem'].includes(JSON.parse(tc[0].function.arguments).city) || JSON.stringify(f.choices[0]);
+});
+await check('openai_json_schema', async () => {
+  const schema = { type: 'object', properties: { book: { enum: ['Genesis', 'John'] }, chapter: { type: 'integer' } },
+    required: ['book', 'chapter'], additionalProperties: false };
+  const r = await openai.chat.completions.create({ model: 'x', messages: msgs, max_tokens: 300, temperature: 1, seed: 13,
+    response_format: { type: 'json_schema', json_schema: { name: 'verse', strict: true, schema } } });
+  const v = JSON.parse(r.choices[0].message.content);
+  return ['Genesis', 'John'].includes(v.book) && Number.isInteger(v.chapter) && Object.keys(v).length === 2 || r.choices[0].message.content;
+});
+await check('anthropic_tool_choice_any', async () => {
+  const m = await anthropic.messages.create({ model: 'x', max_tokens: 300, temperature: 1, messages: [{ role: 'user', content: 'Weather?' }],
+    tools: [{ name: 'get_weather', input_schema: wtools[0].function.parameters }], tool_choice: { type: 'any' } });
+  const u = m.content.filter((b) => b.type === 'tool_use');
+  return m.stop_reason === 'tool_use' && u.length === 1 && ['Zion', 'Jerusalem'].includes(u[0].input.city) || JSON.stringify(m);
+});
+
 process.exit(failed ? 1 : 0);
 }
 main();

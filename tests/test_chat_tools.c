@@ -111,6 +111,19 @@ static void test_request(void) {
         {SRV_API_COMPLETIONS, "{\"prompt\":[\"a\",\"b\"]}", "prompt"},
         {SRV_API_COMPLETIONS, "{\"prompt\":[1,-2]}", "prompt"},
         {SRV_API_ANTHROPIC, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "max_tokens"},
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
+         "'response_format.json_schema.schema' is required"},
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+         "\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"email\"}}}}}}",
+         "keyword 'format' is not supported (at #/properties/a)"},
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+         "\"json_schema\":{\"schema\":{},\"strict\":\"yes\"}}}", "'strict'"},
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\",\"schema\":{\"oneOf\":[]}}}",
+         "'oneOf'"},
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xml\"}}", "'xml'"},
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"parallel_tool_calls\":1}", "parallel_tool_calls"},
+        {SRV_API_ANTHROPIC, "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"f\"}],"
+         "\"tool_choice\":{\"type\":\"any\",\"disable_parallel_tool_use\":\"y\"}}", "disable_parallel_tool_use"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mr_json *j = mr_json_parse(cases[i].body, strlen(cases[i].body));
@@ -137,6 +150,36 @@ static void test_request(void) {
     }
     srv_req_free(&r);
     mr_json_free(j);
+    /* json_schema, forced and named calls, parallel_tool_calls; Anthropic's tool_choice objects */
+    static const struct { int api; const char *body; int choice; const char *name; int parallel; int schema; } good[] = {
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+         "\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}}}",
+         SRV_TOOLS_NONE, NULL, 1, 1},
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+         "\"parameters\":{\"type\":\"object\"}}}],\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", SRV_TOOLS_REQUIRED, NULL, 0, 0},
+        {SRV_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+         "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+         SRV_TOOLS_NAMED, "g", 1, 0},
+        {SRV_API_ANTHROPIC, "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"f\"}],"
+         "\"tool_choice\":{\"type\":\"any\",\"disable_parallel_tool_use\":true}}", SRV_TOOLS_REQUIRED, NULL, 0, 0},
+        {SRV_API_ANTHROPIC, "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"f\","
+         "\"input_schema\":{\"type\":\"object\"}}],\"tool_choice\":{\"type\":\"tool\",\"name\":\"f\"}}", SRV_TOOLS_NAMED, "f", 1, 0},
+        {SRV_API_ANTHROPIC, "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"f\"}],"
+         "\"tool_choice\":{\"type\":\"none\"}}", SRV_TOOLS_NONE, NULL, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        j = mr_json_parse(good[i].body, strlen(good[i].body));
+        rc = srv_req_parse(j, good[i].api, &r, err, sizeof err);
+        CHECK(rc == 0, "good %zu refused: %s", i, err);
+        if (rc == 0) {
+            CHECK(r.tool_choice == good[i].choice && r.parallel_calls == good[i].parallel && !!r.json_schema == good[i].schema &&
+                  (!good[i].name || (r.tool_choice_name && !strcmp(r.tool_choice_name, good[i].name))), "good %zu: choice %d parallel %d",
+                  i, r.tool_choice, r.parallel_calls);
+            CHECK(!r.n_tools || !r.tool_params[0] == !strstr(good[i].body, "\"type\":\"object\"}}"), "good %zu: parameters", i);
+        }
+        srv_req_free(&r);
+        mr_json_free(j);
+    }
 }
 
 int main(void) {

@@ -235,23 +235,6 @@ const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl) {
     return NULL;
 }
 
-int mr_chat_tool_prefix(const mr_model *m, const char *tmpl, const char *name, char *out, int size) {
-    if (!tmpl) tmpl = mr_chat_template_detect(m);
-    sbuf b = {out, size, 0};
-    if (size > 0) out[0] = 0;
-    if (!strcmp(tmpl, "chatml")) {
-        put(&b, "<tool_call>\n");
-        if (name) put(&b, "{\"name\": \"%s\", \"arguments\": ", name);
-    } else if (!strcmp(tmpl, "deepseek4")) {
-        put(&b, "\n\n" DS4_CALLS_OPEN "\n");
-        if (name) put(&b, "<" DSML "invoke name=\"%s\">\n", name);
-    } else {
-        mr_set_error("chat: template %s has no tool calls here", tmpl);
-        return -1;
-    }
-    return b.len;
-}
-
 int mr_chat_tool_call_format(const mr_model *m, const char *tmpl, mr_chat_call_format *f) {
     if (!tmpl) tmpl = mr_chat_template_detect(m);
     memset(f, 0, sizeof *f);

@@ -634,3 +634,9 @@ int mr_json_schema_check(const char *schema, size_t len) {
     mr_jschema_free(sc);
     return sc ? 0 : -1;
 }
+
+int mr_gen_calls_check(const mr_gen_calls *calls) {
+    mr_jschema *sc = mr_jschema_compile_calls(calls);
+    mr_jschema_free(sc);
+    return sc ? 0 : -1;
+}

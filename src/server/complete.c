@@ -25,6 +25,8 @@ typedef struct {
     const srv_req *q;
     const char *marker;          /* tool-call marker when tool calls are parsed, else NULL */
     const char *forced;          /* text the reply starts with (tool_choice), part of the prompt */
+    mr_gen_calls calls;          /* tool_choice required / named: the allowed functions (n 0: none) */
+    const char *call_names[SRV_MAX_TOOLS], *call_schemas[SRV_MAX_TOOLS];
     mr_sbuf reply;               /* the choice being generated: forced + generated text */
     size_t sent;                 /* bytes of reply already given to the writer */
     srv_reply w;                 /* the API's writer and the reply's totals */
@@ -108,6 +110,10 @@ static void choice_end(cctx *c, int finish) {
         n_calls = mr_chat_parse_tool_calls(c->cf->m, c->cf->tmpl, c->reply.p ? c->reply.p : "", c->reply.n, &content_len,
                                            calls, SRV_MAX_CALLS);
         if (n_calls < 0) { n_calls = 0; content_len = c->reply.n; } /* malformed: all of it is text */
+        if (n_calls > 1 && !c->q->parallel_calls) { /* parallel_tool_calls false: the first call only */
+            mr_chat_tool_calls_free(calls + 1, n_calls - 1);
+            n_calls = 1;
+        }
     }
     const char *text = c->reply.p ? c->reply.p : "";
     if (content_len > c->sent) c->w.w->delta(&c->w, text + c->sent, content_len - c->sent);
@@ -151,6 +157,8 @@ static void gen_params(cctx *c, mr_gen_params *gp) {
     gp->spec_max = q->spec_max >= 0 ? q->spec_max : c->cf->spec_max;
     gp->spec_ngram = c->cf->spec_ngram;
     gp->json_object = q->json_object;
+    gp->json_schema = q->json_schema;
+    if (c->calls.n) gp->calls = &c->calls;
     if (gp->sampler.repeat_last_n < 0) gp->sampler.repeat_last_n = c->cf->n_ctx; /* llama-server's -1 */
     if (q->logprobs) gp->spec_max = 0; /* a verification step accepts several tokens; logprobs are per token */
     gp->spec_min = q->spec_min < gp->spec_max ? q->spec_min : gp->spec_max;
@@ -281,6 +289,33 @@ static int request_prompt(const srv_conf *cf, mr_http_req *r, const mr_json *j, 
     return n;
 }
 
+/* tool_choice required / named: the reply is constrained to one call of the allowed functions in the
+ * template's format, with arguments valid against the function's parameters. 0, or -1 after an error
+ * reply (a schema outside the subset: 400 naming the function and the keyword). */
+static int forced_calls(cctx *c) {
+    const srv_req *q = c->q;
+    if (q->tool_choice != SRV_TOOLS_REQUIRED && q->tool_choice != SRV_TOOLS_NAMED) return 0;
+    mr_chat_call_format f;
+    if (mr_chat_tool_call_format(c->cf->m, c->cf->tmpl, &f)) { srv_error(c->r, 400, mr_last_error()); return -1; }
+    int n = 0;
+    for (int i = 0; i < q->n_tools && n < SRV_MAX_TOOLS; i++) {
+        if (q->tool_choice == SRV_TOOLS_NAMED && strcmp(q->tool_names[i], q->tool_choice_name)) continue;
+        c->call_names[n] = q->tool_names[i];
+        /* no parameters: no arguments (OpenAI's meaning), not any object */
+        c->call_schemas[n++] = q->tool_params[i] ? q->tool_params[i] : "{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}";
+    }
+    c->calls = (mr_gen_calls){.n = n, .names = c->call_names, .schemas = c->call_schemas, .prefix = f.prefix,
+                              .middle = f.middle, .suffix = f.suffix, .dsml = f.dsml};
+    if (mr_gen_calls_check(&c->calls)) {
+        char err[512];
+        snprintf(err, sizeof err, "'tools' (a call forced by 'tool_choice'): %s", mr_last_error());
+        srv_error(c->r, 400, err);
+        c->calls.n = 0;
+        return -1;
+    }
+    return 0;
+}
+
 /* The choices on the acquired slot, answered by the writer; the counters and the log line. */
 static void run(cctx *c, const int32_t *toks, int n) {
     srv_sched *sc = c->sc;
@@ -325,6 +360,7 @@ void srv_complete(const srv_conf *cf, srv_sched *sc, mr_http_req *r, int api) {
     c.w.created = (long)time(NULL);
     c.w.n_prompt = n;
     c.w.seed = q.seed_given ? q.sp.seed : random_seed();
+    if (forced_calls(&c)) goto done;
     if (q.n_tools && q.tool_choice != SRV_TOOLS_NONE && c.w.w->tool_calls) c.marker = mr_chat_tool_marker(cf->m, cf->tmpl);
     c.blog = mr_malloc(sizeof(float) * (size_t)cf->n_vocab);
     if (!c.blog) { srv_error(r, 500, "out of memory"); goto done; }

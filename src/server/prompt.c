@@ -44,18 +44,18 @@ int srv_prompt_build(const srv_conf *cf, const srv_req *q, char **forced, int32_
     char *text = srv_render_chat(cf, q, 1);
     if (!text) return -1;
     if (q->tool_choice == SRV_TOOLS_REQUIRED || q->tool_choice == SRV_TOOLS_NAMED) {
-        /* tool_choice without constrained sampling: the reply is made to start a call */
-        const char *name = q->tool_choice == SRV_TOOLS_NAMED ? q->tool_choice_name : NULL;
-        int fl = mr_chat_tool_prefix(cf->m, cf->tmpl, name, NULL, 0);
-        char *f = fl >= 0 ? mr_malloc((size_t)fl + 1) : NULL;
-        char *t2 = f ? mr_malloc(strlen(text) + (size_t)fl + 1) : NULL;
-        if (!t2) { free(f); free(text); if (fl >= 0) mr_set_error("out of memory"); return -1; }
-        mr_chat_tool_prefix(cf->m, cf->tmpl, name, f, fl + 1);
+        /* a forced call: the prompt ends with the start of the template's calls, and the reply is
+         * constrained to one call of the allowed functions (complete.c) */
+        mr_chat_call_format f;
+        if (mr_chat_tool_call_format(cf->m, cf->tmpl, &f)) { free(text); return -1; }
+        char *fo = mr_strdup(f.forced);
+        char *t2 = fo ? mr_malloc(strlen(text) + strlen(fo) + 1) : NULL;
+        if (!t2) { free(fo); free(text); mr_set_error("out of memory"); return -1; }
         strcpy(t2, text);
-        strcat(t2, f);
+        strcat(t2, fo);
         free(text);
         text = t2;
-        *forced = f;
+        *forced = fo;
     }
     /* the template may already start with the BOS text; do not add a second one */
     int32_t bos = mr_tokenizer_bos(cf->tok);

@@ -77,6 +77,7 @@ void srv_req_free(srv_req *r) {
     free(r->calls);
     free(r->tools);
     free(r->tool_names);
+    free(r->tool_params);
     free(r->prompt_ids);
     free(r->bias_ids);
     free(r->bias_vals);
@@ -195,7 +196,8 @@ static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
     if (tools->len > SRV_MAX_TOOLS) return fail(err, el, "at most %d tools", SRV_MAX_TOOLS);
     r->tools = mr_calloc(tools->len + 1, sizeof *r->tools);
     r->tool_names = mr_calloc(tools->len + 1, sizeof *r->tool_names);
-    if (!r->tools || !r->tool_names) return fail(err, el, "out of memory");
+    r->tool_params = mr_calloc(tools->len + 1, sizeof *r->tool_params);
+    if (!r->tools || !r->tool_names || !r->tool_params) return fail(err, el, "out of memory");
     int k = 0;
     for (const mr_json *t = tools->child; t; t = t->next, k++) {
         const mr_json *fn = t;
@@ -219,10 +221,11 @@ static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
         const mr_json *p = field(fn, r->api == SRV_API_ANTHROPIC ? "input_schema" : "parameters");
         if (p) {
             if (p->type != MR_JSON_OBJ) { mr_sbuf_free(&b); return fail(err, el, "tools[%d] parameters must be an object", k); }
-            char *ps = mr_json_dump(p);
+            char *ps = own(r, mr_json_dump(p)); /* also the schema of a forced call's arguments */
+            if (!ps) { mr_sbuf_free(&b); return fail(err, el, "out of memory"); }
             mr_sbuf_puts(&b, ", \"parameters\": ");
-            mr_sbuf_puts(&b, ps ? ps : "{}");
-            free(ps);
+            mr_sbuf_puts(&b, ps);
+            r->tool_params[k] = ps;
         }
         mr_sbuf_puts(&b, "}");
         if (b.oom) { mr_sbuf_free(&b); return fail(err, el, "out of memory"); }
@@ -236,6 +239,11 @@ static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
     if (!tc) return 0;
     const char *mode = tc->type == MR_JSON_STR ? tc->str : mr_json_get_str(tc, "type", NULL);
     if (!mode) return fail(err, el, "'tool_choice' must be \"none\", \"auto\", \"required\" or name a function");
+    if (r->api == SRV_API_ANTHROPIC && tc->type == MR_JSON_OBJ) {
+        int one = 0;
+        if (get_bool(tc, "disable_parallel_tool_use", &one, err, el)) return -1;
+        if (one) r->parallel_calls = 0;
+    }
     if (!strcmp(mode, "none")) r->tool_choice = SRV_TOOLS_NONE;
     else if (!strcmp(mode, "auto")) r->tool_choice = k ? SRV_TOOLS_AUTO : SRV_TOOLS_NONE;
     else if (!strcmp(mode, "required") || !strcmp(mode, "any")) r->tool_choice = SRV_TOOLS_REQUIRED;
@@ -413,10 +421,44 @@ static int parse_logit_bias(srv_req *r, const mr_json *lb, char *err, size_t el)
     return 0;
 }
 
+/* response_format: {"type": "text"}, {"type": "json_object"} (llama-server: with "schema"), or
+ * {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}; a schema outside the subset
+ * of docs/SERVER.md is refused naming the keyword */
+static int parse_response_format(srv_req *r, const mr_json *rf, char *err, size_t el) {
+    if (!rf) return 0;
+    const char *t = mr_json_get_str(rf, "type", NULL);
+    if (rf->type != MR_JSON_OBJ || !t) return fail(err, el, "'response_format' must be an object with a \"type\"");
+    const mr_json *schema = NULL;
+    const char *where = "response_format.schema";
+    if (!strcmp(t, "text")) return 0;
+    if (!strcmp(t, "json_object")) {
+        schema = field(rf, "schema");
+        if (!schema) { r->json_object = 1; return 0; }
+    } else if (!strcmp(t, "json_schema")) {
+        const mr_json *js = field(rf, "json_schema");
+        const char *name = NULL;
+        int strict = 0;
+        if (!js || js->type != MR_JSON_OBJ) return fail(err, el, "'response_format.json_schema' must be an object");
+        if (get_str(js, "name", &name, err, el) || get_bool(js, "strict", &strict, err, el)) return -1;
+        schema = field(js, "schema");
+        where = "response_format.json_schema.schema";
+        if (!schema) return fail(err, el, "'%s' is required", where);
+    } else {
+        return fail(err, el, "'response_format' type '%s' is not supported (\"text\", \"json_object\" or \"json_schema\")", t);
+    }
+    if (schema->type != MR_JSON_OBJ && schema->type != MR_JSON_BOOL) return fail(err, el, "'%s' must be a JSON Schema object", where);
+    char *text = own(r, mr_json_dump(schema));
+    if (!text) return fail(err, el, "out of memory");
+    if (mr_json_schema_check(text, strlen(text))) return fail(err, el, "'%s': %s", where, mr_last_error());
+    r->json_schema = text;
+    return 0;
+}
+
 int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
     memset(r, 0, sizeof *r);
     r->api = api;
     r->n = 1;
+    r->parallel_calls = 1;
     r->max_tokens = -1;
     mr_sampler_default_params(&r->sp);
     if (!j || j->type != MR_JSON_OBJ) return fail(err, el, "the body must be a JSON object");
@@ -452,14 +494,7 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
         return -1;
     r->sp.presence_penalty = (float)pres;
     r->sp.frequency_penalty = (float)freq;
-    const mr_json *rf = field(j, "response_format");
-    if (rf) {
-        const char *t = mr_json_get_str(rf, "type", NULL);
-        if (!t) return fail(err, el, "'response_format' must be an object with a \"type\"");
-        if (!strcmp(t, "json_object")) r->json_object = 1;
-        else if (strcmp(t, "text"))
-            return fail(err, el, "'response_format' type '%s' is not supported (\"text\" or \"json_object\"; no JSON schemas)", t);
-    }
+    if (parse_response_format(r, field(j, "response_format"), err, el)) return -1;
     /* speculative decoding, llama-server's names: n_max drafts per step (0 turns it off for this
      * request), n_min the shortest draft worth verifying; p_min (the draft model's confidence to keep
      * drafting) has no meaning for n-gram drafts: checked, no effect */
@@ -490,8 +525,7 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
             get_int(j, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &r->top_logprobs, err, el))
             return -1;
         if (r->top_logprobs && !r->logprobs) return fail(err, el, "'top_logprobs' needs \"logprobs\": true");
-        int ptc = 1;
-        if (get_bool(j, "parallel_tool_calls", &ptc, err, el)) return -1;
+        if (get_bool(j, "parallel_tool_calls", &r->parallel_calls, err, el)) return -1;
         if (parse_tools(r, j, err, el)) return -1;
         return oai_messages(r, mr_json_get(j, "messages"), err, el);
     }

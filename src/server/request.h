@@ -1,7 +1,7 @@
 /* Requests of the OpenAI (chat/completions, completions) and Anthropic (messages) APIs, checked and
  * normalised into one struct. Every field the server knows is type-checked: a wrong type or a value
  * out of range is an error naming the field (HTTP 400); a feature the server cannot honour (images,
- * response_format json_schema, ...) is refused, never ignored.
+ * a JSON schema outside the subset, ...) is refused, never ignored.
  * Pure functions over a parsed JSON tree: callable from tests and fuzzers. */
 #ifndef MR_SERVER_REQUEST_H
 #define MR_SERVER_REQUEST_H
@@ -35,6 +35,7 @@ typedef struct {
     float *bias_vals;
     int n_bias;
     int json_object;             /* response_format json_object: constrained sampling */
+    const char *json_schema;     /* response_format json_schema: the schema as JSON text (in the subset) */
     /* completions: a prompt as text or as token ids */
     const char *prompt;
     int32_t *prompt_ids;
@@ -45,9 +46,12 @@ typedef struct {
     /* tools: each function's definition as compact JSON ({"name":..,"description":..,"parameters":..}) */
     char **tools;
     char **tool_names;
+    char **tool_params;          /* each function's parameters schema as JSON text (NULL: none given) */
     int n_tools;
     int tool_choice;             /* SRV_TOOLS_* */
     const char *tool_choice_name;
+    int parallel_calls;          /* 0: at most one call per reply (parallel_tool_calls false,
+                                  * Anthropic disable_parallel_tool_use) */
     /* owned allocations */
     char **owned;
     int n_owned, cap_owned;
