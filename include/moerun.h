@@ -489,6 +489,12 @@ typedef struct {
      * functions, in the chat template's format (mr_chat_tool_call_format), with arguments valid
      * against that function's schema; replaces json_schema and json_object. NULL: none. */
     const struct mr_gen_calls *calls;
+    /* With calls: lazy (tool_choice auto): the reply is free until its text contains this (the
+     * template's tool-call marker, mr_chat_tool_marker); the text after it must continue the call
+     * (calls' prefix starts right after the marker), and the reply ends when the call is complete.
+     * Until then nothing is masked: a reply without the marker is the unconstrained one. Text after
+     * the marker that no call can start with leaves the reply free. NULL: calls from the first byte. */
+    const char *calls_after;
     mr_session *draft;
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
      * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */

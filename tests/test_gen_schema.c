@@ -167,6 +167,79 @@ static void calls_model(const char *rel, const char *tmpl, int seeds) {
     mr_model_free(m);
 }
 
+/* lazy calls (calls_after, tool_choice auto): without the marker a reply is byte for byte the
+ * unconstrained one; once the text has the marker (here fed as the caller's tokens) the rest is a
+ * call the template's parser reads back, valid against its function's schema */
+static void lazy_model(const char *rel, const char *tmpl, int seeds) {
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = 2;
+    mr_model *m = mr_model_load(t_shared(rel), &mp);
+    CHECK(m, "%s: %s", rel, mr_last_error());
+    if (!m) return;
+    mr_chat_call_format f;
+    CHECK(mr_chat_tool_call_format(m, tmpl, &f) == 0, "%s", mr_last_error());
+    const char *marker = mr_chat_tool_marker(m, tmpl);
+    const char *tail = strstr(f.forced, marker) + strlen(marker);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s%s", tail, f.prefix);
+    mr_gen_calls calls = {.n = 3, .names = FN_NAMES, .schemas = FN_SCHEMAS, .prefix = prefix, .middle = f.middle,
+                          .suffix = f.suffix, .dsml = f.dsml};
+    mr_session *s = mr_session_new(m, 512);
+    const mr_tokenizer *tk = mr_model_tokenizer(m);
+    int32_t toks[64], said[64];
+    const int nt = mr_tokenize(tk, "And God said", 12, 1, 1, toks, 64);
+    char say[128];
+    snprintf(say, sizeof say, "Let me look.%s", f.forced);
+    const int ns = mr_tokenize(tk, say, strlen(say), 0, 1, said, 64);
+    CHECK(s && nt > 0 && ns > 0, "%s", mr_last_error());
+    int same = 0, valid = 0;
+    for (int seed = 1; seed <= seeds && s && nt > 0 && ns > 0; seed++) {
+        char *plain = NULL;
+        for (int lazy = 0; lazy < 3; lazy++) { /* plain, lazy without the marker, lazy with it */
+            mr_gen_params p;
+            mr_gen_params_default(&p);
+            p.sampler.temperature = 1.0f;
+            p.sampler.seed = (uint64_t)seed * 7717u;
+            p.max_tokens = lazy == 2 ? 300 : 60;
+            if (lazy) { p.calls = &calls; p.calls_after = marker; }
+            mr_session_reset(s);
+            mr_gen *g = mr_gen_new(s, &p);
+            CHECK(g && mr_gen_prefill(g, toks, nt) == 0, "%s", mr_last_error());
+            mr_gen_step st = {0};
+            if (g && lazy == 2) CHECK(mr_gen_accept(g, said, ns, &st) >= 0, "%s", mr_last_error());
+            while (g && !st.finish)
+                if (mr_gen_next(g, &st)) { CHECK(0, "%s", mr_last_error()); break; }
+            size_t tl = 0;
+            const char *t = g ? mr_gen_text(g, &tl) : "";
+            if (lazy == 0) plain = strndup(t, tl);
+            else if (lazy == 1) same += plain && strlen(plain) == tl && !memcmp(plain, t, tl);
+            else {
+                mr_chat_tool_call tc[2];
+                size_t content = 0;
+                int k = st.finish == MR_GEN_EOG ? mr_chat_parse_tool_calls(m, tmpl, t, tl, &content, tc, 2) : -1;
+                int fi = 0;
+                while (k == 1 && fi < 3 && strcmp(FN_NAMES[fi], tc[0].name)) fi++;
+                const int ok = k == 1 && fi < 3 && sv_check(FN_SCHEMAS[fi], tc[0].arguments, strlen(tc[0].arguments));
+                CHECK(ok || st.finish == MR_GEN_LENGTH, "%s %s seed %d: '%.*s' (finish %s) is not one valid call", rel, tmpl, seed,
+                      (int)tl, t, mr_gen_finish_name(st.finish));
+                valid += ok;
+                if (k > 0) mr_chat_tool_calls_free(tc, k);
+            }
+            mr_gen_free(g);
+        }
+        free(plain);
+    }
+    printf("# %s (%s) lazy: %d of %d replies without the marker identical to the plain ones; %d of %d with it valid calls\n",
+           rel, tmpl, same, seeds, valid, seeds);
+    CHECK(same == seeds && valid >= seeds / 2, "%d %d", same, valid);
+    mr_session_free(s);
+    mr_model_free(m);
+}
+
+static void test_lazy_kjv(void) { lazy_model("models/kjv-moe-q8_0.gguf", "chatml", 8); }
+static void test_lazy_ds4(void) { lazy_model("models/tiny-deepseek4.gguf", "deepseek4", 4); }
+
 static void test_calls_kjv(void) { calls_model("models/kjv-moe-q8_0.gguf", "chatml", 12); }
 static void test_calls_ds4(void) {
     calls_model("models/tiny-deepseek4.gguf", "deepseek4", 12);
@@ -181,5 +254,7 @@ int main(void) {
     RUN(test_gen_schema_ds4);
     RUN(test_calls_kjv);
     RUN(test_calls_ds4);
+    RUN(test_lazy_kjv);
+    RUN(test_lazy_ds4);
     return t_finish();
 }

@@ -59,6 +59,9 @@ struct mr_gen {
      * into pieces); the tokens with text sorted by it (order[n_order]) with the bytes each shares
      * with the one before (lcp), so that json_mask feeds a prefix the tokens share once */
     int constrained;
+    char *lazy;              /* calls_after: the marker that starts the constraint (NULL: none) */
+    size_t lazy_from;        /* text before this offset holds no marker */
+    int lazy_off;            /* text after the marker broke the call: free for the rest of the reply */
     mr_jschema *schema;      /* json_schema; NULL: json_object */
     mr_jsonp js;
     int js_bad;              /* a token from the caller broke the value: nothing can continue it */
@@ -96,7 +99,7 @@ void mr_gen_free(mr_gen *g) {
     if (!g) return;
     mr_sampler_free(g->smp);
     free(g->logits); free(g->eog); free(g->pending); free(g->gen); free(g->text);
-    free(g->pieces); free(g->poff); free(g->order); free(g->lcp); free(g->plain); free(g->jst);
+    free(g->pieces); free(g->poff); free(g->order); free(g->lcp); free(g->plain); free(g->jst); free(g->lazy);
     mr_jschema_free(g->schema);
     free(g->hist); free(g->dbuf); free(g->vbatch); free(g->vlogits);
     free(g);
@@ -277,9 +280,14 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
     if (g->p.calls) g->schema = mr_jschema_compile_calls(g->p.calls);
     else if (g->p.json_schema) g->schema = mr_jschema_compile(g->p.json_schema, strlen(g->p.json_schema));
     if ((g->p.calls || g->p.json_schema) && !g->schema) goto fail;
+    if (g->p.calls && g->p.calls_after && *g->p.calls_after) {
+        /* lazy: the vocabulary's text is sorted when the marker first appears */
+        if (!(g->lazy = mr_strdup(g->p.calls_after))) { mr_set_error("generate: out of memory"); goto fail; }
+    }
     g->p.json_schema = NULL; /* compiled; the caller's text need not outlive this call */
     g->p.calls = NULL;
-    g->constrained = g->schema || g->p.json_object;
+    g->p.calls_after = NULL;
+    g->constrained = !g->lazy && (g->schema || g->p.json_object);
     if (g->constrained && json_pieces(g)) goto fail;
     js_init(g);
     return g;
@@ -383,6 +391,7 @@ static int reply_begin(mr_gen *g, const int32_t *tokens, int n) {
     g->st.n_prompt += n;
     js_init(g);
     g->js_bad = 0;
+    if (g->lazy) g->constrained = g->lazy_off = 0, g->lazy_from = 0;
     g->n_gen = 0;
     g->text_len = g->sent = 0;
     g->finish = MR_GEN_RUNNING;
@@ -467,6 +476,28 @@ static void step_text(mr_gen *g, mr_gen_step *out) {
     g->sent = ready;
 }
 
+/* calls_after: the marker in the reply's text starts the constraint, the text after it fed to the
+ * call's recogniser (a call that cannot start so leaves the reply free). 1 when it started, 0 not
+ * (yet), -1 error. */
+static int lazy_start(mr_gen *g) {
+    const size_t ml = strlen(g->lazy);
+    const char *at = g->text_len >= g->lazy_from + ml ? memmem(g->text + g->lazy_from, g->text_len - g->lazy_from, g->lazy, ml) : NULL;
+    if (!at) {
+        if (g->text_len >= ml) g->lazy_from = g->text_len - ml + 1; /* a marker may still end in later text */
+        return 0;
+    }
+    const size_t after = (size_t)(at - g->text) + ml;
+    js_init(g);
+    if (mr_jsonp_feed(&g->js, g->text + after, g->text_len - after)) {
+        g->lazy_off = 1;
+        return 0;
+    }
+    if (!g->pieces && json_pieces(g)) return -1;
+    g->constrained = 1;
+    if (mr_jsonp_closed(&g->js)) g->finish = MR_GEN_EOG;
+    return 1;
+}
+
 /* Take one token into the reply (pending evaluation): text, stop strings, limits. Returns 1 if it
  * was taken, 0 if it ended the reply without being taken (an end-of-generation token), -1 on error.
  * g->finish says whether the reply goes on. */
@@ -498,7 +529,11 @@ static int accept_one(mr_gen *g, int32_t id) {
             g->finish = MR_GEN_STOP;
         }
     }
-    if (g->constrained && !g->js_bad) { /* the value is whole and cannot go on: the reply ends here */
+    int fed = 0;
+    if (g->lazy && !g->constrained && !g->lazy_off && !g->finish) {
+        if ((fed = lazy_start(g)) < 0) return -1;
+    }
+    if (g->constrained && !g->js_bad && !fed) { /* the value is whole and cannot go on: the reply ends here */
         const uint32_t o = g->poff[id];
         if (mr_jsonp_feed(&g->js, g->pieces + o, g->poff[id + 1] - o)) g->js_bad = 1;
         else if (!g->finish && mr_jsonp_closed(&g->js)) g->finish = MR_GEN_EOG;

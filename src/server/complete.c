@@ -25,7 +25,10 @@ typedef struct {
     const srv_req *q;
     const char *marker;          /* tool-call marker when tool calls are parsed, else NULL */
     const char *forced;          /* text the reply starts with (tool_choice), part of the prompt */
-    mr_gen_calls calls;          /* tool_choice required / named: the allowed functions (n 0: none) */
+    mr_gen_calls calls;          /* the call the reply is held to (n 0: none): from the first byte
+                                  * (tool_choice required / named) or after the marker (auto) */
+    const char *calls_after;     /* auto: the template's call marker */
+    char lazy_prefix[128];       /* auto: the call's prefix, from the byte after the marker */
     const char *call_names[SRV_MAX_TOOLS], *call_schemas[SRV_MAX_TOOLS];
     mr_sbuf reply;               /* the choice being generated: forced + generated text */
     size_t sent;                 /* bytes of reply already given to the writer */
@@ -158,7 +161,10 @@ static void gen_params(cctx *c, mr_gen_params *gp) {
     gp->spec_ngram = c->cf->spec_ngram;
     gp->json_object = q->json_object;
     gp->json_schema = q->json_schema;
-    if (c->calls.n) gp->calls = &c->calls;
+    if (c->calls.n) {
+        gp->calls = &c->calls;
+        gp->calls_after = c->calls_after;
+    }
     if (gp->sampler.repeat_last_n < 0) gp->sampler.repeat_last_n = c->cf->n_ctx; /* llama-server's -1 */
     if (q->logprobs) gp->spec_max = 0; /* a verification step accepts several tokens; logprobs are per token */
     gp->spec_min = q->spec_min < gp->spec_max ? q->spec_min : gp->spec_max;
@@ -289,14 +295,20 @@ static int request_prompt(const srv_conf *cf, mr_http_req *r, const mr_json *j, 
     return n;
 }
 
-/* tool_choice required / named: the reply is constrained to one call of the allowed functions in the
- * template's format, with arguments valid against the function's parameters. 0, or -1 after an error
- * reply (a schema outside the subset: 400 naming the function and the keyword). */
-static int forced_calls(cctx *c) {
+/* Tool calls held to the functions' schemas in the template's format (mr_gen_params.calls):
+ * tool_choice required / named, from the first byte: one call of an allowed function (a schema
+ * outside the subset: 400 naming the function and the keyword); auto (tools given, no response
+ * format), lazily: free text until the template's call marker, then the call (a schema outside the
+ * subset, or a template without the format: no constraint, as before). 0, or -1 after an error reply. */
+static int call_constraint(cctx *c) {
     const srv_req *q = c->q;
-    if (q->tool_choice != SRV_TOOLS_REQUIRED && q->tool_choice != SRV_TOOLS_NAMED) return 0;
+    const int forced = q->tool_choice == SRV_TOOLS_REQUIRED || q->tool_choice == SRV_TOOLS_NAMED;
+    if (!forced && !(q->tool_choice == SRV_TOOLS_AUTO && c->marker && !q->json_object && !q->json_schema)) return 0;
     mr_chat_call_format f;
-    if (mr_chat_tool_call_format(c->cf->m, c->cf->tmpl, &f)) { srv_error(c->r, 400, mr_last_error()); return -1; }
+    if (mr_chat_tool_call_format(c->cf->m, c->cf->tmpl, &f)) {
+        if (forced) srv_error(c->r, 400, mr_last_error());
+        return forced ? -1 : 0;
+    }
     int n = 0;
     for (int i = 0; i < q->n_tools && n < SRV_MAX_TOOLS; i++) {
         if (q->tool_choice == SRV_TOOLS_NAMED && strcmp(q->tool_names[i], q->tool_choice_name)) continue;
@@ -306,11 +318,19 @@ static int forced_calls(cctx *c) {
     }
     c->calls = (mr_gen_calls){.n = n, .names = c->call_names, .schemas = c->call_schemas, .prefix = f.prefix,
                               .middle = f.middle, .suffix = f.suffix, .dsml = f.dsml};
+    if (!forced) { /* the forced text is the marker and what follows it before the call's prefix */
+        const char *at = strstr(f.forced, c->marker);
+        if (!at) { c->calls.n = 0; return 0; }
+        snprintf(c->lazy_prefix, sizeof c->lazy_prefix, "%s%s", at + strlen(c->marker), f.prefix);
+        c->calls.prefix = c->lazy_prefix;
+        c->calls_after = c->marker;
+    }
     if (mr_gen_calls_check(&c->calls)) {
+        c->calls.n = 0;
+        if (!forced) return 0;
         char err[512];
         snprintf(err, sizeof err, "'tools' (a call forced by 'tool_choice'): %s", mr_last_error());
         srv_error(c->r, 400, err);
-        c->calls.n = 0;
         return -1;
     }
     return 0;
@@ -360,8 +380,8 @@ void srv_complete(const srv_conf *cf, srv_sched *sc, mr_http_req *r, int api) {
     c.w.created = (long)time(NULL);
     c.w.n_prompt = n;
     c.w.seed = q.seed_given ? q.sp.seed : random_seed();
-    if (forced_calls(&c)) goto done;
     if (q.n_tools && q.tool_choice != SRV_TOOLS_NONE && c.w.w->tool_calls) c.marker = mr_chat_tool_marker(cf->m, cf->tmpl);
+    if (call_constraint(&c)) goto done;
     c.blog = mr_malloc(sizeof(float) * (size_t)cf->n_vocab);
     if (!c.blog) { srv_error(r, 500, "out of memory"); goto done; }
     c.slot = srv_acquire(sc, toks, n, client_gone, r);
