@@ -66,7 +66,7 @@ LIB       := $(BUILD)/libmoerun.a
 FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz-replay/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .SECONDARY:
-.PHONY: deps all test test-unit test-clients test-agents sanitize tsan alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-vs-llama bench-dot demo
+.PHONY: deps all test test-unit test-clients test-agents sanitize tsan alloc-walk clean fuzz fuzz-build bench bench-kernels bench-model bench-approx bench-mask bench-vs-llama bench-dot demo
 all: $(BUILD)/moerun
 
 # Missing Debian packages are installed (or the exact apt-get command printed) before anything is
@@ -140,6 +140,10 @@ bench-model: $(BUILD)/moerun
 # MoE approximations: CPU ms/token of decode and prefill per setting (docs/APPROX.md)
 bench-approx: $(BUILD)/bench/bench_approx
 	nice -n 10 $(BUILD)/bench/bench_approx $(BENCH_ARGS)
+
+# JSON masks (json_schema, forced tool calls): mask time per token vs a plain decode step (docs/SERVER.md)
+bench-mask: $(BUILD)/bench/bench_mask
+	nice -n 10 $(BUILD)/bench/bench_mask $(BENCH_ARGS)
 
 # ARM64 on an x86-64 Debian machine: gcc-aarch64-linux-gnu, qemu-user, libpcre2-dev:arm64 (the
 # deps.sh group aarch64 installs them, adding arm64 to dpkg's architectures; QEMU_AARCH64 below is
