@@ -605,21 +605,11 @@ static ds4_buf ds4_buf_at(const ds4_buf *B, const ds4_model *M, int r, int t0) {
     return b;
 }
 
-/* The per-sequence part of layer il's attention for n tokens of one session at positions pos0..
- * pos0+n-1 (B at the run's rows, ds4_buf_at): q/KV norms, RoPE, FP8, the compressors (their state
- * and history in st), the indexer, the heads over the window and compressed rows, the window ring,
- * the inverse RoPE of the output. Everything before and after (HC, projections) is per token and
- * runs over the whole batch of every sequence. */
-static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4_buf *B) {
-    ds4_model *M = m->priv;
-    ds4_layer *ly = &M->layers[il];
-    ds4_lstate *ls = &st->l[il];
-    const int D = M->D, H = M->H, r = ly->ratio;
-    const int prefill = pos0 == 0, dump = mr_model_dumping(m);
-
-    /* per token: q head norms, KV norm, RoPE, FP8 (§3.4-3.5), batch keys as attention reads them
-     * (F16-rounded when they go through an F16 cache), compressor position embedding, indexer q */
-    MR_PROF_BEGIN(tr);
+/* per token: q head norms, KV norm, RoPE, FP8 (§3.4-3.5), batch keys as attention reads them
+ * (F16-rounded when they go through an F16 cache), compressor position embedding, indexer q; with
+ * dumps on, stage by stage so each one's result can be printed */
+static void ds4_seq_tokens(mr_model *m, ds4_model *M, ds4_layer *ly, int il, int n, int pos0, ds4_buf *B) {
+    const int D = M->D, H = M->H, r = ly->ratio, prefill = pos0 == 0, dump = mr_model_dumping(m);
     ds4_tok_job tj = {.M = M, .ly = ly, .pos0 = pos0, .B = B,
                       .kvb_f16 = M->kv_f16 && (r == 0 || !prefill || !M->prefill_f32),
                       .idx_f16 = M->kv_f16 && (!prefill || !M->prefill_f32)};
@@ -638,63 +628,119 @@ static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4
         tj.stage = DS4_ST_ALL;
     }
     ds4_pfor(m, n, ds4_tok_item, &tj);
+}
+
+/* a prefill's compressed rows (§4.1): the batched compressor over the batch, stored in the layer's
+ * caches; B->comp32 / B->icomp32 keep them as attention reads them (F16-rounded unless
+ * MOERUN_DS4_PREFILL_F32) */
+static int ds4_seq_compress_batch(mr_model *m, ds4_model *M, ds4_layer *ly, ds4_lstate *ls, int il, int n, ds4_buf *B) {
+    const int D = M->D, Di = M->Di, r = ly->ratio, n_comp = n / r, dump = mr_model_dumping(m);
+    if (ds4_compress_batch(m, M, ly, r, D, B->ckv, B->csc, n, ly->c_norm, 1, B->comp32, ls->kvs, ls->scs)) return -1;
+    for (int b = 0; b < n_comp; b++) ds4_rows_put(&ls->comp, b, B->comp32 + (int64_t)b * D);
+    if (M->kv_f16 && !M->prefill_f32)
+        for (int64_t i = 0; i < (int64_t)n_comp * D; i++) B->comp32[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->comp32[i]));
+    if (n_comp) DUMP("KVcompress", il, B->comp32, D, n_comp);
+    if (r != 4) return 0;
+    if (ds4_compress_batch(m, M, ly, 4, Di, B->ikv, B->isc, n, ly->ic_norm, 0, B->icomp32, ls->ikvs, ls->iscs)) return -1;
+    for (int b = 0; b < n_comp; b++) {
+        if (M->idx_had) ds4_hadamard(B->icomp32 + (int64_t)b * Di, Di);
+        if (M->idx_fp4) ds4_fp4_sim(B->icomp32 + (int64_t)b * Di, Di);
+        ds4_rows_put(&ls->icomp, b, B->icomp32 + (int64_t)b * Di);
+        if (M->kv_f16 && !M->prefill_f32)
+            for (int i = 0; i < Di; i++)
+                B->icomp32[(int64_t)b * Di + i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->icomp32[(int64_t)b * Di + i]));
+    }
+    if (n_comp) DUMP("indexer_KVcompress", il, B->icomp32, Di, n_comp);
+    return 0;
+}
+
+/* any other batch: the streaming compressor token by token, each finished row into the caches */
+static void ds4_seq_compress_steps(mr_model *m, ds4_model *M, ds4_layer *ly, ds4_lstate *ls, int il, int n, int pos0,
+                                   ds4_buf *B) {
+    const int D = M->D, Di = M->Di, r = ly->ratio, Wd = (r == 4 ? 2 : 1) * D, IWd = 2 * Di, dump = mr_model_dumping(m);
+    float *row = B->comp32, *irow = B->icomp32;
+    for (int t = 0; t < n; t++) {
+        const int64_t p = pos0 + t;
+        if (ds4_compress_step(m, M, ly, r, D, B->ckv + (int64_t)t * Wd, B->csc + (int64_t)t * Wd, p, ly->c_norm, 1,
+                              ls->kvs, ls->scs, row)) {
+            ds4_rows_put(&ls->comp, (p + 1) / r - 1, row);
+            DUMP("KVcompress", il, row, D, 1);
+        }
+        if (r == 4 && ds4_compress_step(m, M, ly, 4, Di, B->ikv + (int64_t)t * IWd, B->isc + (int64_t)t * IWd, p,
+                                        ly->ic_norm, 0, ls->ikvs, ls->iscs, irow)) {
+            if (M->idx_had) ds4_hadamard(irow, Di);
+            if (M->idx_fp4) ds4_fp4_sim(irow, Di);
+            ds4_rows_put(&ls->icomp, (p + 1) / 4 - 1, irow);
+            DUMP("indexer_KVcompress", il, irow, Di, 1);
+        }
+    }
+}
+
+/* the compressors of a compressed layer (r > 0) and their input history: compressor inputs of the
+ * batch's last positions, for cutting the state back */
+static int ds4_seq_compress(mr_model *m, ds4_model *M, ds4_layer *ly, ds4_lstate *ls, int il, int n, int pos0,
+                            ds4_buf *B) {
+    const int r = ly->ratio, Wd = (r == 4 ? 2 : 1) * M->D, IWd = 2 * M->Di;
+    if (pos0 == 0) {
+        if (ds4_seq_compress_batch(m, M, ly, ls, il, n, B)) return -1;
+    } else {
+        ds4_seq_compress_steps(m, M, ly, ls, il, n, pos0, B);
+    }
+    for (int t = n > ls->hkv.cap ? n - (int)ls->hkv.cap : 0; t < n; t++) {
+        ds4_rows_put(&ls->hkv, (pos0 + t) % ls->hkv.cap, B->ckv + (int64_t)t * Wd);
+        ds4_rows_put(&ls->hsc, (pos0 + t) % ls->hsc.cap, B->csc + (int64_t)t * Wd);
+    }
+    if (r == 4)
+        for (int t = n > ls->ihkv.cap ? n - (int)ls->ihkv.cap : 0; t < n; t++) {
+            ds4_rows_put(&ls->ihkv, (pos0 + t) % ls->ihkv.cap, B->ikv + (int64_t)t * IWd);
+            ds4_rows_put(&ls->ihsc, (pos0 + t) % ls->ihsc.cap, B->isc + (int64_t)t * IWd);
+        }
+    return 0;
+}
+
+/* --dump of the indexer's scores over the compressed rows and the rows it chose */
+static void ds4_seq_dump_indexer(mr_model *m, const ds4_model *M, int il, int n, int pos0, const ds4_attn_job *job) {
+    if (job->scores_out && (pos0 + n) / 4 > M->topk)
+        mr_model_dump(m, "indexer_scores", il, job->scores_out, (pos0 + n) / 4, n);
+    if (job->topk_out) {
+        float *tf = mr_malloc(sizeof(float) * (size_t)n * M->topk);
+        if (tf) {
+            for (int64_t i = 0; i < (int64_t)n * M->topk; i++) tf[i] = (float)job->topk_out[i];
+            mr_model_dump(m, "indexer_topk", il, tf, M->topk, n);
+            free(tf);
+        }
+    }
+}
+
+/* The per-sequence part of layer il's attention for n tokens of one session at positions pos0..
+ * pos0+n-1 (B at the run's rows, ds4_buf_at): q/KV norms, RoPE, FP8, the compressors (their state
+ * and history in st), the indexer, the heads over the window and compressed rows, the window ring,
+ * the inverse RoPE of the output. Everything before and after (HC, projections) is per token and
+ * runs over the whole batch of every sequence. */
+static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4_buf *B) {
+    ds4_model *M = m->priv;
+    ds4_layer *ly = &M->layers[il];
+    ds4_lstate *ls = &st->l[il];
+    const int D = M->D, H = M->H, r = ly->ratio;
+    const int prefill = pos0 == 0, dump = mr_model_dumping(m);
+
+    MR_PROF_BEGIN(tr);
+    ds4_seq_tokens(m, M, ly, il, n, pos0, B);
     MR_PROF_END(tr, "rope+fp8");
 
     ds4_attn_job job = {.m = m, .M = M, .ly = ly, .ls = ls, .il = il, .n = n, .pos0 = pos0, .prefill = prefill,
                         .dump = dump, .n_ctx = st->n_ctx, .q = B->q, .kvb = B->kvb, .o = B->o, .st = st};
     if (r > 0) {
-        const int Wd = (r == 4 ? 2 : 1) * D, Di = M->Di, IWd = 2 * Di;
         if (r == 4) { job.qI = B->qI; job.wI = B->wI; }
         MR_PROF_BEGIN(tc);
+        if (ds4_seq_compress(m, M, ly, ls, il, n, pos0, B)) {
+            mr_set_error("deepseek4: out of memory");
+            return -1;
+        }
         if (prefill) {
-            const int n_comp = n / r;
-            if (ds4_compress_batch(m, M, ly, r, D, B->ckv, B->csc, n, ly->c_norm, 1, B->comp32, ls->kvs, ls->scs)) goto oom;
-            for (int b = 0; b < n_comp; b++) ds4_rows_put(&ls->comp, b, B->comp32 + (int64_t)b * D);
-            if (M->kv_f16 && !M->prefill_f32)
-                for (int64_t i = 0; i < (int64_t)n_comp * D; i++) B->comp32[i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->comp32[i]));
-            if (n_comp) DUMP("KVcompress", il, B->comp32, D, n_comp);
             job.comp32 = B->comp32;
-            if (r == 4) {
-                if (ds4_compress_batch(m, M, ly, 4, Di, B->ikv, B->isc, n, ly->ic_norm, 0, B->icomp32, ls->ikvs, ls->iscs)) goto oom;
-                for (int b = 0; b < n_comp; b++) {
-                    if (M->idx_had) ds4_hadamard(B->icomp32 + (int64_t)b * Di, Di);
-                    if (M->idx_fp4) ds4_fp4_sim(B->icomp32 + (int64_t)b * Di, Di);
-                    ds4_rows_put(&ls->icomp, b, B->icomp32 + (int64_t)b * Di);
-                    if (M->kv_f16 && !M->prefill_f32)
-                        for (int i = 0; i < Di; i++)
-                            B->icomp32[(int64_t)b * Di + i] = mr_fp16_to_fp32(mr_fp32_to_fp16(B->icomp32[(int64_t)b * Di + i]));
-                }
-                if (n_comp) DUMP("indexer_KVcompress", il, B->icomp32, Di, n_comp);
-                job.icomp32 = B->icomp32;
-            }
-        } else {
-            float *row = B->comp32, *irow = B->icomp32;
-            for (int t = 0; t < n; t++) {
-                const int64_t p = pos0 + t;
-                if (ds4_compress_step(m, M, ly, r, D, B->ckv + (int64_t)t * Wd, B->csc + (int64_t)t * Wd, p, ly->c_norm, 1,
-                                      ls->kvs, ls->scs, row)) {
-                    ds4_rows_put(&ls->comp, (p + 1) / r - 1, row);
-                    DUMP("KVcompress", il, row, D, 1);
-                }
-                if (r == 4 && ds4_compress_step(m, M, ly, 4, Di, B->ikv + (int64_t)t * IWd, B->isc + (int64_t)t * IWd, p,
-                                                ly->ic_norm, 0, ls->ikvs, ls->iscs, irow)) {
-                    if (M->idx_had) ds4_hadamard(irow, Di);
-                    if (M->idx_fp4) ds4_fp4_sim(irow, Di);
-                    ds4_rows_put(&ls->icomp, (p + 1) / 4 - 1, irow);
-                    DUMP("indexer_KVcompress", il, irow, Di, 1);
-                }
-            }
+            if (r == 4) job.icomp32 = B->icomp32;
         }
-        /* compressor inputs of the batch's last positions, for cutting the state back */
-        for (int t = n > ls->hkv.cap ? n - (int)ls->hkv.cap : 0; t < n; t++) {
-            ds4_rows_put(&ls->hkv, (pos0 + t) % ls->hkv.cap, B->ckv + (int64_t)t * Wd);
-            ds4_rows_put(&ls->hsc, (pos0 + t) % ls->hsc.cap, B->csc + (int64_t)t * Wd);
-        }
-        if (r == 4)
-            for (int t = n > ls->ihkv.cap ? n - (int)ls->ihkv.cap : 0; t < n; t++) {
-                ds4_rows_put(&ls->ihkv, (pos0 + t) % ls->ihkv.cap, B->ikv + (int64_t)t * IWd);
-                ds4_rows_put(&ls->ihsc, (pos0 + t) % ls->ihsc.cap, B->isc + (int64_t)t * IWd);
-            }
         MR_PROF_END(tc, "compressor");
         if (r == 4 && dump) {
             job.topk_out = B->topk;
@@ -711,18 +757,8 @@ static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4
         job.f16 = M->kv_f16 && (r == 0 || !prefill || !M->prefill_f32);
         if (ds4_attn_run(m, &job)) { free(job.scores_out); return -1; }
     }
-    if (job.scores_out) {
-        if ((pos0 + n) / 4 > M->topk) mr_model_dump(m, "indexer_scores", il, job.scores_out, (pos0 + n) / 4, n);
-        free(job.scores_out);
-    }
-    if (job.topk_out) {
-        float *tf = mr_malloc(sizeof(float) * (size_t)n * M->topk);
-        if (tf) {
-            for (int64_t i = 0; i < (int64_t)n * M->topk; i++) tf[i] = (float)B->topk[i];
-            mr_model_dump(m, "indexer_topk", il, tf, M->topk, n);
-            free(tf);
-        }
-    }
+    ds4_seq_dump_indexer(m, M, il, n, pos0, &job);
+    free(job.scores_out);
     MR_PROF_BEGIN(to);
     /* raw window cache: the batch's last W positions */
     for (int t = n > ls->raw.cap ? n - (int)ls->raw.cap : 0; t < n; t++) ds4_rows_put(&ls->raw, (pos0 + t) % ls->raw.cap, B->kv + (int64_t)t * D);
@@ -732,9 +768,6 @@ static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4
     ds4_pfor(m, n, ds4_orope_item, &oj);
     MR_PROF_END(to, "attn_misc");
     return 0;
-oom:
-    mr_set_error("deepseek4: out of memory");
-    return -1;
 }
 
 /* the attention half of layer il for the batch (token t of session st[t] at position pos[t]): X

@@ -187,45 +187,47 @@ static void ds4_free(mr_model *m) {
     m->priv = NULL;
 }
 
-static int ds4_load(mr_model *m) {
-    ds4_model *M = mr_calloc(1, sizeof *M);
-    mr_pager_layer *pl = NULL;
-    if (!M) { mr_set_error("deepseek4: out of memory"); return -1; }
-    m->priv = M;
-    int hkv = 0, vlen = 0, gating = 0, n_group = 0, ksw = 0, vsw = 0, rsw = 0, n_orig = 0, head_count = 0;
-    float rope_base = 10000.0f, rope_factor = 0.0f, comp_base = 0.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+/* the hyperparameters ds4_load checks or turns into per-layer settings, beside ds4_model's own */
+typedef struct {
+    int hkv, vlen, gating, n_group, n_orig, n_shared;
+    float rope_base, rope_factor, comp_base, beta_fast, beta_slow;
+} ds4_hp;
+
+/* the model's keys (§1) into M and hp */
+static int ds4_read_hparams(mr_model *m, ds4_model *M, ds4_hp *hp) {
+    int ksw = 0, vsw = 0, rsw = 0, head_count = 0;
+    *hp = (ds4_hp){.rope_base = 10000.0f, .beta_fast = 32.0f, .beta_slow = 1.0f};
     U32("context_length", 1, 0, M->n_ctx_train);
     U32("embedding_length", 1, 0, M->d);
     U32("block_count", 1, 0, M->L_all);
     U32("expert_count", 0, 0, M->E);
     U32("expert_used_count", 0, 0, M->K);
-    U32("expert_group_count", 0, 0, n_group);
+    U32("expert_group_count", 0, 0, hp->n_group);
     U32("attention.head_count", 0, 0, head_count);
     M->H = head_count;
-    U32("attention.head_count_kv", 0, (uint32_t)head_count, hkv);
+    U32("attention.head_count_kv", 0, (uint32_t)head_count, hp->hkv);
     U32("attention.key_length", 0, M->H > 0 ? (uint32_t)(M->d / M->H) : 0, M->D);
-    U32("attention.value_length", 0, M->H > 0 ? (uint32_t)(M->d / M->H) : 0, vlen);
+    U32("attention.value_length", 0, M->H > 0 ? (uint32_t)(M->d / M->H) : 0, hp->vlen);
     U32("rope.dimension_count", 0, (uint32_t)M->D, M->R);
     /* every layer is SWA in the reference, so the *_swa variants override when present (§1.1) */
     U32("attention.key_length_swa", 0, (uint32_t)M->D, ksw);
-    U32("attention.value_length_swa", 0, (uint32_t)vlen, vsw);
+    U32("attention.value_length_swa", 0, (uint32_t)hp->vlen, vsw);
     U32("rope.dimension_count_swa", 0, (uint32_t)M->R, rsw);
-    M->D = ksw; vlen = vsw; M->R = rsw;
-    U32("rope.scaling.original_context_length", 0, (uint32_t)M->n_ctx_train, n_orig);
-    F32("rope.freq_base", 0, 10000.0f, rope_base);
-    if (mr_model_hp_f32(m, "rope.scaling.factor", 0, 0.0f, &rope_factor)) goto fail;
-    if (rope_factor == 0.0f && mr_model_hp_f32(m, "rope.scale_linear", 0, 0.0f, &rope_factor)) goto fail;
+    M->D = ksw; hp->vlen = vsw; M->R = rsw;
+    U32("rope.scaling.original_context_length", 0, (uint32_t)M->n_ctx_train, hp->n_orig);
+    F32("rope.freq_base", 0, 10000.0f, hp->rope_base);
+    if (mr_model_hp_f32(m, "rope.scaling.factor", 0, 0.0f, &hp->rope_factor)) goto fail;
+    if (hp->rope_factor == 0.0f && mr_model_hp_f32(m, "rope.scale_linear", 0, 0.0f, &hp->rope_factor)) goto fail;
     F32("attention.layer_norm_rms_epsilon", 1, 0.0f, M->eps);
     U32("attention.q_lora_rank", 1, 0, M->rq);
     U32("attention.output_lora_rank", 1, 0, M->ro);
     U32("attention.output_group_count", 1, 0, M->G);
-    int n_shared = 0;
-    U32("expert_shared_count", 1, 0, n_shared);
+    U32("expert_shared_count", 1, 0, hp->n_shared);
     F32("expert_weights_scale", 0, 0.0f, M->ws);
     if (mr_model_hp_bool(m, "expert_weights_norm", 0, 0, &M->norm_w)) goto fail;
-    U32("expert_gating_func", 0, 0, gating);
+    U32("expert_gating_func", 0, 0, hp->gating);
     U32("attention.sliding_window", 0, 0, M->W);
-    F32("attention.compress_rope_freq_base", 0, 0.0f, comp_base);
+    F32("attention.compress_rope_freq_base", 0, 0.0f, hp->comp_base);
     U32("attention.indexer.head_count", 0, 0, M->Hi);
     U32("attention.indexer.key_length", 0, 0, M->Di);
     U32("attention.indexer.top_k", 0, 0, M->topk);
@@ -233,26 +235,25 @@ static int ds4_load(mr_model *m) {
     U32("hyper_connection.count", 1, 0, M->Nh);
     U32("hyper_connection.sinkhorn_iterations", 1, 0, M->Ti);
     F32("hyper_connection.epsilon", 1, 0.0f, M->eps_hc);
-    F32("rope.scaling.yarn_beta_fast", 0, 32.0f, beta_fast);
-    F32("rope.scaling.yarn_beta_slow", 0, 1.0f, beta_slow);
-    {
-        /* mainline's graph rotates the window-only layers with rope.freq_base and never reads the
-         * _swa base (nor does the fork); a file that sets a different one is run the same way */
-        float base_swa = 0.0f;
-        F32("rope.freq_base_swa", 0, 0.0f, base_swa);
-        if (base_swa > 0.0f && base_swa != rope_base)
-            mr_log(1, "%s: rope.freq_base_swa %g differs from rope.freq_base %g; like llama.cpp, the window layers use %g\n",
-                   m->path, base_swa, rope_base, rope_base);
-    }
-    if (ds4_read_nextn(m, M) || ds4_read_ffexp(m, M)) goto fail;
-    char stkey[128];
-    snprintf(stkey, sizeof stkey, "%s.rope.scaling.type", m->arch_name);
-    const char *stype = mr_model_meta_str_internal(m, stkey);
+    F32("rope.scaling.yarn_beta_fast", 0, 32.0f, hp->beta_fast);
+    F32("rope.scaling.yarn_beta_slow", 0, 1.0f, hp->beta_slow);
+    /* mainline's graph rotates the window-only layers with rope.freq_base and never reads the _swa
+     * base (nor does the fork); a file that sets a different one is run the same way */
+    float base_swa = 0.0f;
+    F32("rope.freq_base_swa", 0, 0.0f, base_swa);
+    if (base_swa > 0.0f && base_swa != hp->rope_base)
+        mr_log(1, "%s: rope.freq_base_swa %g differs from rope.freq_base %g; like llama.cpp, the window layers use %g\n",
+               m->path, base_swa, hp->rope_base, hp->rope_base);
+    return 0;
+fail:
+    return -1;
+}
 
-    /* shape constraints of the graph (§0, §1.3, §3.5, §6.1) */
+/* shape constraints of the graph (§0, §1.3, §3.5, §6.1), the gating, and the graph's switches */
+static int ds4_check_shape(mr_model *m, ds4_model *M, const ds4_hp *hp) {
     if (M->d <= 0 || M->L_all <= 0 || M->H <= 0) BAD("%s: deepseek4 needs embedding_length, block_count and attention.head_count", m->path);
-    if (hkv != 1) BAD("%s: deepseek4 has one latent KV head; attention.head_count_kv = %d", m->path, hkv);
-    if (vlen != M->D) BAD("%s: attention.value_length (%d) must equal key_length (%d)", m->path, vlen, M->D);
+    if (hp->hkv != 1) BAD("%s: deepseek4 has one latent KV head; attention.head_count_kv = %d", m->path, hp->hkv);
+    if (hp->vlen != M->D) BAD("%s: attention.value_length (%d) must equal key_length (%d)", m->path, hp->vlen, M->D);
     if (M->D > 4096 || M->R <= 0 || M->R > M->D || M->R % 2) BAD("%s: rope.dimension_count %d does not fit head dim %d", m->path, M->R, M->D);
     if ((M->D - M->R) % 64) BAD("%s: head dim %d minus rotary dims %d must be a multiple of 64 (FP8 blocks)", m->path, M->D, M->R);
     if (M->G <= 0 || M->H % M->G) BAD("%s: attention.output_group_count %d must divide head_count %d", m->path, M->G, M->H);
@@ -260,12 +261,12 @@ static int ds4_load(mr_model *m) {
     if (M->Nh <= 0 || M->Nh > DS4_MAX_HC) BAD("%s: hyper_connection.count %d must be in 1..%d", m->path, M->Nh, DS4_MAX_HC);
     if (M->Ti <= 0) BAD("%s: hyper_connection.sinkhorn_iterations must be > 0", m->path);
     if (M->E <= 0 || M->E > 1024 || M->K <= 0 || M->K > M->E || M->K > 64) BAD("%s: expert_count %d / expert_used_count %d invalid", m->path, M->E, M->K);
-    if (M->F <= 0 || n_shared <= 0) BAD("%s: expert_feed_forward_length and expert_shared_count must be positive", m->path);
-    if (n_group > 1) BAD("%s: expert_group_count %d: group-limited routing is not part of DeepSeek V4", m->path, n_group);
-    if (mr_moe_gating_from_gguf(m, (uint32_t)gating, MR_GATING_SQRT_SOFTPLUS, MR_GATING_BIT(MR_GATING_SQRT_SOFTPLUS), &M->gating))
+    if (M->F <= 0 || hp->n_shared <= 0) BAD("%s: expert_feed_forward_length and expert_shared_count must be positive", m->path);
+    if (hp->n_group > 1) BAD("%s: expert_group_count %d: group-limited routing is not part of DeepSeek V4", m->path, hp->n_group);
+    if (mr_moe_gating_from_gguf(m, (uint32_t)hp->gating, MR_GATING_SQRT_SOFTPLUS, MR_GATING_BIT(MR_GATING_SQRT_SOFTPLUS), &M->gating))
         goto fail;
     if (M->Lh > M->L) M->Lh = M->L;
-    M->Fs = M->F * n_shared;
+    M->Fs = M->F * hp->n_shared;
     M->graph = m->params.graph;
     if (M->graph < MR_GRAPH_OFFICIAL || M->graph > MR_GRAPH_FORK) BAD("%s: unknown deepseek4 graph %d", m->path, M->graph);
     M->fp8 = M->graph != MR_GRAPH_MAINLINE;
@@ -274,10 +275,13 @@ static int ds4_load(mr_model *m) {
     M->sh_clamp = M->graph != MR_GRAPH_FORK;
     M->kv_f16 = !m->params.kv_f32;
     M->prefill_f32 = m->params.ds4_prefill_f32 != 0;
+    return 0;
+fail:
+    return -1;
+}
 
-    M->layers = mr_calloc((size_t)M->L, sizeof(ds4_layer));
-    if (!M->layers) BAD("deepseek4: out of memory");
-    if (ds4_read_ratios(m, M) || ds4_read_clamps(m, M)) goto fail;
+/* the indexer's keys when a layer has ratio 4, the window, and mainline's KV rotation */
+static int ds4_check_attn(mr_model *m, ds4_model *M) {
     int any4 = 0;
     for (int l = 0; l < M->L; l++) any4 |= M->layers[l].ratio == 4;
     if (any4) {
@@ -299,93 +303,136 @@ static int ds4_load(mr_model *m) {
         M->kv_rot = 64;
         while (M->D % (2 * M->kv_rot) == 0) M->kv_rot *= 2;
     }
+    return 0;
+fail:
+    return -1;
+}
 
-    /* RoPE per layer kind (§3.4) */
+/* RoPE per layer kind (§3.4): window-only layers plain, compressed layers YaRN-scaled */
+static void ds4_rope_layers(ds4_model *M, const ds4_hp *hp, const char *stype) {
     const int yarn = stype && !strcmp(stype, "yarn");
     const int none = stype && !strcmp(stype, "none");
-    const float fs = (none || rope_factor == 0.0f) ? 1.0f : 1.0f / rope_factor;
+    const float fs = (none || hp->rope_factor == 0.0f) ? 1.0f : 1.0f / hp->rope_factor;
     const float ext = yarn ? 1.0f : 0.0f;
     const float af = (ext != 0.0f && fs > 0.0f) ? 1.0f / (1.0f + 0.1f * logf(1.0f / fs)) : 1.0f;
+    const float comp_base = hp->comp_base > 0.0f ? hp->comp_base : hp->rope_base;
     for (int l = 0; l < M->L; l++) {
         ds4_layer *ly = &M->layers[l];
-        if (ly->ratio == 0) ds4_rope_init(&ly->rope, M->R, 0, rope_base, 1.0f, 0.0f, 1.0f, beta_fast, beta_slow);
-        else ds4_rope_init(&ly->rope, M->R, n_orig, comp_base > 0.0f ? comp_base : rope_base, fs, ext, af, beta_fast, beta_slow);
+        if (ly->ratio == 0) ds4_rope_init(&ly->rope, M->R, 0, hp->rope_base, 1.0f, 0.0f, 1.0f, hp->beta_fast, hp->beta_slow);
+        else ds4_rope_init(&ly->rope, M->R, hp->n_orig, comp_base, fs, ext, af, hp->beta_fast, hp->beta_slow);
     }
+}
 
-    /* tensors (§2) */
+/* layer l's routing tables (§2): the hash layers' token -> experts table (checked), the other
+ * layers' selection bias */
+static int ds4_load_routing(mr_model *m, ds4_model *M, ds4_layer *ly, int l) {
+    const int64_t th[2] = {M->K, M->V};
+    const mr_gguf_tensor *t2e = mr_model_tensor(m, l < M->Lh, 2, th, "blk.%d.ffn_gate_tid2eid.weight", l);
+    if (l < M->Lh && t2e) {
+        if (t2e->type != MR_TYPE_I32) BAD("%s: blk.%d.ffn_gate_tid2eid.weight must be I32, not %s", m->path, l, mr_type_name(t2e->type));
+        ly->tid2eid = t2e->data;
+        for (int64_t i = 0; i < (int64_t)M->K * M->V; i++)
+            if (ly->tid2eid[i] < 0 || ly->tid2eid[i] >= M->E)
+                BAD("%s: blk.%d.ffn_gate_tid2eid.weight maps token %lld to expert %d (of %d)", m->path, l,
+                    (long long)(i / M->K), ly->tid2eid[i], M->E);
+    }
+    ly->exp_bias = ds4_vec(m, l >= M->Lh, M->E, "blk.%d.exp_probs_b.bias", l);
+    return m->load_err ? -1 : 0;
+fail:
+    return -1;
+}
+
+/* layer l's compressor (r > 0) and, at ratio 4, indexer tensors (§2) */
+static int ds4_load_compressor(mr_model *m, ds4_model *M, ds4_layer *ly, int l) {
+    const int d = M->d, r = ly->ratio, c = r == 4 ? 2 : 1;
+    if (r > 0) {
+        const int64_t ash[2] = {(int64_t)c * M->D, r};
+        ly->c_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ash, "blk.%d.attn_compressor_ape.weight", l));
+        if (m->load_err) return -1;
+        ly->c_kv = ds4_mat(m, 1, d, (int64_t)c * M->D, "blk.%d.attn_compressor_kv.weight", l);
+        ly->c_gate = ds4_mat(m, 1, d, (int64_t)c * M->D, "blk.%d.attn_compressor_gate.weight", l);
+        ly->c_norm = ds4_vec(m, 1, M->D, "blk.%d.attn_compressor_norm.weight", l);
+    }
+    if (r == 4 && !m->load_err) {
+        const int64_t ish[2] = {2 * (int64_t)M->Di, 4};
+        ly->i_qb = ds4_mat(m, 1, M->rq, (int64_t)M->Hi * M->Di, "blk.%d.indexer.attn_q_b.weight", l);
+        ly->i_proj = ds4_mat(m, 1, d, M->Hi, "blk.%d.indexer.proj.weight", l);
+        if (!m->load_err) ly->ic_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ish, "blk.%d.indexer_compressor_ape.weight", l));
+        ly->ic_kv = ds4_mat(m, 1, d, 2 * (int64_t)M->Di, "blk.%d.indexer_compressor_kv.weight", l);
+        ly->ic_gate = ds4_mat(m, 1, d, 2 * (int64_t)M->Di, "blk.%d.indexer_compressor_gate.weight", l);
+        ly->ic_norm = ds4_vec(m, 1, M->Di, "blk.%d.indexer_compressor_norm.weight", l);
+    }
+    return m->load_err ? -1 : 0;
+}
+
+/* layer l's tensors (§2); its routed experts go to the pager's layer description pl */
+static int ds4_load_layer(mr_model *m, ds4_model *M, int l, mr_pager_layer *pl) {
+    ds4_layer *ly = &M->layers[l];
     const int d = M->d, Nh = M->Nh, mix = (2 + Nh) * Nh;
+    ly->hc_attn_fn = ds4_mat(m, 1, (int64_t)Nh * d, mix, "blk.%d.hc_attn_fn.weight", l);
+    ly->hc_attn_base = ds4_vec(m, 1, mix, "blk.%d.hc_attn_base.weight", l);
+    ly->hc_attn_scale = ds4_vec(m, 1, 3, "blk.%d.hc_attn_scale.weight", l);
+    ly->hc_ffn_fn = ds4_mat(m, 1, (int64_t)Nh * d, mix, "blk.%d.hc_ffn_fn.weight", l);
+    ly->hc_ffn_base = ds4_vec(m, 1, mix, "blk.%d.hc_ffn_base.weight", l);
+    ly->hc_ffn_scale = ds4_vec(m, 1, 3, "blk.%d.hc_ffn_scale.weight", l);
+    ly->attn_norm = ds4_vec(m, 1, d, "blk.%d.attn_norm.weight", l);
+    ly->ffn_norm = ds4_vec(m, 1, d, "blk.%d.ffn_norm.weight", l);
+    ly->sinks = ds4_vec(m, 1, M->H, "blk.%d.attn_sinks.weight", l);
+    ly->q_a = ds4_mat(m, 1, d, M->rq, "blk.%d.attn_q_a.weight", l);
+    ly->q_a_norm = ds4_vec(m, 1, M->rq, "blk.%d.attn_q_a_norm.weight", l);
+    ly->q_b = ds4_mat(m, 1, M->rq, (int64_t)M->H * M->D, "blk.%d.attn_q_b.weight", l);
+    ly->kv = ds4_mat(m, 1, d, M->D, "blk.%d.attn_kv.weight", l);
+    ly->kv_norm = ds4_vec(m, 1, M->D, "blk.%d.attn_kv_a_norm.weight", l);
+    ly->out_a = ds4_mat(m, 1, (int64_t)M->H * M->D / M->G, (int64_t)M->G * M->ro, "blk.%d.attn_output_a.weight", l);
+    ly->out_b = ds4_mat(m, 1, (int64_t)M->G * M->ro, d, "blk.%d.attn_output_b.weight", l);
+    ly->gate_inp = ds4_mat(m, 1, d, M->E, "blk.%d.ffn_gate_inp.weight", l);
+    const int64_t ge[3] = {d, M->F, M->E}, de[3] = {M->F, d, M->E};
+    if (m->load_err) return -1;
+    pl->mat[MR_PAGER_GATE] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_gate_exps.weight", l);
+    if (!m->load_err) pl->mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_up_exps.weight", l);
+    if (!m->load_err) pl->mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, de, "blk.%d.ffn_down_exps.weight", l);
+    ly->sh_gate = ds4_mat(m, 1, d, M->Fs, "blk.%d.ffn_gate_shexp.weight", l);
+    ly->sh_up = ds4_mat(m, 1, d, M->Fs, "blk.%d.ffn_up_shexp.weight", l);
+    ly->sh_down = ds4_mat(m, 1, M->Fs, d, "blk.%d.ffn_down_shexp.weight", l);
+    if (m->load_err || ds4_load_routing(m, M, ly, l)) return -1;
+    return ds4_load_compressor(m, M, ly, l);
+}
+
+/* the model's tensors (§2): embedding, output head and its hyper-connection, every layer's */
+static int ds4_load_tensors(mr_model *m, ds4_model *M, mr_pager_layer *pl) {
+    const int d = M->d, Nh = M->Nh;
     const int64_t emb_shape[2] = {d, -1};
     M->tok_embd = mr_model_tensor(m, 1, 2, emb_shape, "token_embd.weight");
-    if (!M->tok_embd) goto fail;
+    if (!M->tok_embd) return -1;
     M->V = (int)M->tok_embd->ne[1];
     M->out_hc_base = ds4_vec(m, 1, Nh, "output_hc_base.weight", 0);
     M->out_hc_fn = ds4_mat(m, 1, (int64_t)Nh * d, Nh, "output_hc_fn.weight", 0);
     M->out_hc_scale = ds4_vec(m, 1, 1, "output_hc_scale.weight", 0);
     M->out_norm = ds4_vec(m, 1, d, "output_norm.weight", 0);
     M->output = ds4_mat(m, 1, d, M->V, "output.weight", 0);
+    for (int l = 0; l < M->L; l++)
+        if (ds4_load_layer(m, M, l, &pl[l])) return -1;
+    return m->load_err ? -1 : 0;
+}
+
+static int ds4_load(mr_model *m) {
+    ds4_model *M = mr_calloc(1, sizeof *M);
+    mr_pager_layer *pl = NULL;
+    if (!M) { mr_set_error("deepseek4: out of memory"); return -1; }
+    m->priv = M;
+    ds4_hp hp;
+    if (ds4_read_hparams(m, M, &hp) || ds4_read_nextn(m, M) || ds4_read_ffexp(m, M)) goto fail;
+    char stkey[128];
+    snprintf(stkey, sizeof stkey, "%s.rope.scaling.type", m->arch_name);
+    const char *stype = mr_model_meta_str_internal(m, stkey);
+    if (ds4_check_shape(m, M, &hp)) goto fail;
+    M->layers = mr_calloc((size_t)M->L, sizeof(ds4_layer));
+    if (!M->layers) BAD("deepseek4: out of memory");
+    if (ds4_read_ratios(m, M) || ds4_read_clamps(m, M) || ds4_check_attn(m, M)) goto fail;
+    ds4_rope_layers(M, &hp, stype);
     pl = mr_calloc((size_t)M->L, sizeof *pl);
     if (!pl) BAD("deepseek4: out of memory");
-    for (int l = 0; l < M->L; l++) {
-        ds4_layer *ly = &M->layers[l];
-        const int r = ly->ratio, c = r == 4 ? 2 : 1;
-        ly->hc_attn_fn = ds4_mat(m, 1, (int64_t)Nh * d, mix, "blk.%d.hc_attn_fn.weight", l);
-        ly->hc_attn_base = ds4_vec(m, 1, mix, "blk.%d.hc_attn_base.weight", l);
-        ly->hc_attn_scale = ds4_vec(m, 1, 3, "blk.%d.hc_attn_scale.weight", l);
-        ly->hc_ffn_fn = ds4_mat(m, 1, (int64_t)Nh * d, mix, "blk.%d.hc_ffn_fn.weight", l);
-        ly->hc_ffn_base = ds4_vec(m, 1, mix, "blk.%d.hc_ffn_base.weight", l);
-        ly->hc_ffn_scale = ds4_vec(m, 1, 3, "blk.%d.hc_ffn_scale.weight", l);
-        ly->attn_norm = ds4_vec(m, 1, d, "blk.%d.attn_norm.weight", l);
-        ly->ffn_norm = ds4_vec(m, 1, d, "blk.%d.ffn_norm.weight", l);
-        ly->sinks = ds4_vec(m, 1, M->H, "blk.%d.attn_sinks.weight", l);
-        ly->q_a = ds4_mat(m, 1, d, M->rq, "blk.%d.attn_q_a.weight", l);
-        ly->q_a_norm = ds4_vec(m, 1, M->rq, "blk.%d.attn_q_a_norm.weight", l);
-        ly->q_b = ds4_mat(m, 1, M->rq, (int64_t)M->H * M->D, "blk.%d.attn_q_b.weight", l);
-        ly->kv = ds4_mat(m, 1, d, M->D, "blk.%d.attn_kv.weight", l);
-        ly->kv_norm = ds4_vec(m, 1, M->D, "blk.%d.attn_kv_a_norm.weight", l);
-        ly->out_a = ds4_mat(m, 1, (int64_t)M->H * M->D / M->G, (int64_t)M->G * M->ro, "blk.%d.attn_output_a.weight", l);
-        ly->out_b = ds4_mat(m, 1, (int64_t)M->G * M->ro, d, "blk.%d.attn_output_b.weight", l);
-        ly->gate_inp = ds4_mat(m, 1, d, M->E, "blk.%d.ffn_gate_inp.weight", l);
-        const int64_t ge[3] = {d, M->F, M->E}, de[3] = {M->F, d, M->E};
-        if (m->load_err) goto fail;
-        pl[l].mat[MR_PAGER_GATE] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_gate_exps.weight", l);
-        if (!m->load_err) pl[l].mat[MR_PAGER_UP] = mr_model_tensor(m, 1, 3, ge, "blk.%d.ffn_up_exps.weight", l);
-        if (!m->load_err) pl[l].mat[MR_PAGER_DOWN] = mr_model_tensor(m, 1, 3, de, "blk.%d.ffn_down_exps.weight", l);
-        ly->sh_gate = ds4_mat(m, 1, d, M->Fs, "blk.%d.ffn_gate_shexp.weight", l);
-        ly->sh_up = ds4_mat(m, 1, d, M->Fs, "blk.%d.ffn_up_shexp.weight", l);
-        ly->sh_down = ds4_mat(m, 1, M->Fs, d, "blk.%d.ffn_down_shexp.weight", l);
-        const int64_t th[2] = {M->K, M->V};
-        if (m->load_err) goto fail;
-        const mr_gguf_tensor *t2e = mr_model_tensor(m, l < M->Lh, 2, th, "blk.%d.ffn_gate_tid2eid.weight", l);
-        if (l < M->Lh && t2e) {
-            if (t2e->type != MR_TYPE_I32) BAD("%s: blk.%d.ffn_gate_tid2eid.weight must be I32, not %s", m->path, l, mr_type_name(t2e->type));
-            ly->tid2eid = t2e->data;
-            for (int64_t i = 0; i < (int64_t)M->K * M->V; i++)
-                if (ly->tid2eid[i] < 0 || ly->tid2eid[i] >= M->E)
-                    BAD("%s: blk.%d.ffn_gate_tid2eid.weight maps token %lld to expert %d (of %d)", m->path, l,
-                        (long long)(i / M->K), ly->tid2eid[i], M->E);
-        }
-        ly->exp_bias = ds4_vec(m, l >= M->Lh, M->E, "blk.%d.exp_probs_b.bias", l);
-        if (m->load_err) goto fail;
-        if (r > 0) {
-            const int64_t ash[2] = {(int64_t)c * M->D, r};
-            ly->c_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ash, "blk.%d.attn_compressor_ape.weight", l));
-            if (m->load_err) goto fail;
-            ly->c_kv = ds4_mat(m, 1, d, (int64_t)c * M->D, "blk.%d.attn_compressor_kv.weight", l);
-            ly->c_gate = ds4_mat(m, 1, d, (int64_t)c * M->D, "blk.%d.attn_compressor_gate.weight", l);
-            ly->c_norm = ds4_vec(m, 1, M->D, "blk.%d.attn_compressor_norm.weight", l);
-        }
-        if (r == 4 && !m->load_err) {
-            const int64_t ish[2] = {2 * (int64_t)M->Di, 4};
-            ly->i_qb = ds4_mat(m, 1, M->rq, (int64_t)M->Hi * M->Di, "blk.%d.indexer.attn_q_b.weight", l);
-            ly->i_proj = ds4_mat(m, 1, d, M->Hi, "blk.%d.indexer.proj.weight", l);
-            if (!m->load_err) ly->ic_ape = mr_model_f32(m, mr_model_tensor(m, 1, 2, ish, "blk.%d.indexer_compressor_ape.weight", l));
-            ly->ic_kv = ds4_mat(m, 1, d, 2 * (int64_t)M->Di, "blk.%d.indexer_compressor_kv.weight", l);
-            ly->ic_gate = ds4_mat(m, 1, d, 2 * (int64_t)M->Di, "blk.%d.indexer_compressor_gate.weight", l);
-            ly->ic_norm = ds4_vec(m, 1, M->Di, "blk.%d.indexer_compressor_norm.weight", l);
-        }
-        if (m->load_err) goto fail;
-    }
-    if (m->load_err) goto fail;
+    if (ds4_load_tensors(m, M, pl)) goto fail;
     m->n_vocab = M->V;
     m->n_embd = M->d;
     m->n_layer = M->L;
