@@ -223,6 +223,7 @@ typedef struct {
     const mr_chat_tool_call *tool_calls;     /* assistant: the calls it made */
     int n_tool_calls;
     const char *tool_call_id;                /* tool: the call this result answers */
+    const char *reasoning;                   /* assistant: its reasoning (reasoning_content; NULL: none) */
 } mr_chat_msg;
 const char *mr_chat_template_detect(const mr_model *m);
 int mr_chat_template_known(const char *name);
@@ -235,6 +236,44 @@ int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs,
  * the prompt cache. */
 int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, const char *const *tools,
                          int n_tools, int add_assistant, char *out, int size);
+/* Thinking (reasoning), as the request asks for it: thinking -1 the template's default (deepseek4:
+ * off; Qwen3.5 (qwen35moe): on; other templates: the model decides), 0 off, 1 on; effort the
+ * request's reasoning_effort (deepseek4 "max": its maximum-effort preamble; NULL: none);
+ * keep_reasoning 1: earlier assistant turns' reasoning is rendered where the template can keep it
+ * (deepseek4's drop_thinking false); otherwise each template keeps what its reference does
+ * (deepseek4: the turns after the last user turn, or all when tools are given or the conversation
+ * has tool results). opts NULL: all defaults (the same as mr_chat_render_tools). */
+typedef struct {
+    int thinking;
+    const char *effort;
+    int keep_reasoning;
+} mr_chat_opts;
+int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, const char *const *tools,
+                        int n_tools, const mr_chat_opts *opts, int add_assistant, char *out, int size);
+/* Where a reply's reasoning is: between open and close (deepseek4, deepseek3, chatml (Qwen), chatglm4,
+ * kimi-k2: "<think>" and "</think>"; gpt-oss: the analysis channel, "<|channel|>analysis<|message|>"
+ * to "<|end|><|start|>assistant"); in_prompt 1 when the generation prompt already ends with open (the
+ * reply starts inside the reasoning); answer_prefix, text after close that is not the answer (gpt-oss:
+ * the final channel's header; NULL: none). Returns 1 and fills *t when a reply rendered with opts may
+ * hold reasoning, 0 when it cannot (thinking off, a template without thinking). */
+typedef struct {
+    const char *open, *close;
+    int in_prompt;
+    const char *answer_prefix;
+} mr_chat_think;
+int mr_chat_thinking(const mr_model *m, const char *tmpl, const mr_chat_opts *opts, mr_chat_think *t);
+/* A reply text[0..len) split: the reasoning is text[r_off, r_off + r_len), the answer text[c_off,
+ * len) (whitespace and answer_prefix after close skipped); done 1 once the reasoning has ended (or
+ * the reply has none). While the reply goes on (final 0) only what is sure is counted: a tail that
+ * may still become close (or open, or answer_prefix) is in neither, and c_off is len until the answer
+ * has begun. A reply that does not start with open (after whitespace), when in_prompt is 0, has no
+ * reasoning: all of it is the answer. A reply cut inside its reasoning (final, done 0) is reasoning
+ * only. */
+typedef struct {
+    size_t r_off, r_len, c_off;
+    int done;
+} mr_chat_split;
+void mr_chat_split_reasoning(const mr_chat_think *t, const char *text, size_t len, int final, mr_chat_split *s);
 /* The text that opens tool calls in a reply of template tmpl (NULL if it has none): text from it on
  * is held back while streaming. */
 const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl);
@@ -495,6 +534,12 @@ typedef struct {
      * Until then nothing is masked: a reply without the marker is the unconstrained one. Text after
      * the marker that no call can start with leaves the reply free. NULL: calls from the first byte. */
     const char *calls_after;
+    /* Thinking (think NULL: none): the reply's reasoning as mr_chat_thinking describes it; once
+     * think_budget tokens of reasoning were generated without its close marker, the marker's
+     * tokens are put in (the reply goes on with the answer); think_budget < 0: no limit. Lazy calls
+     * (calls_after) start only after the reasoning. The strings are copied by mr_gen_new. */
+    const mr_chat_think *think;
+    int think_budget;
     mr_session *draft;
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
      * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */

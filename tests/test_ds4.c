@@ -237,9 +237,10 @@ static void test_chat_template(void) {
                        "<\xef\xbd\x9cUser\xef\xbd\x9c>2+2?"
                        "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c></think>";
     CHECK(len == (int)strlen(want) && !strcmp(out, want), "rendered:\n%s\nwant:\n%s", out, want);
-    /* no generation prompt after an assistant turn */
+    /* the reference template opens a new assistant turn after an assistant turn too */
     len = mr_chat_render(m, NULL, msgs, 3, 1, out, sizeof out);
-    CHECK(len > 0 && strstr(out, "Hello.") && !strstr(strstr(out, "Hello."), "</think>"), "prompt after assistant: %s", out);
+    const char *tail = "Hello.<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c><\xef\xbd\x9c" "Assistant\xef\xbd\x9c></think>";
+    CHECK(len > 0 && strstr(out, tail) && !strcmp(strstr(out, tail), tail), "prompt after assistant: %s", out);
     mr_model_free(m);
 }
 

@@ -211,6 +211,67 @@ static void test_gen_json_object(void) {
     mr_session_free(s);
 }
 
+/* greedy reply of up to n tokens after prompt with the thinking budget (think NULL: plain) */
+static int think_reply(mr_session *s, const mr_chat_think *t, int budget, const int32_t *feed, int n_feed, int n, int32_t *out,
+                       char *text, size_t cap) {
+    mr_gen_params p;
+    mr_gen_params_default(&p);
+    p.sampler.temperature = 0;
+    p.max_tokens = n;
+    p.ignore_eos = 1;
+    p.think = t;
+    p.think_budget = budget;
+    mr_session_reset(s);
+    mr_gen *g = mr_gen_new(s, &p);
+    const int32_t prompt[3] = {1, BYTE('H'), BYTE('i')};
+    mr_gen_step st = {0};
+    CHECK(g && mr_gen_prefill(g, prompt, 3) == 0, "%s", mr_last_error());
+    if (!g) return 0;
+    if (n_feed) CHECK(mr_gen_accept(g, feed, n_feed, &st) == 0, "%s", mr_last_error());
+    for (int k = 0; !st.finish && k < 100; k++) CHECK(mr_gen_next(g, &st) == 0, "%s", mr_last_error());
+    const int32_t *ids;
+    int ng = mr_gen_tokens(g, &ids);
+    memcpy(out, ids, sizeof(int32_t) * (size_t)ng);
+    size_t tl;
+    const char *tx = mr_gen_text(g, &tl);
+    snprintf(text, cap, "%.*s", (int)tl, tx);
+    mr_gen_free(g);
+    return ng;
+}
+
+/* The thinking budget: after think_budget tokens of reasoning the close marker's tokens are put in and
+ * the reply goes on; no budget (or a reply outside its reasoning) samples as without thinking. */
+static void test_gen_think_budget(void) {
+    mr_session *s = mr_session_new(M, 64);
+    int32_t plain[24], got[24];
+    char tp[256], tg[256];
+    const mr_chat_think t = {.open = "<think>", .close = "</think>", .in_prompt = 1};
+    const int np = think_reply(s, NULL, 0, NULL, 0, 20, plain, tp, sizeof tp);
+    CHECK(np == 20, "plain reply %d tokens", np);
+    int ng = think_reply(s, &t, -1, NULL, 0, 20, got, tg, sizeof tg);
+    CHECK(ng == np && !memcmp(got, plain, sizeof(int32_t) * (size_t)np), "no budget: the plain reply");
+    ng = think_reply(s, &t, 4, NULL, 0, 20, got, tg, sizeof tg);
+    /* the first 4 tokens' text, then the marker */
+    char head[256];
+    int hl = 0;
+    for (int i = 0; i < 4 && ng == 20; i++) hl += mr_token_to_piece(mr_model_tokenizer(M), got[i], head + hl, (int)sizeof head - hl, 1);
+    CHECK(ng == 20 && !memcmp(got, plain, 4 * sizeof(int32_t)) && !strncmp(tg + hl, "</think>", 8), "budget 4: '%s' (plain '%s')", tg, tp);
+    ng = think_reply(s, &t, 0, NULL, 0, 12, got, tg, sizeof tg);
+    CHECK(ng == 12 && !strncmp(tg, "</think>", 8), "budget 0: '%s'", tg);
+    /* the model opens the reasoning itself: the budget counts from there */
+    const mr_chat_think t2 = {.open = "<think>", .close = "</think>"};
+    const int32_t open[7] = {BYTE('<'), BYTE('t'), BYTE('h'), BYTE('i'), BYTE('n'), BYTE('k'), BYTE('>')};
+    ng = think_reply(s, &t2, 2, open, 7, 20, got, tg, sizeof tg);
+    hl = 0;
+    for (int i = 7; i < 9 && ng == 20; i++) hl += mr_token_to_piece(mr_model_tokenizer(M), got[i], head + hl, (int)sizeof head - hl, 1);
+    CHECK(ng == 20 && !strncmp(tg, "<think>", 7) && !strncmp(tg + 7 + hl, "</think>", 8), "opened by the reply, budget 2: '%s'", tg);
+    /* a reply that does not open it is left alone */
+    const int32_t x = BYTE('x');
+    ng = think_reply(s, &t2, 0, &x, 1, 20, got, tg, sizeof tg);
+    CHECK(ng == 20 && !strstr(tg, "</think>"), "not opened: '%s'", tg);
+    mr_session_free(s);
+}
+
 int main(void) {
     int fd = mkstemps(model_path, 5);
     if (fd < 0) { printf("FAIL gen_setup: mkstemps\n"); return 1; }
@@ -229,6 +290,7 @@ int main(void) {
     RUN(test_gen_greedy);
     RUN(test_gen_progress_and_limits);
     RUN(test_gen_json_object);
+    RUN(test_gen_think_budget);
     mr_model_free(M);
     unlink(model_path);
     return t_finish();

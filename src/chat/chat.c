@@ -125,40 +125,94 @@ static void ds4_tools(sbuf *b, const char *const *tools, int n_tools) {
 
 int mr_chat_render(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, int add_assistant,
                    char *out, int size) {
-    return mr_chat_render_tools(m, tmpl, msgs, n, NULL, 0, add_assistant, out, size);
+    return mr_chat_render_opts(m, tmpl, msgs, n, NULL, 0, NULL, add_assistant, out, size);
 }
 
 int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, const char *const *tools,
                          int n_tools, int add_assistant, char *out, int size) {
+    return mr_chat_render_opts(m, tmpl, msgs, n, tools, n_tools, NULL, add_assistant, out, size);
+}
+
+static int known_role(const char *role) {
+    return !strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant") || !strcmp(role, "tool");
+}
+
+/* DeepSeek V4 (its jinja template, models/templates/deepseek-ai-DeepSeek-V4.jinja): every system
+ * message first, joined by blank lines, then the tools; user turns and tool results are blocks of one
+ * user turn; each assistant turn opens with <｜Assistant｜> and "</think>", or in thinking mode
+ * "<think>REASONING</think>" where the reasoning is kept (turns after the last user turn, or any turn
+ * when tools are given, the conversation has tool results, or keep_reasoning); the generation prompt
+ * is <｜Assistant｜> and "<think>" (thinking) or "</think>". */
+static void render_ds4(sbuf *b, const mr_chat_msg *msgs, int n, const char *const *tools, int n_tools, const mr_chat_opts *o,
+                       int add_assistant) {
+    const int thinking = o->thinking > 0;
+    if (n > 0 && thinking && o->effort && !strcmp(o->effort, "max"))
+        put(b, "Reasoning Effort: Absolute maximum with no shortcuts permitted.\nYou MUST be very thorough in your thinking and "
+               "comprehensively decompose the problem to resolve the root cause, rigorously stress-testing your logic against all "
+               "potential paths, edge cases, and adversarial scenarios.\nExplicitly write out your entire deliberation process, "
+               "documenting every intermediate step, considered alternative, and rejected hypothesis to ensure absolutely no "
+               "assumption is left unchecked.\n\n");
+    int first = 1, last_user = -1, has_results = 0;
+    for (int i = 0; i < n; i++) {
+        const char *role = msgs[i].role;
+        if (!strcmp(role, "system")) { put(b, "%s%s", first ? "" : "\n\n", msgs[i].content ? msgs[i].content : ""); first = 0; }
+        if (!strcmp(role, "user") || !strcmp(role, "tool")) last_user = i;
+        has_results |= !strcmp(role, "tool");
+    }
+    if (n_tools) { if (!first) put(b, "\n\n"); ds4_tools(b, tools, n_tools); }
+    int in_user = 0;
+    for (int i = 0; i < n; i++) {
+        const char *role = msgs[i].role, *c = msgs[i].content ? msgs[i].content : "";
+        if (!strcmp(role, "user") || !strcmp(role, "tool")) {
+            put(b, "%s", in_user ? "\n\n" : DS_USER);
+            in_user = 1;
+            if (!strcmp(role, "tool")) put(b, "<tool_result>%s</tool_result>", c);
+            else put(b, "%s", c);
+        } else if (!strcmp(role, "assistant")) {
+            in_user = 0;
+            put(b, DS_ASSISTANT);
+            if (thinking && (o->keep_reasoning || n_tools || i > last_user || has_results))
+                put(b, "<think>%s</think>", msgs[i].reasoning ? msgs[i].reasoning : "");
+            else put(b, "</think>");
+            put(b, "%s", c);
+            if (msgs[i].n_tool_calls) ds4_calls(b, &msgs[i]);
+            put(b, DS_EOS);
+        }
+    }
+    if (add_assistant) put(b, DS_ASSISTANT "%s", thinking ? "<think>" : "</think>");
+}
+
+int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, const char *const *tools,
+                        int n_tools, const mr_chat_opts *opts, int add_assistant, char *out, int size) {
     if (!tmpl) tmpl = mr_chat_template_detect(m);
     if (!mr_chat_template_known(tmpl)) { mr_set_error("chat: unknown template '%s'", tmpl); return -1; }
+    const mr_chat_opts none = {.thinking = -1};
+    const mr_chat_opts *o = opts ? opts : &none;
     sbuf b = {out, size, 0};
     if (size > 0) out[0] = 0;
     const char *pending_sys = NULL; /* formats without a system role fold it into the first user turn */
-    int ds4 = !strcmp(tmpl, "deepseek4"), ds4_pending = 0, chatml = !strcmp(tmpl, "chatml");
+    int ds4 = !strcmp(tmpl, "deepseek4"), chatml = !strcmp(tmpl, "chatml");
     int uses_tools = n_tools > 0;
-    for (int i = 0; i < n; i++) uses_tools |= msgs[i].n_tool_calls > 0 || !strcmp(msgs[i].role, "tool");
+    for (int i = 0; i < n; i++) {
+        if (!known_role(msgs[i].role)) { mr_set_error("chat: unknown role '%s'", msgs[i].role); return -1; }
+        uses_tools |= msgs[i].n_tool_calls > 0 || !strcmp(msgs[i].role, "tool");
+    }
     if (uses_tools && !ds4 && !chatml) { mr_set_error("chat: template %s has no tool calls here (chatml and deepseek4 do)", tmpl); return -1; }
+    if (ds4) {
+        render_ds4(&b, msgs, n, tools, n_tools, o, add_assistant);
+        return b.len;
+    }
     int first_sys = 0; /* chatml with tools: the first system message goes into the tools turn */
     if (chatml && n_tools) {
         first_sys = n > 0 && !strcmp(msgs[0].role, "system");
         chatml_tools(&b, first_sys ? msgs[0].content : NULL, tools, n_tools);
     }
-    if (ds4) { /* DeepSeek V4 (its jinja template): every system message first, joined by blank lines */
-        int first = 1;
-        for (int i = 0; i < n; i++)
-            if (!strcmp(msgs[i].role, "system")) { put(&b, "%s%s", first ? "" : "\n\n", msgs[i].content); first = 0; }
-        if (n_tools) { if (!first) put(&b, "\n\n"); ds4_tools(&b, tools, n_tools); }
-    }
-    int ds4_open = 0; /* deepseek4: a user turn that tool results and user text are merged into */
     for (int i = 0; i < n; i++) {
         const char *role = msgs[i].role, *c = msgs[i].content ? msgs[i].content : "";
         int sys = !strcmp(role, "system"), user = !strcmp(role, "user"), ass = !strcmp(role, "assistant");
-        int tool = !strcmp(role, "tool");
-        if (!sys && !user && !ass && !tool) { mr_set_error("chat: unknown role '%s'", role); return -1; }
         if (chatml) {
             if (i == 0 && first_sys) continue;
-            if (tool) { /* consecutive results share one user turn */
+            if (!strcmp(role, "tool")) { /* consecutive results share one user turn */
                 int prev = i > 0 && !strcmp(msgs[i - 1].role, "tool"), next = i + 1 < n && !strcmp(msgs[i + 1].role, "tool");
                 if (!prev) put(&b, "<|im_start|>user");
                 put(&b, "\n<tool_response>\n%s\n</tool_response>", c);
@@ -184,22 +238,6 @@ int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg 
                 if (pending_sys) { put(&b, "<<SYS>>\n%s\n<</SYS>>\n\n", pending_sys); pending_sys = NULL; }
                 put(&b, "%s [/INST]", c);
             } else put(&b, " %s</s>", c);
-        } else if (ds4) {
-            /* the assistant prefix (non-thinking: "</think>") only opens a turn that follows a user turn;
-             * tool results are blocks of a user turn, merged with the user text next to them */
-            if (tool) {
-                put(&b, "%s<tool_result>%s</tool_result>", ds4_open ? "\n\n" : DS_USER, c);
-                ds4_pending = ds4_open = 1;
-            } else if (user) {
-                put(&b, "%s%s", ds4_open ? "\n\n" : DS_USER, c);
-                ds4_pending = 1;
-                ds4_open = ds4_open || (i + 1 < n && !strcmp(msgs[i + 1].role, "tool"));
-            } else if (ass) {
-                put(&b, "%s%s", ds4_pending ? DS_ASSISTANT "</think>" : "", c);
-                if (msgs[i].n_tool_calls) ds4_calls(&b, &msgs[i]);
-                put(&b, DS_EOS);
-                ds4_pending = ds4_open = 0;
-            }
         } else if (!strcmp(tmpl, "chatglm4")) {
             if (i == 0) put(&b, "[gMASK]<sop>");
             put(&b, "<|%s|>\n%s", role, c);
@@ -222,7 +260,6 @@ int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg 
         else if (!strcmp(tmpl, "chatglm4")) put(&b, "%s<|assistant|>\n", n == 0 ? "[gMASK]<sop>" : "");
         else if (!strcmp(tmpl, "gpt-oss")) put(&b, "<|start|>assistant");
         else if (!strcmp(tmpl, "kimi-k2")) put(&b, "<|im_assistant|>assistant<|im_middle|>");
-        else if (ds4 && ds4_pending) put(&b, DS_ASSISTANT "</think>"); /* non-thinking generation prompt */
         /* llama2: the model answers right after [/INST] */
     }
     return b.len;

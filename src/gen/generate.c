@@ -72,7 +72,16 @@ struct mr_gen {
     uint8_t *plain;          /* [n_vocab] bit 0: JSON string text (no '"', '\\', control bytes); bit 1: DSML raw text (no '<') */
     int n_order;
     mr_jsonp *jst;           /* [longest piece + 1] the states after each byte of a piece */
+    /* thinking: the reasoning's markers, where the reply is (THINK_*), the tokens of the close
+     * marker put in when the budget is spent */
+    char *think_open, *think_close;
+    int think_in_prompt, think_state, think_from, think_force;
+    size_t think_end;        /* text offset after the close marker */
+    int32_t *think_ids;
+    int n_think_ids;
 };
+
+enum { THINK_NONE, THINK_MAYBE, THINK_IN, THINK_FORCING }; /* THINK_NONE: no reasoning, or it is over */
 
 void mr_gen_params_default(mr_gen_params *p) {
     memset(p, 0, sizeof *p);
@@ -100,6 +109,7 @@ void mr_gen_free(mr_gen *g) {
     mr_sampler_free(g->smp);
     free(g->logits); free(g->eog); free(g->pending); free(g->gen); free(g->text);
     free(g->pieces); free(g->poff); free(g->order); free(g->lcp); free(g->plain); free(g->jst); free(g->lazy);
+    free(g->think_open); free(g->think_close); free(g->think_ids);
     mr_jschema_free(g->schema);
     free(g->hist); free(g->dbuf); free(g->vbatch); free(g->vlogits);
     free(g);
@@ -220,6 +230,60 @@ static void js_init(mr_gen *g) {
     else mr_jsonp_init(&g->js);
 }
 
+/* 1 if the pieces of ids[0..n) are the text lit */
+static int pieces_are(const mr_gen *g, const int32_t *ids, int n, const char *lit) {
+    size_t at = 0, ll = strlen(lit);
+    for (int i = 0; i < n; i++) {
+        char piece[256];
+        int pl = mr_token_to_piece(g->tok, ids[i], piece, sizeof piece, 1);
+        if (pl < 0 || at + (size_t)pl > ll || memcmp(lit + at, piece, (size_t)pl)) return 0;
+        at += (size_t)pl;
+    }
+    return at == ll;
+}
+
+/* lit as the longest vocabulary pieces from left to right (SPM tokenizes a fragment with a space in
+ * front, which the marker in the middle of a reply does not have): the count, -1 if some byte has no
+ * piece */
+static int greedy_ids(const mr_gen *g, const char *lit, int32_t *out, int max) {
+    int n = 0;
+    for (size_t at = 0, ll = strlen(lit); at < ll; n++) {
+        int best = -1, best_len = 0;
+        for (int32_t id = 0; id < g->n_vocab; id++) {
+            char piece[256];
+            int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, 1);
+            if (pl > best_len && (size_t)pl <= ll - at && !memcmp(lit + at, piece, (size_t)pl)) best = id, best_len = pl;
+        }
+        if (best < 0 || n == max) return -1;
+        out[n] = best;
+        at += (size_t)best_len;
+    }
+    return n;
+}
+
+/* the thinking markers copied, the close marker's tokens for the budget */
+static int think_init(mr_gen *g) {
+    const mr_chat_think *t = g->p.think;
+    if (!t->open || !t->close || !*t->close) { mr_set_error("generate: thinking needs its open and close markers"); return -1; }
+    g->think_open = mr_strdup(t->open);
+    g->think_close = mr_strdup(t->close);
+    g->think_in_prompt = t->in_prompt;
+    const size_t cl = strlen(t->close);
+    const int n = g->think_close ? mr_tokenize(g->tok, t->close, cl, 0, 1, NULL, 0) : 0;
+    if (!g->think_open || !g->think_close || n == INT_MIN) { if (n != INT_MIN) mr_set_error("generate: out of memory"); return -1; }
+    const int need = n < 0 ? -n : n;
+    g->think_ids = mr_malloc(sizeof(int32_t) * (size_t)(need + 1));
+    if (!g->think_ids) { mr_set_error("generate: out of memory"); return -1; }
+    g->n_think_ids = mr_tokenize(g->tok, t->close, cl, 0, 1, g->think_ids, need + 1);
+    if (g->n_think_ids > 0 && pieces_are(g, g->think_ids, g->n_think_ids, t->close)) return 0;
+    free(g->think_ids);
+    g->think_ids = mr_malloc(sizeof(int32_t) * (cl + 1));
+    if (!g->think_ids) { mr_set_error("generate: out of memory"); return -1; }
+    g->n_think_ids = greedy_ids(g, t->close, g->think_ids, (int)cl);
+    if (g->n_think_ids <= 0) { mr_set_error("generate: the vocabulary cannot write the thinking close marker"); return -1; }
+    return 0;
+}
+
 mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
     mr_gen *g = mr_calloc(1, sizeof *g);
     if (!g) { mr_set_error("generate: out of memory"); return NULL; }
@@ -284,6 +348,8 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
         /* lazy: the vocabulary's text is sorted when the marker first appears */
         if (!(g->lazy = mr_strdup(g->p.calls_after))) { mr_set_error("generate: out of memory"); goto fail; }
     }
+    if (g->p.think && think_init(g)) goto fail;
+    g->p.think = NULL;
     g->p.json_schema = NULL; /* compiled; the caller's text need not outlive this call */
     g->p.calls = NULL;
     g->p.calls_after = NULL;
@@ -392,6 +458,10 @@ static int reply_begin(mr_gen *g, const int32_t *tokens, int n) {
     js_init(g);
     g->js_bad = 0;
     if (g->lazy) g->constrained = g->lazy_off = 0, g->lazy_from = 0;
+    g->think_state = !g->think_close ? THINK_NONE : g->think_in_prompt ? THINK_IN : THINK_MAYBE;
+    g->think_from = 0;
+    g->think_end = 0;
+    g->think_force = g->think_state == THINK_IN && g->p.think_budget == 0; /* no reasoning at all */
     g->n_gen = 0;
     g->text_len = g->sent = 0;
     g->finish = MR_GEN_RUNNING;
@@ -498,6 +568,34 @@ static int lazy_start(mr_gen *g) {
     return 1;
 }
 
+/* Thinking: where the reply is after its newest text. The reasoning starts at the open marker (or
+ * at once when the prompt opened it) and ends at the close marker; a budget spent inside it asks the
+ * next step to put the close marker in (think_force). */
+static void think_update(mr_gen *g) {
+    if (g->think_state == THINK_MAYBE) {
+        size_t at = 0;
+        while (at < g->text_len && (g->text[at] == ' ' || g->text[at] == '\n' || g->text[at] == '\r' || g->text[at] == '\t')) at++;
+        const size_t ol = strlen(g->think_open), n = g->text_len - at;
+        if (n >= ol && !memcmp(g->text + at, g->think_open, ol)) {
+            g->think_state = THINK_IN;
+            g->think_from = g->n_gen;
+            g->think_end = at + ol;
+        } else if (!memcmp(g->text + at, g->think_open, n)) return; /* may still open */
+        else { g->think_state = THINK_NONE; return; }
+    }
+    if (g->think_state != THINK_IN && g->think_state != THINK_FORCING) return;
+    const size_t cl = strlen(g->think_close);
+    const char *q = g->text_len >= g->think_end + cl ? memmem(g->text + g->think_end, g->text_len - g->think_end, g->think_close, cl) : NULL;
+    if (q) {
+        g->think_state = THINK_NONE;
+        g->think_force = 0;
+        g->think_end = (size_t)(q - g->text) + cl;
+        if (g->lazy_from < g->think_end) g->lazy_from = g->think_end; /* calls only after the reasoning */
+        return;
+    }
+    if (g->think_state == THINK_IN && g->p.think_budget >= 0 && g->n_gen - g->think_from >= g->p.think_budget) g->think_force = 1;
+}
+
 /* Take one token into the reply (pending evaluation): text, stop strings, limits. Returns 1 if it
  * was taken, 0 if it ended the reply without being taken (an end-of-generation token), -1 on error.
  * g->finish says whether the reply goes on. */
@@ -529,8 +627,9 @@ static int accept_one(mr_gen *g, int32_t id) {
             g->finish = MR_GEN_STOP;
         }
     }
+    if (g->think_state != THINK_NONE) think_update(g);
     int fed = 0;
-    if (g->lazy && !g->constrained && !g->lazy_off && !g->finish) {
+    if (g->lazy && !g->constrained && !g->lazy_off && !g->finish && g->think_state == THINK_NONE) {
         if ((fed = lazy_start(g)) < 0) return -1;
     }
     if (g->constrained && !g->js_bad && !fed) { /* the value is whole and cannot go on: the reply ends here */
@@ -634,7 +733,7 @@ static int spec_verify(mr_gen *g, mr_gen_step *out) {
         int r = accept_one(g, id);
         if (r < 0) { g->spec_extra = 0; return -1; }
         taken += r;
-        if (!acc) break;
+        if (!acc || g->think_force) break; /* the budget is spent: the close marker comes next */
         g->st.n_draft_accepted++;
         nacc++;
     }
@@ -655,7 +754,7 @@ static int spec_verify(mr_gen *g, mr_gen_step *out) {
 
 /* The draft of this step (0: none, plain decoding), after the checks that allow one. */
 static int step_draft(mr_gen *g) {
-    if (!g->spec || !g->n_pending || g->p.max_tokens == 0 || g->finish) return 0;
+    if (!g->spec || !g->n_pending || g->p.max_tokens == 0 || g->finish || g->think_force) return 0;
     return make_draft(g);
 }
 
@@ -697,6 +796,11 @@ int mr_gen_batch_done(mr_gen *g, mr_gen_step *out) {
 int mr_gen_next(mr_gen *g, mr_gen_step *out) {
     memset(out, 0, sizeof *out);
     if (g->finish) { out->finish = g->finish; return 0; }
+    if (g->think_force) { /* the reasoning's budget is spent: its close marker, then the answer */
+        g->think_force = 0;
+        g->think_state = THINK_FORCING;
+        return mr_gen_accept(g, g->think_ids, g->n_think_ids, out);
+    }
     double t0 = mr_now();
     int k = step_draft(g);
     if (k < 0) return -1;
