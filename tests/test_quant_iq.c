@@ -443,38 +443,43 @@ static void test_simd_tables(void) {
 #endif
 }
 
-/* IQ4_XS has the same block-sum numerics under AVX2 and AVX-512 (fp4_avx2.c, iq4_xs_avx512.c):
- * vec_dot and the 4-column kernels give the same bits under both, also on rows of extreme values */
-static void test_iq4_xs_isas_same_bits(void) {
+/* IQ4_XS, IQ4_NL and MXFP4 have the same block-sum numerics under AVX2 and AVX-512 (fp4_avx2.c,
+ * iq4_xs_avx512.c, q4_0_avx512.c): vec_dot and the 4-column kernels give the same bits under both,
+ * also on rows of extreme values */
+static void test_fp4_isas_same_bits(void) {
     if (!mr_isa_available(MR_ISA_AVX512) || !mr_isa_available(MR_ISA_AVX2)) return;
-    const mr_kern *k2 = mr_kern_isa(MR_TYPE_IQ4_XS, MR_ISA_AVX2), *k5 = mr_kern_isa(MR_TYPE_IQ4_XS, MR_ISA_AVX512);
-    int bad = 0, n_cmp = 0;
-    for (int trial = 0; trial < 40; trial++) {
-        const int n = 256 * (1 + trial % 9);
-        const size_t wr = mr_row_size(MR_TYPE_IQ4_XS, n), xb = mr_row_size(MR_TYPE_Q8_K, n);
-        uint8_t *w = malloc(wr), *x = malloc(4 * xb);
-        float *xf = malloc(sizeof(float) * (size_t)n);
-        random_weights(MR_TYPE_IQ4_XS, w, wr);
-        for (int c = 0; c < 4; c++) {
-            for (int i = 0; i < n; i++) xf[i] = trial % 4 == 3 ? (i % 2 ? 1e3f : -1e3f) : rndf() * (c + 1);
-            void *xq = quantize_act(MR_TYPE_IQ4_XS, xf, n);
-            memcpy(x + c * xb, xq, xb);
-            free(xq);
+    static const int types[] = {MR_TYPE_IQ4_XS, MR_TYPE_IQ4_NL, MR_TYPE_MXFP4};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const int t = types[ti], at = mr_type_get(t)->vec_dot_type;
+        const mr_kern *k2 = mr_kern_isa(t, MR_ISA_AVX2), *k5 = mr_kern_isa(t, MR_ISA_AVX512);
+        int bad = 0, n_cmp = 0;
+        for (int trial = 0; trial < 40; trial++) {
+            const int n = 256 * (1 + trial % 9);
+            const size_t wr = mr_row_size(t, n), xb = mr_row_size(at, n);
+            uint8_t *w = malloc(wr), *x = malloc(4 * xb);
+            float *xf = malloc(sizeof(float) * (size_t)n);
+            random_weights(t, w, wr);
+            for (int c = 0; c < 4; c++) {
+                for (int i = 0; i < n; i++) xf[i] = trial % 4 == 3 ? (i % 2 ? 1e3f : -1e3f) : rndf() * (c + 1);
+                void *xq = quantize_act(t, xf, n);
+                memcpy(x + c * xb, xq, xb);
+                free(xq);
+            }
+            float a4[4], b4[4];
+            k2->dot4(n, a4, w, x, xb);
+            k5->dot4(n, b4, w, x, xb);
+            for (int c = 0; c < 4; c++) {
+                float a, b;
+                k2->dot(n, &a, w, x + c * xb);
+                k5->dot(n, &b, w, x + c * xb);
+                bad += memcmp(&a, &b, sizeof a) != 0 || memcmp(&a4[c], &b4[c], sizeof a) != 0;
+                n_cmp += 2;
+            }
+            free(w); free(x); free(xf);
         }
-        float a4[4], b4[4];
-        k2->dot4(n, a4, w, x, xb);
-        k5->dot4(n, b4, w, x, xb);
-        for (int c = 0; c < 4; c++) {
-            float a, b;
-            k2->dot(n, &a, w, x + c * xb);
-            k5->dot(n, &b, w, x + c * xb);
-            bad += memcmp(&a, &b, sizeof a) != 0 || memcmp(&a4[c], &b4[c], sizeof a) != 0;
-            n_cmp += 2;
-        }
-        free(w); free(x); free(xf);
+        printf("# %s avx2 == avx512: %d of %d results differ\n", mr_type_name(t), bad, n_cmp);
+        CHECK(bad == 0, "%s: %d AVX2 / AVX-512 results differ", mr_type_name(t), bad);
     }
-    printf("# iq4_xs avx2 == avx512: %d of %d results differ\n", bad, n_cmp);
-    CHECK(bad == 0, "iq4_xs: %d AVX2 / AVX-512 results differ", bad);
 }
 
 static void test_simd_avx2(void) { check_simd(MR_ISA_AVX2, ""); }
@@ -512,7 +517,7 @@ int main(void) {
     RUN(test_simd_tables);
     RUN(test_simd_avx2);
     RUN(test_simd_avx512);
-    RUN(test_iq4_xs_isas_same_bits);
+    RUN(test_fp4_isas_same_bits);
     RUN(test_simd_neon);
     RUN(test_simd_dotprod);
     return t_finish();

@@ -106,6 +106,15 @@ static void mr_q2_0_repack16(const void *src, int64_t cols, int64_t g0, int64_t 
 }
 /* 16 rows x 32 values: 16 x 9 bytes */
 static const mr_repack_kern mr_rp_q2_0_avx512 = {16, 16 * 9, mr_q2_0_repack16, mr_q2_0_rp16_group, MR_RP_MAX_NC};
+/* IQ4_NL, MXFP4: 16-row layouts of the Q4_0 kind (q4_0_avx512.c), the AVX2 kernels' numerics */
+static void mr_iq4_nl_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
+    mr_repack_interleave4(src, cols, g0, g1, dst, 16, 18, 2);
+}
+static void mr_mxfp4_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
+    mr_repack_interleave4(src, cols, g0, g1, dst, 16, 17, 1);
+}
+static const mr_repack_kern mr_rp_iq4_nl_avx512 = {16, 16 * 18, mr_iq4_nl_repack16, mr_iq4_nl_rp16_group, 8};
+static const mr_repack_kern mr_rp_mxfp4_avx512 = {16, 16 * 17, mr_mxfp4_repack16, mr_mxfp4_rp16_group, 8};
 /* IQ4_XS: the AVX2 8-row layout and pack, multiplied with vpdpbusd (iq4_xs_avx512.c) */
 static const mr_repack_kern mr_rp_iq4_xs_avx512 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8,
                                                    mr_iq4_xs_rp8_group_avx512, MR_RP_MAX_NC};
@@ -129,7 +138,12 @@ const mr_kern mr_kern_avx512[MR_TYPE_COUNT] = {
     [MR_TYPE_IQ4_XS] = {.dot = mr_vd_iq4_xs_bs_avx512, .dot4 = mr_vd4_iq4_xs_bs_avx512, .gemm = mr_gemm_iq4_xs_bs_avx512,
                         .rp = &mr_rp_iq4_xs_avx512},
     KP(Q5_0, q5_0), KP(Q4_1, q4_1), KP(Q5_1, q5_1), KP(NVFP4, nvfp4),
+    /* IQ4_NL, MXFP4: the AVX2 block-sum kernels on plain rows (fp4_avx2.c), 16-row repacked layouts */
+    [MR_TYPE_IQ4_NL] = {.dot = mr_vd_iq4_nl_bs_avx2, .dot4 = mr_vd4_iq4_nl_bs_avx2, .gemm = mr_gemm_iq4_nl_bs_avx512,
+                        .rp = &mr_rp_iq4_nl_avx512},
+    [MR_TYPE_MXFP4] = {.dot = mr_vd_mxfp4_bs_avx2, .dot4 = mr_vd4_mxfp4_bs_avx2, .gemm = mr_gemm_mxfp4_bs_avx512,
+                       .rp = &mr_rp_mxfp4_avx512},
     KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q4_K, q4_k), KX(Q5_K, q5_k), KX(Q6_K, q6_k),
-    KG(IQ2_XXS, iq2_xxs), KG(IQ3_S, iq3_s), KG(IQ1_S, iq1_s), KG(IQ1_M, iq1_m), KG(IQ4_NL, iq4_nl),
-    KG(MXFP4, mxfp4), KG(IQ3_XXS, iq3_xxs), KG(IQ2_XS, iq2_xs), KG(IQ2_S, iq2_s),
+    KG(IQ2_XXS, iq2_xxs), KG(IQ3_S, iq3_s), KG(IQ1_S, iq1_s), KG(IQ1_M, iq1_m),
+    KG(IQ3_XXS, iq3_xxs), KG(IQ2_XS, iq2_xs), KG(IQ2_S, iq2_s),
 };

@@ -40,8 +40,6 @@ void mr_vec_dot_iq2_xxs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq3_s_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq1_s_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq1_m_avx512(int n, float *s, const void *w, const void *y);
-void mr_vec_dot_iq4_nl_avx512(int n, float *s, const void *w, const void *y);
-void mr_vec_dot_mxfp4_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq3_xxs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq2_xs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vec_dot_iq2_s_avx512(int n, float *s, const void *w, const void *y);
@@ -50,8 +48,6 @@ void mr_vec_dot_x4_iq2_xxs_avx512(int n, float *s, const void *w, const void *y,
 void mr_vec_dot_x4_iq3_s_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq1_s_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq1_m_avx512(int n, float *s, const void *w, const void *y, size_t by);
-void mr_vec_dot_x4_iq4_nl_avx512(int n, float *s, const void *w, const void *y, size_t by);
-void mr_vec_dot_x4_mxfp4_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq3_xxs_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq2_xs_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_vec_dot_x4_iq2_s_avx512(int n, float *s, const void *w, const void *y, size_t by);
@@ -63,6 +59,4 @@ void mr_gemm_iq2_xs_avx512(int n, const void *w, size_t w_row, int nr, const voi
 void mr_gemm_iq2_s_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 void mr_gemm_iq1_s_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 void mr_gemm_iq1_m_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
-void mr_gemm_iq4_nl_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
-void mr_gemm_mxfp4_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 #endif

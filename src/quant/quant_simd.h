@@ -91,6 +91,12 @@ void mr_vd_q4_0_bs_avx512(int n, float *s, const void *w, const void *y);
 void mr_vd4_q4_0_bs_avx512(int n, float *s, const void *w, const void *y, size_t by);
 void mr_q4_0_rp_prep(const void *q8_0_row, void *dst, int n);
 void mr_q4_0_rp16_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+/* IQ4_NL and MXFP4 in the same 16-row kind of layout (mr_repack_interleave4, 16 rows), the numerics
+ * of their AVX2 kernels; the GEMM block on plain rows packs 16 rows on the fly from enough columns */
+void mr_iq4_nl_rp16_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+void mr_mxfp4_rp16_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+void mr_gemm_iq4_nl_bs_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
+void mr_gemm_mxfp4_bs_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s, size_t s_col);
 #define MR_Q4_0_RP_BLOCK_BYTES 288
 #define MR_Q4_0_RP_ACT_BYTES 40
 
