@@ -6,7 +6,9 @@
  *   weights come from DRAM, not cache; 1 thread and all threads; % of the DRAM bandwidth;
  *   GEMM GFLOP/s for a 512-column batch on one 4096x4096 matrix (all threads).
  *
- * Usage: bench_kernels [--types q4_K,q8_0,...] [--threads N] [--gib G] [--reps R] [--no-gemm] [--cpu-time]
+ * Usage: bench_kernels [--types q4_K,q8_0,...] [--threads N] [--gib G] [--reps R] [--no-gemm] [--cpu-time] [--repack]
+ * --repack: the GEMV reads the copies as one tall matrix through its repacked copy (the resident
+ * weights' layout, quant/repack.h) where the type has one under the ISA; the copy doubles the memory.
  * The ISA is the one in use (MOERUN_ISA=scalar|avx2|avx512 to force one). Run it nice'd on a quiet
  * machine; each measurement is the best of --reps passes. --cpu-time divides by the process CPU time
  * per thread instead of the wall time: on a shared machine this estimates compute-bound rates (GEMM)
@@ -18,6 +20,7 @@
 #include "quant/matmul.h"
 #include "quant/quant.h"
 #include "quant/quant_simd.h"
+#include "quant/repack.h"
 #include "../tests/simd_data.h"
 
 #include <stdio.h>
@@ -75,13 +78,18 @@ static double bk_dram(mr_pool *pool, const uint8_t *buf, size_t bytes, int reps)
 }
 
 /* ---- GEMV over many distinct copies of one matrix ---- */
+/* rp: the repacked copy of all ncopies copies as one matrix (then one product of rows * ncopies rows
+ * into y, which holds that many) */
 static double bk_gemv(mr_pool *pool, int type, const uint8_t *arena, size_t mat_bytes, int ncopies, int64_t rows,
-                      int64_t cols, const float *x, float *y, int reps) {
+                      int64_t cols, const float *x, float *y, int reps, const mr_repacked *rp) {
     double best = 0;
     bk_nth = mr_pool_size(pool);
+    const mr_mat m = {.data = arena, .type = type, .rows = rows * ncopies, .cols = cols, .rp = rp};
+    const mr_matmul_task tk = {.w = &m, .X = x, .ncols = 1, .Y = y};
     for (int r = 0; r < reps; r++) {
         double t = bk_clock();
-        for (int k = 0; k < ncopies; k++)
+        if (rp && mr_matmul_many(pool, &tk, 1) != 0) return -1;
+        for (int k = 0; k < ncopies && !rp; k++)
             if (mr_matmul(pool, arena + (size_t)k * mat_bytes, type, rows, cols, x, 1, y) != 0) return -1;
         t = bk_clock() - t;
         double gbs = (double)mat_bytes * ncopies / t / 1e9;
@@ -104,7 +112,7 @@ static int parse_types(const char *s, int *out) {
 
 int main(int argc, char **argv) {
     bench_isa_from_env();
-    int types[64], ntypes = 0, nthreads = mr_cpu_physical_cores(), reps = 5, gemm = 1;
+    int types[64], ntypes = 0, nthreads = mr_cpu_physical_cores(), reps = 5, gemm = 1, repack = 0;
     double gib = 2.0;
     for (size_t i = 0; i < sizeof default_types / sizeof default_types[0]; i++) types[ntypes++] = default_types[i];
     for (int i = 1; i < argc; i++) {
@@ -115,6 +123,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-gemm")) gemm = 0;
         else if (!strcmp(argv[i], "--cpu-time")) bk_cpu_time = 1;
+        else if (!strcmp(argv[i], "--repack")) repack = 1;
         else {
             fprintf(stderr, "usage: %s [--types a,b] [--threads N] [--gib G] [--reps R] [--no-gemm] [--cpu-time]\n", argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 1;
@@ -135,7 +144,8 @@ int main(int argc, char **argv) {
            mr_isa_name(mr_isa()), nthreads, gib, reps, bk_cpu_time ? ", rates per CPU second (--cpu-time)" : "");
     printf("# DRAM read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)%s\n", dram1, dramN, nthreads,
            bk_cpu_time ? "  [--cpu-time: bandwidth figures below are NOT wall-clock rates]" : "");
-    printf("# GEMV: GB/s of weight bytes, one activation column; %%: of the %d-thread DRAM bandwidth\n", nthreads);
+    printf("# GEMV: GB/s of weight bytes, one activation column%s; %%: of the %d-thread DRAM bandwidth\n",
+           repack ? ", repacked copy where the type has one" : "", nthreads);
     printf("# GEMM: 512 columns x 4096x4096, GFLOP/s (2*rows*cols*512 / time), %d threads\n", nthreads);
     printf("%-8s %5s | %8s %8s %5s | %8s %8s %5s | %8s\n", "type", "bpw", "2048:1T", "2048:NT", "%", "4096:1T",
            "4096:NT", "%", "GEMM");
@@ -160,8 +170,13 @@ int main(int argc, char **argv) {
             if ((size_t)ncopies * mat > arena_bytes) ncopies = (int)(arena_bytes / mat);
             sd_weights(type, arena, rows * cols, 0);
             for (int k = 1; k < ncopies; k++) memcpy(arena + (size_t)k * mat, arena, mat);
-            res[s][0] = bk_gemv(NULL, type, arena, mat, ncopies, rows, cols, x, y, reps);
-            res[s][1] = bk_gemv(pool, type, arena, mat, ncopies, rows, cols, x, y, reps);
+            int err = 0;
+            mr_repacked *rp = repack ? mr_repack_make(pool, arena, type, cols, rows * ncopies, &err) : NULL;
+            float *yr = rp ? malloc(sizeof(float) * (size_t)(rows * ncopies)) : y;
+            if (err || !yr) { fprintf(stderr, "error: repack: %s\n", mr_get_error()); return 1; }
+            res[s][0] = bk_gemv(NULL, type, arena, mat, ncopies, rows, cols, x, yr, reps, rp);
+            res[s][1] = bk_gemv(pool, type, arena, mat, ncopies, rows, cols, x, yr, reps, rp);
+            if (rp) { mr_repack_free(rp); free(yr); }
             res[s][2] = 100.0 * res[s][1] / dramN;
         }
         double gflops = 0;

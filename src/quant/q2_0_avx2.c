@@ -97,34 +97,43 @@ void mr_vd4_q2_0_avx2(int n, float *s, const void *w, const void *y, size_t by) 
 /* ---- repacked: 8 rows at a time ---- */
 
 /* exact sums of one Q8_0 block (prepared: a) for 8 rows from the 8 code vectors u[4h + k] (values
- * 16h + 4k .. +3 of the block) */
+ * 16h + 4k .. +3 of the block). The activation dwords are broadcast straight from a (no copy), the
+ * int16 products added as a tree, and -sum(y) = corr >> 3 (corr = -8 sum(y): exact). */
 static inline __m256i q2a_rp_isum(const __m256i *u, const q2a_act *a) {
-    int32_t yq[8];
-    memcpy(yq, a->y, 32);
-    __m256i s = _mm256_setzero_si256();
-    Q2A_UNROLL for (int j = 0; j < 8; j++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[j], _mm256_set1_epi32(yq[j])));
-    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_set1_epi32(a->corr / 8));
+    __m256i p[8];
+    Q2A_UNROLL for (int j = 0; j < 8; j++) {
+        int32_t yj;
+        memcpy(&yj, a->y + 4 * j, 4);
+        p[j] = _mm256_maddubs_epi16(u[j], _mm256_set1_epi32(yj));
+    }
+    const __m256i s = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
+                                       _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7])));
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_srai_epi32(_mm256_set1_epi32(a->corr), 3));
 }
 
+/* 8 rows x NC columns: each 64-value block in two halves (one Q8_0 block each), the 8 code vectors
+ * of a half decoded once for the NC columns (few live registers: no spills of the accumulators) */
 #define Q2A_KERNEL(NC)                                                                                   \
     static void q2a_rows_##NC(const q2a_blk *w, int nb, const q2a_act *const *a, float *const *y) {      \
         const __m256i m3 = _mm256_set1_epi8(3);                                                          \
         __m256 acc[NC];                                                                                  \
         Q2A_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();                           \
         for (int b = 0; b < nb; b++) {                                                                   \
-            __m256i u[16];                                                                               \
-            Q2A_UNROLL for (int m = 0; m < 4; m++) {                                                     \
-                const __m256i p = _mm256_loadu_si256((const __m256i *)w[b].q[m]);                       \
-                Q2A_UNROLL for (int k = 0; k < 4; k++) u[4 * m + k] = _mm256_and_si256(_mm256_srli_epi32(p, 2 * k), m3); \
+            __m256 part[NC];                                                                             \
+            Q2A_UNROLL for (int h = 0; h < 2; h++) {                                                     \
+                __m256i u[8];                                                                            \
+                Q2A_UNROLL for (int m = 0; m < 2; m++) {                                                 \
+                    const __m256i p = _mm256_loadu_si256((const __m256i *)w[b].q[2 * h + m]);           \
+                    Q2A_UNROLL for (int k = 0; k < 4; k++) u[4 * m + k] = _mm256_and_si256(_mm256_srli_epi32(p, 2 * k), m3); \
+                }                                                                                        \
+                Q2A_UNROLL for (int c = 0; c < NC; c++) {                                                \
+                    const q2a_act *ah = &a[c][2 * b + h];                                                \
+                    part[c] = _mm256_fmadd_ps(_mm256_set1_ps(ah->d), _mm256_cvtepi32_ps(q2a_rp_isum(u, ah)), \
+                                              h ? part[c] : _mm256_setzero_ps());                        \
+                }                                                                                        \
             }                                                                                            \
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));               \
-            Q2A_UNROLL for (int c = 0; c < NC; c++) {                                                    \
-                const q2a_act *a0 = &a[c][2 * b], *a1 = &a[c][2 * b + 1];                                \
-                __m256 part = _mm256_fmadd_ps(_mm256_set1_ps(a0->d), _mm256_cvtepi32_ps(q2a_rp_isum(u, a0)), \
-                                              _mm256_setzero_ps());                                      \
-                part = _mm256_fmadd_ps(_mm256_set1_ps(a1->d), _mm256_cvtepi32_ps(q2a_rp_isum(u + 8, a1)), part); \
-                acc[c] = _mm256_fmadd_ps(dw, part, acc[c]);                                              \
-            }                                                                                            \
+            Q2A_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_fmadd_ps(dw, part[c], acc[c]);       \
         }                                                                                                \
         Q2A_UNROLL for (int c = 0; c < NC; c++) _mm256_storeu_ps(y[c], acc[c]);                         \
     }

@@ -98,14 +98,16 @@ void mr_vd4_q2_0_avx512(int n, float *s, const void *w, const void *y, size_t by
 /* ---- repacked: 16 rows at a time ---- */
 
 /* exact sums of one Q8_0 block (prepared: a) for 16 rows from the 8 code vectors u[0..7] (u[4h + k]:
- * values 16h + 4k .. +3 of the block), two chains of vpdpbusd */
+ * values 16h + 4k .. +3 of the block), two chains of vpdpbusd on activation dwords broadcast straight
+ * from a; -sum(y) = corr >> 3 (corr = -8 sum(y): exact) */
 static inline __m512i q2z_rp_isum(const __m512i *u, const q2z_act *a) {
-    int32_t yq[8];
-    memcpy(yq, a->y, 32);
-    __m512i s0 = _mm512_set1_epi32(a->corr / 8), s1 = _mm512_setzero_si512();
+    __m512i s0 = _mm512_srai_epi32(_mm512_set1_epi32(a->corr), 3), s1 = _mm512_setzero_si512();
     Q2Z_UNROLL for (int j = 0; j < 8; j += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, u[j], _mm512_set1_epi32(yq[j]));
-        s1 = _mm512_dpbusd_epi32(s1, u[j + 1], _mm512_set1_epi32(yq[j + 1]));
+        int32_t y0, y1;
+        memcpy(&y0, a->y + 4 * j, 4);
+        memcpy(&y1, a->y + 4 * j + 4, 4);
+        s0 = _mm512_dpbusd_epi32(s0, u[j], _mm512_set1_epi32(y0));
+        s1 = _mm512_dpbusd_epi32(s1, u[j + 1], _mm512_set1_epi32(y1));
     }
     return _mm512_add_epi32(s0, s1);
 }
@@ -134,11 +136,13 @@ static inline __m512i q2z_rp_isum(const __m512i *u, const q2z_act *a) {
     }
 Q2Z_KERNEL(1)
 Q2Z_KERNEL(4)
+Q2Z_KERNEL(8)
 
 void mr_q2_0_rp16_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc) {
     const int nb = (int)(cols / MR_QK2_0);
     const q2z_act *const *a = (const q2z_act *const *)act;
     int c = 0;
+    for (; c + 8 <= nc; c += 8) q2z_rows_8(w, nb, a + c, y + c);
     for (; c + 4 <= nc; c += 4) q2z_rows_4(w, nb, a + c, y + c);
     for (; c < nc; c++) q2z_rows_1(w, nb, a + c, y + c);
 }
