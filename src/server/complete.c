@@ -30,8 +30,11 @@ typedef struct {
     const char *calls_after;     /* auto: the template's call marker */
     char lazy_prefix[128];       /* auto: the call's prefix, from the byte after the marker */
     const char *call_names[SRV_MAX_TOOLS], *call_schemas[SRV_MAX_TOOLS];
+    int thinks;                  /* the reply may hold reasoning, as think says (srv_chat_opts) */
+    mr_chat_think think;
     mr_sbuf reply;               /* the choice being generated: forced + generated text */
     size_t sent;                 /* bytes of reply already given to the writer */
+    size_t r_sent;               /* bytes of its reasoning already given to the writer */
     srv_reply w;                 /* the API's writer and the reply's totals */
 } cctx;
 
@@ -68,17 +71,34 @@ static void lp_add(cctx *c, const float *logits, int32_t id) {
     c->w.w->logprob(&c->w, &lp);
 }
 
-/* Gives the writer the reply text that is final: never the tool-call marker, a suffix that may grow
- * into it, or the newlines that may turn out to separate the calls from the content. */
+/* Thinking: the reply's reasoning that is final given to the writer (dropped by an API without a
+ * place for it); *sp says where the answer starts (the reply's length while there is none yet). */
+static void flush_reasoning(cctx *c, int final, mr_chat_split *sp) {
+    const char *t = c->reply.p ? c->reply.p : "";
+    mr_chat_split_reasoning(&c->think, t, c->reply.n, final, sp);
+    if (sp->r_len > c->r_sent && c->w.w->reasoning) c->w.w->reasoning(&c->w, t + sp->r_off + c->r_sent, sp->r_len - c->r_sent);
+    if (sp->r_len > c->r_sent) c->r_sent = sp->r_len;
+    if (c->sent < sp->c_off) c->sent = sp->c_off; /* the answer is given from its start on */
+}
+
+/* Gives the writer the reply text that is final: reasoning apart from the answer, and of the answer
+ * never the tool-call marker, a suffix that may grow into it, or the newlines that may turn out to
+ * separate the calls from the content. */
 static void flush(cctx *c) {
     const char *t = c->reply.p ? c->reply.p : "";
-    size_t len = c->reply.n, safe = len;
+    size_t len = c->reply.n, safe = len, base = 0;
+    if (c->thinks) {
+        mr_chat_split sp;
+        flush_reasoning(c, 0, &sp);
+        if (sp.c_off >= len) return; /* no answer yet */
+        base = sp.c_off;
+    }
     if (c->marker) {
         size_t ml = strlen(c->marker);
-        const char *at = memmem(t, len, c->marker, ml);
+        const char *at = memmem(t + base, len - base, c->marker, ml);
         if (at) safe = (size_t)(at - t);
         else
-            for (size_t l = ml - 1 < len ? ml - 1 : len; l > 0; l--)
+            for (size_t l = ml - 1 < len - base ? ml - 1 : len - base; l > 0; l--)
                 if (!memcmp(t + len - l, c->marker, l)) { safe = len - l; break; }
         while (safe > c->sent && t[safe - 1] == '\n') safe--;
     }
@@ -107,11 +127,17 @@ static int on_prefill(void *user, int done, int total) {
  * end given to the writer. */
 static void choice_end(cctx *c, int finish) {
     mr_chat_tool_call calls[SRV_MAX_CALLS];
-    size_t content_len = c->reply.n;
+    size_t content_len = c->reply.n, base = 0;
     int n_calls = 0;
+    if (c->thinks) { /* the rest of the reasoning; the answer (and its calls) after it */
+        mr_chat_split sp;
+        flush_reasoning(c, 1, &sp);
+        base = sp.c_off;
+    }
     if (c->marker) {
-        n_calls = mr_chat_parse_tool_calls(c->cf->m, c->cf->tmpl, c->reply.p ? c->reply.p : "", c->reply.n, &content_len,
-                                           calls, SRV_MAX_CALLS);
+        n_calls = mr_chat_parse_tool_calls(c->cf->m, c->cf->tmpl, (c->reply.p ? c->reply.p : "") + base, c->reply.n - base,
+                                           &content_len, calls, SRV_MAX_CALLS);
+        content_len += base;
         if (n_calls < 0) { n_calls = 0; content_len = c->reply.n; } /* malformed: all of it is text */
         if (n_calls > 1 && !c->q->parallel_calls) { /* parallel_tool_calls false: the first call only */
             mr_chat_tool_calls_free(calls + 1, n_calls - 1);
@@ -164,6 +190,10 @@ static void gen_params(cctx *c, mr_gen_params *gp) {
     if (c->calls.n) {
         gp->calls = &c->calls;
         gp->calls_after = c->calls_after;
+    }
+    if (c->thinks) {
+        gp->think = &c->think;
+        gp->think_budget = q->think_budget;
     }
     if (gp->sampler.repeat_last_n < 0) gp->sampler.repeat_last_n = c->cf->n_ctx; /* llama-server's -1 */
     if (q->logprobs) gp->spec_max = 0; /* a verification step accepts several tokens; logprobs are per token */
@@ -240,7 +270,7 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     }
     if (c->w.choice == 0) c->w.n_cached = reuse;
     mr_sbuf_free(&c->reply);
-    c->sent = 0;
+    c->sent = c->r_sent = 0;
     if (c->forced) mr_sbuf_puts(&c->reply, c->forced);
     c->w.w->choice_begin(&c->w);
     mr_gen_step step = {0};
@@ -336,6 +366,22 @@ static int call_constraint(cctx *c) {
     return 0;
 }
 
+/* The reply's reasoning format (srv_chat_opts); thinking asked of a template without it is refused.
+ * 0, or -1 after an error reply. */
+static int thinking(cctx *c) {
+    if (c->q->api == SRV_API_COMPLETIONS) return 0;
+    mr_chat_opts o;
+    c->thinks = srv_chat_opts(c->cf, c->q, &o, &c->think);
+    mr_chat_think t;
+    if (c->q->thinking > 0 && !mr_chat_thinking(c->cf->m, c->cf->tmpl, &(mr_chat_opts){.thinking = 1}, &t)) {
+        char err[256];
+        snprintf(err, sizeof err, "the chat template %s has no thinking mode", c->cf->tmpl ? c->cf->tmpl : mr_chat_template_detect(c->cf->m));
+        srv_error(c->r, 400, err);
+        return -1;
+    }
+    return 0;
+}
+
 /* The choices on the acquired slot, answered by the writer; the counters and the log line. */
 static void run(cctx *c, const int32_t *toks, int n) {
     srv_sched *sc = c->sc;
@@ -381,7 +427,7 @@ void srv_complete(const srv_conf *cf, srv_sched *sc, mr_http_req *r, int api) {
     c.w.n_prompt = n;
     c.w.seed = q.seed_given ? q.sp.seed : random_seed();
     if (q.n_tools && q.tool_choice != SRV_TOOLS_NONE && c.w.w->tool_calls) c.marker = mr_chat_tool_marker(cf->m, cf->tmpl);
-    if (call_constraint(&c)) goto done;
+    if (call_constraint(&c) || thinking(&c)) goto done;
     c.blog = mr_malloc(sizeof(float) * (size_t)cf->n_vocab);
     if (!c.blog) { srv_error(r, 500, "out of memory"); goto done; }
     c.slot = srv_acquire(sc, toks, n, client_gone, r);

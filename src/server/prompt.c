@@ -18,13 +18,24 @@ int srv_tokenize(const srv_conf *cf, const char *text, int add_special, int32_t 
     return n;
 }
 
+int srv_chat_opts(const srv_conf *cf, const srv_req *q, mr_chat_opts *o, mr_chat_think *t) {
+    *o = (mr_chat_opts){.thinking = q->thinking, .effort = q->effort, .keep_reasoning = q->keep_reasoning};
+    const int constrained = q->tool_choice == SRV_TOOLS_REQUIRED || q->tool_choice == SRV_TOOLS_NAMED || q->json_object || q->json_schema;
+    if (!constrained) return mr_chat_thinking(cf->m, cf->tmpl, o, t);
+    if (o->thinking > 0 || (mr_chat_thinking(cf->m, cf->tmpl, o, t) && t->in_prompt)) o->thinking = 0;
+    return 0;
+}
+
 char *srv_render_chat(const srv_conf *cf, const srv_req *q, int add_assistant) {
     const char *const *tools = (const char *const *)q->tools;
-    int len = mr_chat_render_tools(cf->m, cf->tmpl, q->msgs, q->n_msgs, tools, q->n_tools, add_assistant, NULL, 0);
+    mr_chat_opts o;
+    mr_chat_think t;
+    srv_chat_opts(cf, q, &o, &t);
+    int len = mr_chat_render_opts(cf->m, cf->tmpl, q->msgs, q->n_msgs, tools, q->n_tools, &o, add_assistant, NULL, 0);
     if (len < 0) return NULL;
     char *out = mr_malloc((size_t)len + 1);
     if (!out) { mr_set_error("out of memory"); return NULL; }
-    mr_chat_render_tools(cf->m, cf->tmpl, q->msgs, q->n_msgs, tools, q->n_tools, add_assistant, out, len + 1);
+    mr_chat_render_opts(cf->m, cf->tmpl, q->msgs, q->n_msgs, tools, q->n_tools, &o, add_assistant, out, len + 1);
     return out;
 }
 

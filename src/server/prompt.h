@@ -8,6 +8,10 @@
 
 /* Tokenize text (parse_special on); -1 and mr_last_error() on failure. *out is malloc'd. */
 int srv_tokenize(const srv_conf *cf, const char *text, int add_special, int32_t **out);
+/* The request's thinking as the template's options (*o); 1 and *t when its reply may hold reasoning
+ * (mr_chat_thinking). A reply constrained from its first byte (a forced call, a JSON response format)
+ * holds none: a template that would think is rendered in its non-thinking mode. */
+int srv_chat_opts(const srv_conf *cf, const srv_req *q, mr_chat_opts *o, mr_chat_think *t);
 /* The chat prompt of q (tools included) as text; NULL with mr_last_error() on failure. */
 char *srv_render_chat(const srv_conf *cf, const srv_req *q, int add_assistant);
 /* The prompt tokens of q (*toks malloc'd); *forced gets the text a tool_choice makes the reply start

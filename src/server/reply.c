@@ -8,6 +8,7 @@
 
 void srv_reply_free(srv_reply *w) {
     mr_sbuf_free(&w->content);
+    mr_sbuf_free(&w->reasoning);
     mr_sbuf_free(&w->choices);
     mr_sbuf_free(&w->lp);
     mr_sbuf_free(&w->lp_vals);
@@ -112,7 +113,7 @@ void srv_oai_stream_end(srv_reply *w, const char *id_prefix, const char *object)
 }
 
 void srv_oai_whole(srv_reply *w, const char *id_prefix, const char *object) {
-    if (w->choices.oom || w->content.oom || w->lp.oom || w->lp_vals.oom || w->lp_top.oom || w->lp_off.oom) {
+    if (w->choices.oom || w->content.oom || w->reasoning.oom || w->lp.oom || w->lp_vals.oom || w->lp_top.oom || w->lp_off.oom) {
         srv_error(w->r, 500, "out of memory");
         return;
     }

@@ -2,8 +2,8 @@
  * text_completion, reply_anthropic.c: Anthropic message), each writing its reply whole or as a
  * stream. A request's run (complete.c) drives them in this order, without knowing the API:
  *   begin                                  once
- *   per choice: choice_begin, delta* and logprob* (as the text becomes final), tool_calls (when the
- *               reply had calls), choice_end
+ *   per choice: choice_begin, reasoning* (thinking), delta* and logprob* (as the text becomes final),
+ *               tool_calls (when the reply had calls), choice_end
  *   end                                    once (the whole reply, or the stream's last events)
  * The text given to delta is final: a streamed writer sends it at once, a whole one keeps it for
  * choice_end. A new API is a new writer file and a line in complete.c's writer_for. Shared parts
@@ -41,6 +41,9 @@ typedef struct {
     void (*tool_calls)(srv_reply *w, const mr_chat_tool_call *calls, int n); /* NULL: no tools */
     void (*choice_end)(srv_reply *w, int finish, int n_calls); /* finish: MR_GEN_* */
     void (*end)(srv_reply *w);
+    /* the reply's reasoning as it becomes final, before its answer's deltas (thinking; NULL: the API
+     * has no place for it and it is dropped) */
+    void (*reasoning)(srv_reply *w, const char *text, size_t n);
 } srv_writer;
 
 /* One reply: what the writers share. The run fills the first block and the totals; the rest is the
@@ -63,6 +66,9 @@ struct srv_reply {
     int text_block;              /* anthropic stream: the text block is open */
     int opened;                  /* whole reply: the current choice's head is written */
     mr_sbuf content;             /* whole reply: the current choice's text */
+    mr_sbuf reasoning;           /* whole reply: the current choice's reasoning */
+    int think_block;             /* anthropic stream: the thinking block is open */
+    int n_blocks;                /* anthropic: content blocks of the reply closed so far */
     mr_sbuf lp;                  /* chat: logprob entries; completions: "tokens" array items */
     mr_sbuf lp_vals, lp_top, lp_off; /* completions: token_logprobs, top_logprobs, text_offset */
     int n_lp;

@@ -39,37 +39,78 @@ static void begin(srv_reply *w) {
 
 static void choice_begin(srv_reply *w) {
     mr_sbuf_free(&w->content);
-    w->text_block = 0;
+    mr_sbuf_free(&w->reasoning);
+    w->text_block = w->think_block = w->n_blocks = 0;
     w->opened = 0;
 }
 
-static void delta(srv_reply *w, const char *text, size_t n) {
-    if (!w->r->streaming) { mr_sbuf_add(&w->content, text, n); return; }
-    if (!n) return;
+/* Thinking: a "thinking" block before the text, streamed as thinking_delta events */
+static void reasoning(srv_reply *w, const char *text, size_t n) {
+    if (!w->r->streaming) { mr_sbuf_add(&w->reasoning, text, n); return; }
     mr_sbuf b = {0};
-    if (!w->text_block) {
-        mr_sbuf_puts(&b, "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}");
+    if (!w->think_block) {
+        mr_sbuf_printf(&b, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\","
+                       "\"signature\":\"\"}}", w->n_blocks);
         event(w, "content_block_start", &b);
-        w->text_block = 1;
+        w->think_block = 1;
     }
-    mr_sbuf_puts(&b, "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":");
+    mr_sbuf_printf(&b, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":", w->n_blocks);
     mr_sbuf_json_str(&b, text, n);
     mr_sbuf_puts(&b, "}}");
     event(w, "content_block_delta", &b);
 }
 
-/* The text block ends: streamed, its stop event; whole, the block itself (when there is text).
- * Once per choice (opened). */
+/* The thinking block ends (before the text or the calls): streamed, its signature (none: the reasoning
+ * is the model's own text) and stop events; whole, the block itself. */
+static void close_thinking(srv_reply *w) {
+    if (!w->r->streaming) {
+        if (!w->reasoning.n) return;
+        mr_sbuf_printf(&w->choices, "%s{\"type\":\"thinking\",\"thinking\":", w->n_blocks++ ? "," : "");
+        mr_sbuf_json_str(&w->choices, w->reasoning.p, w->reasoning.n);
+        mr_sbuf_puts(&w->choices, ",\"signature\":\"\"}");
+        mr_sbuf_free(&w->reasoning);
+        return;
+    }
+    if (!w->think_block) return;
+    mr_sbuf b = {0};
+    mr_sbuf_printf(&b, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"\"}}",
+                   w->n_blocks);
+    event(w, "content_block_delta", &b);
+    mr_sbuf_printf(&b, "{\"type\":\"content_block_stop\",\"index\":%d}", w->n_blocks++);
+    event(w, "content_block_stop", &b);
+    w->think_block = 0;
+}
+
+static void delta(srv_reply *w, const char *text, size_t n) {
+    if (!w->r->streaming) { mr_sbuf_add(&w->content, text, n); return; }
+    if (!n) return;
+    close_thinking(w);
+    mr_sbuf b = {0};
+    if (!w->text_block) {
+        mr_sbuf_printf(&b, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}", w->n_blocks);
+        event(w, "content_block_start", &b);
+        w->text_block = 1;
+    }
+    mr_sbuf_printf(&b, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"text_delta\",\"text\":", w->n_blocks);
+    mr_sbuf_json_str(&b, text, n);
+    mr_sbuf_puts(&b, "}}");
+    event(w, "content_block_delta", &b);
+}
+
+/* The thinking and text blocks end: streamed, their stop events; whole, the blocks themselves (when
+ * there is text). Once per choice (opened). */
 static void close_text(srv_reply *w) {
     if (w->opened) return;
     w->opened = 1;
+    close_thinking(w);
     if (w->r->streaming) {
         if (!w->text_block) return;
         mr_sbuf b = {0};
-        mr_sbuf_puts(&b, "{\"type\":\"content_block_stop\",\"index\":0}");
+        mr_sbuf_printf(&b, "{\"type\":\"content_block_stop\",\"index\":%d}", w->n_blocks++);
         event(w, "content_block_stop", &b);
+        w->text_block = 0;
     } else if (w->content.n) {
-        mr_sbuf_puts(&w->choices, "{\"type\":\"text\",\"text\":");
+        mr_sbuf_printf(&w->choices, "%s{\"type\":\"text\",\"text\":", w->n_blocks++ ? "," : "");
         mr_sbuf_json_str(&w->choices, w->content.p, w->content.n);
         mr_sbuf_puts(&w->choices, "}");
     }
@@ -79,7 +120,7 @@ static void tool_calls(srv_reply *w, const mr_chat_tool_call *calls, int n) {
     close_text(w);
     if (!w->r->streaming) {
         for (int k = 0; k < n; k++) {
-            mr_sbuf_printf(&w->choices, "%s{\"type\":\"tool_use\",\"id\":\"toolu_%lu_%d\",\"name\":", w->content.n || k ? "," : "", w->id, k);
+            mr_sbuf_printf(&w->choices, "%s{\"type\":\"tool_use\",\"id\":\"toolu_%lu_%d\",\"name\":", w->n_blocks++ ? "," : "", w->id, k);
             mr_sbuf_json_str(&w->choices, calls[k].name, strlen(calls[k].name));
             mr_sbuf_printf(&w->choices, ",\"input\":%s}", calls[k].arguments);
         }
@@ -87,7 +128,7 @@ static void tool_calls(srv_reply *w, const mr_chat_tool_call *calls, int n) {
     }
     mr_sbuf b = {0};
     for (int k = 0; k < n; k++) {
-        int idx = w->text_block + k;
+        int idx = w->n_blocks++;
         mr_sbuf_printf(&b, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"tool_use\","
                        "\"id\":\"toolu_%lu_%d\",\"name\":", idx, w->id, k);
         mr_sbuf_json_str(&b, calls[k].name, strlen(calls[k].name));
@@ -125,7 +166,7 @@ static void end(srv_reply *w) {
         mr_http_sse_end(w->r);
         return;
     }
-    if (w->choices.oom || w->content.oom) { srv_error(w->r, 500, "out of memory"); return; }
+    if (w->choices.oom || w->content.oom || w->reasoning.oom) { srv_error(w->r, 500, "out of memory"); return; }
     mr_sbuf b = {0};
     mr_sbuf_printf(&b, "{\"id\":\"msg_%lu\",\"type\":\"message\",\"role\":\"assistant\",\"model\":", w->id);
     srv_put_model(&b, w);
@@ -141,4 +182,4 @@ static void end(srv_reply *w) {
     mr_sbuf_free(&b);
 }
 
-const srv_writer srv_writer_anthropic = {begin, choice_begin, delta, NULL, tool_calls, choice_end, end};
+const srv_writer srv_writer_anthropic = {begin, choice_begin, delta, NULL, tool_calls, choice_end, end, reasoning};

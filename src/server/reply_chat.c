@@ -31,6 +31,7 @@ static void begin(srv_reply *w) {
 
 static void choice_begin(srv_reply *w) {
     mr_sbuf_free(&w->content);
+    mr_sbuf_free(&w->reasoning);
     w->opened = 0;
     if (w->r->streaming) chunk(w, "\"role\":\"assistant\",\"content\":\"\"", NULL, 0, NULL);
 }
@@ -38,6 +39,17 @@ static void choice_begin(srv_reply *w) {
 static void delta(srv_reply *w, const char *text, size_t n) {
     if (!w->r->streaming) { mr_sbuf_add(&w->content, text, n); return; }
     if (n) chunk(w, NULL, text, n, NULL);
+}
+
+/* reasoning_content: in the message, or as deltas of its own */
+static void reasoning(srv_reply *w, const char *text, size_t n) {
+    if (!w->r->streaming) { mr_sbuf_add(&w->reasoning, text, n); return; }
+    mr_sbuf d = {0};
+    mr_sbuf_puts(&d, "\"reasoning_content\":");
+    mr_sbuf_json_str(&d, text, n);
+    if (d.oom) { srv_error(w->r, 500, "out of memory"); w->r->broken = 1; }
+    else chunk(w, d.p, NULL, 0, NULL);
+    mr_sbuf_free(&d);
 }
 
 static void put_bytes(mr_sbuf *b, const char *p, int n) {
@@ -82,6 +94,10 @@ static void open_message(srv_reply *w, int n_calls) {
     mr_sbuf_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":");
     if (n_calls && !w->content.n) mr_sbuf_puts(b, "null");
     else mr_sbuf_json_str(b, w->content.p ? w->content.p : "", w->content.n);
+    if (w->reasoning.n) {
+        mr_sbuf_puts(b, ",\"reasoning_content\":");
+        mr_sbuf_json_str(b, w->reasoning.p, w->reasoning.n);
+    }
     w->opened = 1;
 }
 
@@ -120,4 +136,4 @@ static void end(srv_reply *w) {
     else srv_oai_whole(w, ID_PREFIX, "chat.completion");
 }
 
-const srv_writer srv_writer_chat = {begin, choice_begin, delta, logprob, tool_calls, choice_end, end};
+const srv_writer srv_writer_chat = {begin, choice_begin, delta, logprob, tool_calls, choice_end, end, reasoning};

@@ -84,4 +84,4 @@ static void end(srv_reply *w) {
     else srv_oai_whole(w, ID_PREFIX, "text_completion");
 }
 
-const srv_writer srv_writer_completions = {begin, choice_begin, delta, logprob, NULL, choice_end, end};
+const srv_writer srv_writer_completions = {begin, choice_begin, delta, logprob, NULL, choice_end, end, NULL};

@@ -170,6 +170,7 @@ static int oai_messages(srv_req *r, const mr_json *msgs, char *err, size_t el) {
             m.role = "assistant";
             const mr_json *tc = field(c, "tool_calls");
             if (tc && oai_tool_calls(r, tc, where, &m, err, el)) return -1;
+            if (get_str(c, "reasoning_content", &m.reasoning, err, el)) return -1;
         } else if (!strcmp(role, "tool")) {
             m.role = "tool";
             if (get_str(c, "tool_call_id", &m.tool_call_id, err, el)) return -1;
@@ -327,8 +328,12 @@ static int anthropic_messages(srv_req *r, const mr_json *j, char *err, size_t el
                 if (content_text(r, mr_json_get(b, "content"), w2, &t.content, err, el)) { mr_sbuf_free(&text); return -1; }
                 if (!t.content) t.content = "";
                 if (add_msg(r, cap, t, err, el)) { mr_sbuf_free(&text); return -1; }
-            } else if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking")) {
-                /* earlier reasoning is not replayed (the templates drop it from history) */
+            } else if (!strcmp(type, "thinking") && !strcmp(role, "assistant")) {
+                const char *t = mr_json_get_str(b, "thinking", NULL);
+                if (!t) { mr_sbuf_free(&text); return fail(err, el, "%s.content[%d].thinking must be a string", where, k); }
+                m.reasoning = t; /* the template keeps or drops it */
+            } else if (!strcmp(type, "redacted_thinking")) {
+                /* encrypted reasoning of another service: nothing to render */
             } else {
                 mr_sbuf_free(&text);
                 return fail(err, el, "%s.content[%d]: blocks of type '%s' are not supported here", where, k, type);
@@ -339,6 +344,43 @@ static int anthropic_messages(srv_req *r, const mr_json *j, char *err, size_t el
         else mr_sbuf_free(&text);
         if (!m.n_tool_calls) m.tool_calls = NULL;
         if ((has_text || m.n_tool_calls) && add_msg(r, cap, m, err, el)) return -1;
+    }
+    return 0;
+}
+
+/* Thinking: OpenAI reasoning_effort ("none" off, the others on), llama-server's chat_template_kwargs
+ * (thinking / enable_thinking, drop_thinking, reasoning_effort) and reasoning_budget (tokens), Anthropic
+ * thinking {"type": "enabled", "budget_tokens": N} / {"type": "disabled"} / {"type": "adaptive"}. */
+static int parse_thinking(srv_req *r, const mr_json *j, char *err, size_t el) {
+    static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max", NULL};
+    r->thinking = r->think_budget = -1;
+    const mr_json *kw = field(j, "chat_template_kwargs"), *th = r->api == SRV_API_ANTHROPIC ? field(j, "thinking") : NULL;
+    if (get_str(j, "reasoning_effort", &r->effort, err, el) || get_int(j, "reasoning_budget", -1, 1e7, &r->think_budget, err, el)) return -1;
+    if (kw && kw->type != MR_JSON_OBJ) return fail(err, el, "'chat_template_kwargs' must be an object");
+    for (const mr_json *k = kw ? kw->child : NULL; k; k = k->next)
+        if (strcmp(k->key, "thinking") && strcmp(k->key, "enable_thinking") && strcmp(k->key, "drop_thinking") && strcmp(k->key, "reasoning_effort"))
+            return fail(err, el, "'chat_template_kwargs.%s' is not supported (thinking, enable_thinking, drop_thinking, reasoning_effort are)", k->key);
+    int on = -1, drop = -1;
+    if (kw && (get_str(kw, "reasoning_effort", &r->effort, err, el) || get_bool(kw, "enable_thinking", &on, err, el) ||
+               get_bool(kw, "thinking", &on, err, el) || get_bool(kw, "drop_thinking", &drop, err, el)))
+        return -1;
+    if (r->effort) {
+        int i = 0;
+        while (efforts[i] && strcmp(efforts[i], r->effort)) i++;
+        if (!efforts[i]) return fail(err, el, "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max");
+        r->thinking = i > 0;
+    }
+    if (on >= 0) r->thinking = on;
+    r->keep_reasoning = drop == 0;
+    if (th) {
+        const char *type = th->type == MR_JSON_OBJ ? mr_json_get_str(th, "type", NULL) : NULL;
+        if (!type || (strcmp(type, "enabled") && strcmp(type, "disabled") && strcmp(type, "adaptive")))
+            return fail(err, el, "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": \"disabled\"} or {\"type\": \"adaptive\"}");
+        r->thinking = strcmp(type, "disabled") != 0;
+        if (!strcmp(type, "enabled")) {
+            if (!field(th, "budget_tokens")) return fail(err, el, "'thinking.budget_tokens' is required with \"type\": \"enabled\"");
+            if (get_int(th, "budget_tokens", 0, 1e7, &r->think_budget, err, el)) return -1;
+        }
     }
     return 0;
 }
@@ -494,7 +536,7 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
         return -1;
     r->sp.presence_penalty = (float)pres;
     r->sp.frequency_penalty = (float)freq;
-    if (parse_response_format(r, field(j, "response_format"), err, el)) return -1;
+    if (parse_response_format(r, field(j, "response_format"), err, el) || parse_thinking(r, j, err, el)) return -1;
     /* speculative decoding, llama-server's names: n_max drafts per step (0 turns it off for this
      * request), n_min the shortest draft worth verifying; p_min (the draft model's confidence to keep
      * drafting) has no meaning for n-gram drafts: checked, no effect */

@@ -52,6 +52,12 @@ typedef struct {
     const char *tool_choice_name;
     int parallel_calls;          /* 0: at most one call per reply (parallel_tool_calls false,
                                   * Anthropic disable_parallel_tool_use) */
+    /* thinking (mr_chat_opts): -1 the template's default, 0 off, 1 on; reasoning_effort; earlier
+     * reasoning kept (drop_thinking false); the budget in tokens (-1: none) */
+    int thinking;
+    const char *effort;
+    int keep_reasoning;
+    int think_budget;
     /* owned allocations */
     char **owned;
     int n_owned, cap_owned;
