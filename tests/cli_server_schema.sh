@@ -6,28 +6,10 @@
 # naming the keyword. MR_AGENT_N requests of each kind per model (default 8 and 4; `make test-agents`: 100).
 . tests/lib.sh
 if ! command -v curl >/dev/null 2>&1 || ! command -v python3 >/dev/null 2>&1; then fail server_schema_tools "curl or python3 is not installed"; exit 1; fi
-start() { # start MODEL TEMPLATE: a server on a free port ($PORT, $SRV)
-  up=0
-  for try in 1 2 3; do
-    PORT=$((20000 + ($$ * 13 + 3571 * try + ${#1}) % 20000))
-    "$MOERUN" server -m "$1" --chat-template "$2" --port $PORT -t 1 -c 2048 >/dev/null 2>"$TMPD/srv.err" &
-    SRV=$!
-    for _ in $(seq 1 150); do
-      if grep -q '^listening' "$TMPD/srv.err" && curl -s "http://127.0.0.1:$PORT/health" 2>/dev/null | grep -q '"ok"'; then up=1; break; fi
-      kill -0 $SRV 2>/dev/null || break
-      sleep 0.1
-    done
-    [ $up -eq 1 ] && return 0
-    kill $SRV 2>/dev/null; wait $SRV 2>/dev/null
-    grep -q "cannot listen" "$TMPD/srv.err" || break
-  done
-  fail server_schema_start "server did not start: $(head -c 300 "$TMPD/srv.err")"
-  exit 1
-}
 post() { curl -s -o "$TMPD/body" -w '%{http_code}' "http://127.0.0.1:$PORT$1" -d "$2"; }
 trap 'kill $SRV 2>/dev/null; rm -rf "$TMPD"' EXIT
 
-start "$SHARED/models/kjv-moe-q8_0.gguf" chatml
+server_start "$SHARED/models/kjv-moe-q8_0.gguf" chatml
 python3 tests/server_agents.py "http://127.0.0.1:$PORT" "${MR_AGENT_N:-8}" kjv
 # refusals: a schema outside the subset, a forced call whose function's schema is, a template with no calls
 M='"messages":[{"role":"user","content":"x"}]'
@@ -42,7 +24,7 @@ code=$(post /v1/chat/completions "{$M,$T,\"max_tokens\":2}")
 if [ "$code" = 200 ]; then ok server_auto_call_schema_unchecked; else fail server_auto_call_schema_unchecked "code $code $(head -c 300 "$TMPD/body")"; fi
 kill $SRV; wait $SRV 2>/dev/null
 
-start "$SHARED/models/tiny-deepseek4.gguf" deepseek4
+server_start "$SHARED/models/tiny-deepseek4.gguf" deepseek4
 python3 tests/server_agents.py "http://127.0.0.1:$PORT" "${MR_AGENT_N:-4}" ds4
 kill $SRV; wait $SRV 2>/dev/null
 exit 0

@@ -5,6 +5,7 @@
 #include "server/complete.h"
 #include "server/prompt.h"
 #include "server/reply.h"
+#include "server/responses.h"
 #include "base/base.h"
 
 #include <math.h>
@@ -299,15 +300,23 @@ static uint64_t random_seed(void) {
 static const srv_writer *writer_for(int api) {
     if (api == SRV_API_CHAT) return &srv_writer_chat;
     if (api == SRV_API_ANTHROPIC) return &srv_writer_anthropic;
+    if (api == SRV_API_RESPONSES) return &srv_writer_responses;
     return &srv_writer_completions;
 }
 
 static int client_gone(void *r) { return mr_http_client_gone(r); }
 
-/* The request parsed and its prompt built: the token count, or -1 after an error reply. */
-static int request_prompt(const srv_conf *cf, mr_http_req *r, const mr_json *j, int api, srv_req *q, char **forced, int32_t **toks) {
+/* The request parsed (Responses: its conversation with the stored one, rs) and its prompt built: the
+ * token count, or -1 after an error reply. */
+static int request_prompt(const srv_conf *cf, mr_http_req *r, const mr_json *j, int api, srv_req *q, srv_resp *rs, char **forced,
+                          int32_t **toks) {
     char err[512];
-    if (srv_req_parse(j, api, q, err, sizeof err)) { srv_error(r, 400, err); return -1; }
+    int status = 400;
+    if (srv_req_parse(j, api, q, err, sizeof err) ||
+        (api == SRV_API_RESPONSES && srv_resp_input(cf->store, j, q, rs, &status, err, sizeof err))) {
+        srv_error(r, status, err);
+        return -1;
+    }
     for (int i = 0; i < q->n_bias; i++)
         if (q->bias_ids[i] >= cf->n_vocab) {
             snprintf(err, sizeof err, "'logit_bias' has token id %d, beyond the vocabulary (%d)", q->bias_ids[i], cf->n_vocab);
@@ -407,11 +416,12 @@ void srv_complete(const srv_conf *cf, srv_sched *sc, mr_http_req *r, int api) {
     mr_json *j = mr_json_parse(r->body, r->body_len);
     if (!j) { srv_error(r, 400, mr_last_error()); return; }
     srv_req q;
+    srv_resp rs = {0};
     int32_t *toks = NULL;
     char *forced = NULL;
     cctx c;
     memset(&c, 0, sizeof c);
-    int n = request_prompt(cf, r, j, api, &q, &forced, &toks);
+    int n = request_prompt(cf, r, j, api, &q, &rs, &forced, &toks);
     if (n < 0) goto done;
     c.cf = cf;
     c.sc = sc;
@@ -421,6 +431,7 @@ void srv_complete(const srv_conf *cf, srv_sched *sc, mr_http_req *r, int api) {
     c.w.w = writer_for(api);
     c.w.r = r;
     c.w.q = &q;
+    c.w.resp = &rs;
     c.w.sched = sc;
     c.w.model_name = cf->model_name;
     c.w.created = (long)time(NULL);
@@ -441,5 +452,6 @@ done:
     free(toks);
     free(forced);
     srv_req_free(&q);
+    srv_resp_free(&rs);
     mr_json_free(j);
 }

@@ -7,6 +7,7 @@ typedef struct {
     mr_model *m;
     const mr_tokenizer *tok;
     const char *model_name, *api_key, *admin_key, *tmpl;
+    struct srv_store *store;   /* the Responses API's past responses (responses.h; locks itself) */
     int n_ctx, n_vocab, n_slots;
     int spec_max, spec_ngram;  /* speculative decoding: the server's default draft length (0: off), n-gram size */
     double started;            /* mr_now() at start (uptime) */

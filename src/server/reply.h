@@ -1,5 +1,5 @@
 /* Reply writers: one per API (reply_chat.c: OpenAI chat.completion, reply_completions.c: OpenAI
- * text_completion, reply_anthropic.c: Anthropic message), each writing its reply whole or as a
+ * text_completion, reply_anthropic.c: Anthropic message, reply_responses.c: OpenAI response), each writing its reply whole or as a
  * stream. A request's run (complete.c) drives them in this order, without knowing the API:
  *   begin                                  once
  *   per choice: choice_begin, reasoning* (thinking), delta* and logprob* (as the text becomes final),
@@ -73,11 +73,13 @@ struct srv_reply {
     mr_sbuf lp_vals, lp_top, lp_off; /* completions: token_logprobs, top_logprobs, text_offset */
     int n_lp;
     size_t lp_offset;
-    mr_sbuf choices;             /* whole reply: the choices (OpenAI) or content blocks (Anthropic) */
+    mr_sbuf choices;             /* whole reply: the choices (OpenAI) or content blocks (Anthropic);
+                                  * Responses: the output items */
+    struct srv_resp *resp;       /* Responses: the request's own fields and the writer's state */
 };
 
 /* the writers (the request's api picks one: complete.c) */
-extern const srv_writer srv_writer_chat, srv_writer_completions, srv_writer_anthropic;
+extern const srv_writer srv_writer_chat, srv_writer_completions, srv_writer_anthropic, srv_writer_responses;
 void srv_reply_free(srv_reply *w);
 
 /* An error reply {"error":{"message":..,"type":..,"code":status}} (as the stream's last event when

@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+int srv_req_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     return -1;
 }
+#define fail srv_req_fail
 
 /* A field that is absent or null keeps its default; any other type than the expected is an error. */
 static const mr_json *field(const mr_json *j, const char *key) {
@@ -57,7 +57,7 @@ static int get_str(const mr_json *j, const char *key, const char **out, char *er
     return 0;
 }
 
-static char *own(srv_req *r, char *p) {
+char *srv_req_own(srv_req *r, char *p) {
     if (!p) return NULL;
     if (r->n_owned == r->cap_owned) {
         int cap = r->cap_owned ? 2 * r->cap_owned : 16;
@@ -69,6 +69,8 @@ static char *own(srv_req *r, char *p) {
     r->owned[r->n_owned++] = p;
     return p;
 }
+
+#define own srv_req_own
 
 void srv_req_free(srv_req *r) {
     for (int i = 0; i < r->n_owned; i++) free(r->owned[i]);
@@ -85,8 +87,9 @@ void srv_req_free(srv_req *r) {
 }
 
 /* content: a string, null, or an array of parts ({"type":"text","text":..}); Anthropic blocks of type
- * "text" are the same. Joined text is owned by r. */
-static int content_text(srv_req *r, const mr_json *c, const char *where, const char **out, char *err, size_t el) {
+ * "text" and the Responses API's input_text / output_text parts are the same. Joined text is owned
+ * by r. */
+int srv_req_content(srv_req *r, const mr_json *c, const char *where, const char **out, char *err, size_t el) {
     if (!c || c->type == MR_JSON_NULL) { *out = NULL; return 0; }
     if (c->type == MR_JSON_STR) { *out = c->str; return 0; }
     if (c->type != MR_JSON_ARR) return fail(err, el, "%s.content must be a string or an array of parts", where);
@@ -95,7 +98,7 @@ static int content_text(srv_req *r, const mr_json *c, const char *where, const c
     for (const mr_json *p = c->child; p; p = p->next, k++) {
         const char *type = mr_json_get_str(p, "type", NULL), *text = mr_json_get_str(p, "text", NULL);
         if (p->type != MR_JSON_OBJ || !type) { mr_sbuf_free(&b); return fail(err, el, "%s.content[%d] needs a \"type\"", where, k); }
-        if (strcmp(type, "text") && strcmp(type, "input_text")) {
+        if (strcmp(type, "text") && strcmp(type, "input_text") && strcmp(type, "output_text")) {
             mr_sbuf_free(&b);
             return fail(err, el, "%s.content[%d]: parts of type '%s' are not supported (text only)", where, k, type);
         }
@@ -163,7 +166,7 @@ static int oai_messages(srv_req *r, const mr_json *msgs, char *err, size_t el) {
         if (get_str(c, "role", &role, err, el)) return -1;
         if (!role) return fail(err, el, "%s.role must be a string", where);
         mr_chat_msg m = {0};
-        if (content_text(r, mr_json_get(c, "content"), where, &m.content, err, el)) return -1;
+        if (srv_req_content(r, mr_json_get(c, "content"), where, &m.content, err, el)) return -1;
         if (!strcmp(role, "system") || !strcmp(role, "developer")) m.role = "system";
         else if (!strcmp(role, "user")) m.role = "user";
         else if (!strcmp(role, "assistant")) {
@@ -184,7 +187,8 @@ static int oai_messages(srv_req *r, const mr_json *msgs, char *err, size_t el) {
     return 0;
 }
 
-/* tools: [{"type":"function","function":{"name":..,"description":..,"parameters":{..}}}] (OpenAI) or
+/* tools: [{"type":"function","function":{"name":..,"description":..,"parameters":{..}}}] (OpenAI chat),
+ * [{"type":"function","name":..,"description":..,"parameters":{..}}] (OpenAI Responses) or
  * [{"name":..,"description":..,"input_schema":{..}}] (Anthropic) */
 static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
     const mr_json *tools = field(j, "tools"), *choice = field(j, "tool_choice");
@@ -205,7 +209,7 @@ static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
         if (r->api != SRV_API_ANTHROPIC) {
             const char *type = mr_json_get_str(t, "type", NULL);
             if (!type || strcmp(type, "function")) return fail(err, el, "tools[%d].type must be \"function\"", k);
-            fn = mr_json_get(t, "function");
+            if (r->api == SRV_API_CHAT) fn = mr_json_get(t, "function");
         }
         const char *name = mr_json_get_str(fn, "name", NULL);
         if (!fn || fn->type != MR_JSON_OBJ || !name || !*name) return fail(err, el, "tools[%d] needs a function name", k);
@@ -249,7 +253,7 @@ static int parse_tools(srv_req *r, const mr_json *j, char *err, size_t el) {
     else if (!strcmp(mode, "auto")) r->tool_choice = k ? SRV_TOOLS_AUTO : SRV_TOOLS_NONE;
     else if (!strcmp(mode, "required") || !strcmp(mode, "any")) r->tool_choice = SRV_TOOLS_REQUIRED;
     else if (!strcmp(mode, "function") || !strcmp(mode, "tool")) {
-        const mr_json *fn = r->api == SRV_API_ANTHROPIC ? tc : mr_json_get(tc, "function");
+        const mr_json *fn = r->api == SRV_API_CHAT ? mr_json_get(tc, "function") : tc;
         r->tool_choice_name = mr_json_get_str(fn, "name", NULL);
         if (!r->tool_choice_name) return fail(err, el, "'tool_choice' names no function");
         r->tool_choice = SRV_TOOLS_NAMED;
@@ -281,7 +285,7 @@ static int anthropic_messages(srv_req *r, const mr_json *j, char *err, size_t el
     const mr_json *sys = field(j, "system");
     if (sys) {
         mr_chat_msg m = {.role = "system"};
-        if (content_text(r, sys, "system", &m.content, err, el)) return -1;
+        if (srv_req_content(r, sys, "system", &m.content, err, el)) return -1;
         if (add_msg(r, cap, m, err, el)) return -1;
     }
     int i = 0;
@@ -325,7 +329,7 @@ static int anthropic_messages(srv_req *r, const mr_json *j, char *err, size_t el
                 mr_chat_msg t = {.role = "tool", .tool_call_id = mr_json_get_str(b, "tool_use_id", NULL)};
                 char w2[48];
                 snprintf(w2, sizeof w2, "messages[%d].content[%d]", i % 100000, k % 100000);
-                if (content_text(r, mr_json_get(b, "content"), w2, &t.content, err, el)) { mr_sbuf_free(&text); return -1; }
+                if (srv_req_content(r, mr_json_get(b, "content"), w2, &t.content, err, el)) { mr_sbuf_free(&text); return -1; }
                 if (!t.content) t.content = "";
                 if (add_msg(r, cap, t, err, el)) { mr_sbuf_free(&text); return -1; }
             } else if (!strcmp(type, "thinking") && !strcmp(role, "assistant")) {
@@ -464,29 +468,31 @@ static int parse_logit_bias(srv_req *r, const mr_json *lb, char *err, size_t el)
 }
 
 /* response_format: {"type": "text"}, {"type": "json_object"} (llama-server: with "schema"), or
- * {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}; a schema outside the subset
- * of docs/SERVER.md is refused naming the keyword */
+ * {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}; the Responses API's
+ * text.format has the json_schema's fields beside "type". A schema outside the subset of
+ * docs/SERVER.md is refused naming the keyword. */
 static int parse_response_format(srv_req *r, const mr_json *rf, char *err, size_t el) {
     if (!rf) return 0;
-    const char *t = mr_json_get_str(rf, "type", NULL);
-    if (rf->type != MR_JSON_OBJ || !t) return fail(err, el, "'response_format' must be an object with a \"type\"");
+    const int flat = r->api == SRV_API_RESPONSES;
+    const char *t = mr_json_get_str(rf, "type", NULL), *key = flat ? "text.format" : "response_format";
+    if (rf->type != MR_JSON_OBJ || !t) return fail(err, el, "'%s' must be an object with a \"type\"", key);
     const mr_json *schema = NULL;
-    const char *where = "response_format.schema";
+    const char *where = flat ? "text.format.schema" : "response_format.schema";
     if (!strcmp(t, "text")) return 0;
     if (!strcmp(t, "json_object")) {
         schema = field(rf, "schema");
         if (!schema) { r->json_object = 1; return 0; }
     } else if (!strcmp(t, "json_schema")) {
-        const mr_json *js = field(rf, "json_schema");
+        const mr_json *js = flat ? rf : field(rf, "json_schema");
         const char *name = NULL;
         int strict = 0;
         if (!js || js->type != MR_JSON_OBJ) return fail(err, el, "'response_format.json_schema' must be an object");
         if (get_str(js, "name", &name, err, el) || get_bool(js, "strict", &strict, err, el)) return -1;
         schema = field(js, "schema");
-        where = "response_format.json_schema.schema";
+        if (!flat) where = "response_format.json_schema.schema";
         if (!schema) return fail(err, el, "'%s' is required", where);
     } else {
-        return fail(err, el, "'response_format' type '%s' is not supported (\"text\", \"json_object\" or \"json_schema\")", t);
+        return fail(err, el, "'%s' type '%s' is not supported (\"text\", \"json_object\" or \"json_schema\")", key, t);
     }
     if (schema->type != MR_JSON_OBJ && schema->type != MR_JSON_BOOL) return fail(err, el, "'%s' must be a JSON Schema object", where);
     char *text = own(r, mr_json_dump(schema));
@@ -522,6 +528,7 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
     if (get_int(j, "n_predict", -1, 1e6, &mt, err, el) || get_int(j, "max_tokens", 0, 1e6, &mt, err, el) ||
         get_int(j, "max_completion_tokens", 0, 1e6, &mt, err, el))
         return -1;
+    if (api == SRV_API_RESPONSES && get_int(j, "max_output_tokens", 0, 1e6, &mt, err, el)) return -1;
     r->max_tokens = mt;
     r->sp.temperature = (float)temp;
     r->sp.top_p = (float)top_p;
@@ -536,7 +543,13 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
         return -1;
     r->sp.presence_penalty = (float)pres;
     r->sp.frequency_penalty = (float)freq;
-    if (parse_response_format(r, field(j, "response_format"), err, el) || parse_thinking(r, j, err, el)) return -1;
+    const mr_json *rf = field(j, "response_format");
+    if (api == SRV_API_RESPONSES) { /* text: {"format": {...}, "verbosity": ...} */
+        const mr_json *text = field(j, "text");
+        if (text && text->type != MR_JSON_OBJ) return fail(err, el, "'text' must be an object");
+        rf = field(text, "format");
+    }
+    if (parse_response_format(r, rf, err, el) || parse_thinking(r, j, err, el)) return -1;
     /* speculative decoding, llama-server's names: n_max drafts per step (0 turns it off for this
      * request), n_min the shortest draft worth verifying; p_min (the draft model's confidence to keep
      * drafting) has no meaning for n-gram drafts: checked, no effect */
@@ -559,6 +572,10 @@ int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t el) {
         if (get_int(j, "top_k", -1, 2147483647.0, &r->sp.top_k, err, el)) return -1;
         if (parse_tools(r, j, err, el)) return -1;
         return anthropic_messages(r, j, err, el);
+    }
+    if (api == SRV_API_RESPONSES) { /* the conversation: srv_resp_input (responses.c), with the stored one */
+        if (get_bool(j, "parallel_tool_calls", &r->parallel_calls, err, el)) return -1;
+        return parse_tools(r, j, err, el);
     }
     if (parse_stop(r, field(j, "stop"), "stop", err, el)) return -1;
     if (get_int(j, "n", 1, SRV_MAX_N, &r->n, err, el)) return -1;

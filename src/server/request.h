@@ -15,7 +15,7 @@
 #define SRV_MAX_TOOLS 128
 #define SRV_MAX_LOGIT_BIAS 1024      /* entries of logit_bias (OpenAI allows 300) */
 
-enum { SRV_API_COMPLETIONS, SRV_API_CHAT, SRV_API_ANTHROPIC };
+enum { SRV_API_COMPLETIONS, SRV_API_CHAT, SRV_API_ANTHROPIC, SRV_API_RESPONSES };
 enum { SRV_TOOLS_NONE, SRV_TOOLS_AUTO, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
 
 typedef struct {
@@ -66,7 +66,17 @@ typedef struct {
 } srv_req;
 
 /* Parse body j of the given api into r (zeroed first). 0 ok; -1 with err[] set (message naming the
- * field; the answer is 400). The JSON tree must outlive r. Free with srv_req_free. */
+ * field; the answer is 400). The JSON tree must outlive r. Free with srv_req_free.
+ * SRV_API_RESPONSES: everything but the conversation (msgs), which srv_resp_input (responses.h)
+ * builds from the stored items and the request's. */
 int srv_req_parse(const mr_json *j, int api, srv_req *r, char *err, size_t errlen);
 void srv_req_free(srv_req *r);
+
+/* ---- shared with the Responses API's items (responses.c) ---- */
+/* err[] formatted; returns -1 */
+int srv_req_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* p (malloc'd) owned by r from now on; NULL (p freed) when out of memory */
+char *srv_req_own(srv_req *r, char *p);
+/* content c (a string, null, or text parts) as one text (*out NULL for null); where names it in errors */
+int srv_req_content(srv_req *r, const mr_json *c, const char *where, const char **out, char *err, size_t errlen);
 #endif

@@ -8,6 +8,7 @@
 #include "server/conf.h"
 #include "server/prompt.h"
 #include "server/reply.h"
+#include "server/responses.h"
 #include "server/sched.h"
 #include "base/base.h"
 
@@ -311,6 +312,7 @@ static void srv_handle(void *user, mr_http_req *r) {
     if (path_is(r->path, "/v1/chat/completions", "/chat/completions")) api = SRV_API_CHAT;
     else if (path_is(r->path, "/v1/completions", "/completions") || !strcmp(r->path, "/completion")) api = SRV_API_COMPLETIONS;
     else if (path_is(r->path, "/v1/messages", "/messages")) api = SRV_API_ANTHROPIC;
+    else if (path_is(r->path, "/v1/responses", "/responses")) api = SRV_API_RESPONSES;
     else if (path_is(r->path, "/tokenize", "/detokenize") || path_is(r->path, "/apply-template", NULL)) small = 1;
     else { srv_error(r, 404, "unknown endpoint"); return; }
     if (strcmp(r->method, "POST")) { srv_error(r, 405, "use POST"); return; }
@@ -389,6 +391,7 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     cf->n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
     srv_sched_params sp = {.n_slots = cf->n_slots, .n_ctx = p->n_ctx, .step_prompt = p->step_prompt, .approx_file = p->approx_file};
     if (!(st.sc = srv_sched_new(m, &sp))) goto done;
+    if (!(cf->store = srv_store_new(SRV_STORE_MAX, SRV_STORE_MAX_BYTES))) goto done;
     cf->n_ctx = srv_sched_n_ctx(st.sc);
     const char *name = mr_model_meta_str(m, "general.name");
     cf->model_name = p->alias ? p->alias : name ? name : mr_model_arch(m);
@@ -399,5 +402,6 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
 done:
     if (fd >= 0 && fd != p->listen_fd) close(fd);
     srv_sched_free(st.sc);
+    srv_store_free(cf->store);
     return rc;
 }
