@@ -2,7 +2,8 @@
 # moerun server driven by the official `openai` and `@anthropic-ai/sdk` npm clients
 # (tests/server_clients.cjs): chat, stream helpers (finalChatCompletion / finalMessage), include_usage,
 # a tool-calling history that re-uses the prompt cache, parallel requests, abort mid-stream, forced
-# tool calls and json_schema replies.
+# tool calls and json_schema replies; the Responses API (tests/server_clients_responses.cjs) on
+# kjv-moe and tiny-deepseek4.
 # The packages are not part of the repo: `make test-clients` installs them under $MR_NPM_DIR
 # (default /tmp/moerun-npm); without node or the packages this script skips (prints no result).
 . tests/lib.sh
@@ -22,5 +23,13 @@ for i in $(seq 1 100); do curl -s "http://127.0.0.1:$PORT/health" 2>/dev/null | 
 timeout 300 node tests/server_clients.cjs "http://127.0.0.1:$PORT"
 rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail server_clients "node exited with $rc"
+timeout 300 node tests/server_clients_responses.cjs "http://127.0.0.1:$PORT" responses_kjv
+rc=$?
+[ $rc -eq 0 ] || [ $rc -eq 1 ] || fail server_clients_responses_kjv "node exited with $rc"
+kill $SRV; wait $SRV 2>/dev/null
+server_start "$SHARED/models/tiny-deepseek4.gguf" deepseek4
+timeout 300 node tests/server_clients_responses.cjs "http://127.0.0.1:$PORT" responses_ds4
+rc=$?
+[ $rc -eq 0 ] || [ $rc -eq 1 ] || fail server_clients_responses_ds4 "node exited with $rc"
 kill $SRV; wait $SRV 2>/dev/null
 exit 0

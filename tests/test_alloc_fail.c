@@ -226,7 +226,7 @@ static void test_alloc_synth_archs(void) {
     if (synth_dir_made) rmdir(synth_dir);
 }
 
-/* ---- one server request (chat, streamed or not) with its N-th allocation failing ----
+/* ---- one server request (chat or Responses, streamed or not) with its N-th allocation failing ----
  * The server runs in a thread of this process (mr_server_run on 127.0.0.1); the client here uses
  * plain malloc, so only the server's allocations are counted. A request either gives the
  * reference response (ids and times aside) or an error: a 4xx/5xx JSON reply, or, once streaming,
@@ -237,6 +237,7 @@ static void normalize(char *r) {
     char *w = r;
     for (const char *p = r; *p;) {
         size_t k = !strncmp(p, "cmpl-", 5) ? 5 : !strncmp(p, "\"created\":", 10) ? 10
+                 : !strncmp(p, "resp_", 5) ? 5 : !strncmp(p, "msg_", 4) ? 4 : !strncmp(p, "\"created_at\":", 13) ? 13
                  : !strncmp(p, "\"cached_tokens\":", 16) ? 16 : !strncmp(p, "\"seed\":", 7) ? 7 : 0;
         if (k) {
             memmove(w, p, k); w += k; p += k;
@@ -252,7 +253,8 @@ static void normalize(char *r) {
 }
 
 
-static void walk_server(const char *name, const char *file, int stream) {
+/* responses: the request goes to /v1/responses (stored, so the store's allocations are walked too) */
+static void walk_server(const char *name, const char *file, int stream, int responses) {
     int full = getenv("MR_ALLOC_WALK") && !strcmp(getenv("MR_ALLOC_WALK"), "full");
     const char *only_case = getenv("MR_ALLOC_CASE"), *only_n = getenv("MR_ALLOC_N");
     if (only_case && strcmp(only_case, name)) return;
@@ -266,18 +268,24 @@ static void walk_server(const char *name, const char *file, int stream) {
     pthread_t th;
     pthread_create(&th, NULL, srv_thread_main, &t);
     char body[512];
-    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
-             "{\"role\":\"user\",\"content\":\"Hello there \\u00e9\"}],\"max_tokens\":6,\"temperature\":0,"
-             "\"stream\":%s}", stream ? "true" : "false");
+    const char *path = responses ? "/v1/responses" : "/v1/chat/completions";
+    if (responses)
+        snprintf(body, sizeof body, "{\"instructions\":\"Be brief.\",\"input\":[{\"role\":\"user\",\"content\":"
+                 "[{\"type\":\"input_text\",\"text\":\"Hello there \\u00e9\"}]}],\"max_output_tokens\":6,"
+                 "\"temperature\":0,\"stream\":%s}", stream ? "true" : "false");
+    else
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                 "{\"role\":\"user\",\"content\":\"Hello there \\u00e9\"}],\"max_tokens\":6,\"temperature\":0,"
+                 "\"stream\":%s}", stream ? "true" : "false");
     char *ref = NULL;
-    for (int i = 0; i < 100 && !ref; i++) { ref = http_post(t.port, "/v1/chat/completions", body); if (!ref) usleep(50000); }
+    for (int i = 0; i < 100 && !ref; i++) { ref = http_post(t.port, path, body); if (!ref) usleep(50000); }
     CHECK(ref && status_of(ref) == 200, "%s: reference request: %s", name, ref ? ref : "no answer");
     if (!ref || status_of(ref) != 200) { srv_thread_stop(&t); pthread_join(th, NULL); mr_model_free(t.m); free(ref); return; }
     normalize(ref);
     /* the same request again, counting its allocations (the prompt cache is warm from now on,
      * and after a failure: both paths get walked) */
     mr_alloc_fail_at(LONG_MAX, 0);
-    char *r = http_post(t.port, "/v1/chat/completions", body);
+    char *r = http_post(t.port, path, body);
     long total = mr_alloc_count();
     mr_alloc_fail_at(0, 0);
     if (r) normalize(r);
@@ -288,7 +296,7 @@ static void walk_server(const char *name, const char *file, int stream) {
         if (only_n ? n != atol(only_n) : !chosen(n, total + 5, full, 0)) continue;
         tried++;
         mr_alloc_fail_at(n, 0);
-        r = http_post(t.port, "/v1/chat/completions", body);
+        r = http_post(t.port, path, body);
         long failed = mr_alloc_failed();
         mr_alloc_fail_at(0, 0);
         if (r) normalize(r);
@@ -298,7 +306,7 @@ static void walk_server(const char *name, const char *file, int stream) {
         else { bad++; CHECK(0, "%s: allocation %ld failed (%ld injected): %s", name, n, failed, r ? r : "no answer"); }
         free(r);
         /* the server goes on: the next request gets the reference answer */
-        r = http_post(t.port, "/v1/chat/completions", body);
+        r = http_post(t.port, path, body);
         if (r) normalize(r);
         if (!r || strcmp(r, ref)) { bad++; CHECK(0, "%s: after failing allocation %ld the next request gave: %s", name, n, r ? r : "none"); }
         free(r);
@@ -313,10 +321,12 @@ static void walk_server(const char *name, const char *file, int stream) {
     mr_model_free(t.m);
 }
 
-static void test_alloc_server_qwen3moe(void) { walk_server("server_qwen3moe", "models/tiny-qwen3moe.gguf", 0); }
-static void test_alloc_server_qwen3moe_stream(void) { walk_server("server_qwen3moe_stream", "models/tiny-qwen3moe.gguf", 1); }
-static void test_alloc_server_deepseek4(void) { walk_server("server_deepseek4", "models/tiny-deepseek4.gguf", 0); }
-static void test_alloc_server_deepseek4_stream(void) { walk_server("server_deepseek4_stream", "models/tiny-deepseek4.gguf", 1); }
+static void test_alloc_server_qwen3moe(void) { walk_server("server_qwen3moe", "models/tiny-qwen3moe.gguf", 0, 0); }
+static void test_alloc_server_qwen3moe_stream(void) { walk_server("server_qwen3moe_stream", "models/tiny-qwen3moe.gguf", 1, 0); }
+static void test_alloc_server_deepseek4(void) { walk_server("server_deepseek4", "models/tiny-deepseek4.gguf", 0, 0); }
+static void test_alloc_server_deepseek4_stream(void) { walk_server("server_deepseek4_stream", "models/tiny-deepseek4.gguf", 1, 0); }
+static void test_alloc_server_responses(void) { walk_server("server_responses", "models/tiny-qwen3moe.gguf", 0, 1); }
+static void test_alloc_server_responses_stream(void) { walk_server("server_responses_stream", "models/tiny-qwen3moe.gguf", 1, 1); }
 
 /* the switch itself: counts, one-shot and sticky failures, every wrapper */
 static void test_alloc_switch(void) {
@@ -349,5 +359,7 @@ int main(void) {
     RUN(test_alloc_server_qwen3moe_stream);
     RUN(test_alloc_server_deepseek4);
     RUN(test_alloc_server_deepseek4_stream);
+    RUN(test_alloc_server_responses);
+    RUN(test_alloc_server_responses_stream);
     return t_finish();
 }

@@ -12,13 +12,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* sends b as event name with its sequence_number appended (an error event ending the stream when b
- * ran out of memory); clears b. b holds {"type":NAME,... without the closing brace. */
+/* sends b as event name with its sequence_number appended (when b ran out of memory, an error that
+ * ends the stream: the OpenAI clients raise a data event with "error"); clears b. b holds
+ * {"type":NAME,... without the closing brace. */
 static void event(srv_reply *w, const char *name, mr_sbuf *b) {
     mr_sbuf_printf(b, ",\"sequence_number\":%d}", w->resp->seq++);
     if (b->oom) {
-        static const char oom[] = "{\"type\":\"error\",\"code\":\"server_error\",\"message\":\"out of memory\",\"param\":null}";
-        mr_http_sse_event(w->r, "error", oom, sizeof oom - 1);
+        srv_error(w->r, 500, "out of memory");
         w->r->broken = 1;
     } else mr_http_sse_event(w->r, name, b->p, b->n);
     mr_sbuf_free(b);
