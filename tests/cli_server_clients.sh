@@ -28,7 +28,7 @@ rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail server_clients_responses_kjv "node exited with $rc"
 kill $SRV; wait $SRV 2>/dev/null
 server_start "$SHARED/models/tiny-deepseek4.gguf" deepseek4
-timeout 300 node tests/server_clients_responses.cjs "http://127.0.0.1:$PORT" responses_ds4
+timeout 300 node tests/server_clients_responses.cjs "http://127.0.0.1:$PORT" responses_ds4 think
 rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail server_clients_responses_ds4 "node exited with $rc"
 kill $SRV; wait $SRV 2>/dev/null

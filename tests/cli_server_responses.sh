@@ -10,6 +10,6 @@ server_start "$SHARED/models/kjv-moe-q8_0.gguf" chatml
 python3 tests/server_responses.py "http://127.0.0.1:$PORT" responses_kjv
 kill $SRV; wait $SRV 2>/dev/null
 server_start "$SHARED/models/tiny-deepseek4.gguf" deepseek4
-python3 tests/server_responses.py "http://127.0.0.1:$PORT" responses_ds4 nocut
+python3 tests/server_responses.py "http://127.0.0.1:$PORT" responses_ds4 nocut think
 kill $SRV; wait $SRV 2>/dev/null
 exit 0

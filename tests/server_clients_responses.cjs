@@ -2,10 +2,12 @@
 // for kjv-moe and tiny-deepseek4): responses.create and responses.stream for a forced call, its
 // function_call_output sent back through previous_response_id and the answer, the streamed reply
 // (finalResponse and the deltas the helper emits) equal to the whole one with the same seed,
-// text.format json_schema replies valid. Prints "ok NAME" or "FAIL NAME: why" per check.
+// text.format json_schema replies valid; with "think" (a template with a thinking mode: deepseek4)
+// reasoning.effort gives a reasoning item before the message, streamed as the whole reply. Prints
+// "ok NAME" or "FAIL NAME: why" per check.
 const OpenAI = require('openai').OpenAI;
 
-const base = process.argv[2], tag = process.argv[3] || 'responses';
+const base = process.argv[2], tag = process.argv[3] || 'responses', think = process.argv[4] === 'think';
 const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'none', timeout: 120000, maxRetries: 0 });
 let failed = 0;
 const say = (n, r) => {
@@ -23,9 +25,10 @@ async function streamed(params) {
   const s = openai.responses.stream(params);
   const text = {}, args = {};
   s.on('response.output_text.delta', (e) => { text[e.output_index] = (text[e.output_index] || '') + e.delta; });
+  s.on('response.reasoning_text.delta', (e) => { text[e.output_index] = (text[e.output_index] || '') + e.delta; });
   s.on('response.function_call_arguments.delta', (e) => { args[e.output_index] = (args[e.output_index] || '') + e.delta; });
   const f = await s.finalResponse();
-  const bad = f.output.map((o, i) => o.type === 'message' ? (o.content[0].text === (text[i] || '') ? '' : `text ${i}`)
+  const bad = f.output.map((o, i) => o.type !== 'function_call' ? (o.content[0].text === (text[i] || '') ? '' : `text ${i}`)
     : o.arguments === args[i] ? '' : `arguments ${i}`).filter((x) => x);
   return { f, bad };
 }
@@ -64,11 +67,13 @@ async function main() {
 
   // the same request whole and streamed, same seed: the same output
   for (const [name, extra] of [['text', { input: 'Who made the heaven?', max_output_tokens: 16 }],
-    ['forced_call', { input: 'Weather?', tools, tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 300 }]]) {
+    ['forced_call', { input: 'Weather?', tools, tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 300 }],
+    ...(think ? [['reasoning', { input: 'Who made the heaven?', reasoning: { effort: 'high' }, reasoning_budget: 6, max_output_tokens: 20 }]] : [])]) {
     await check(`stream_equals_create_${name}`, async () => {
       const p = { model: 'x', temperature: 1, seed: 41, ...extra };
       const a = await openai.responses.create(p);
       const { f, bad } = await streamed(p);
+      if (name === 'reasoning' && !(a.output[0].type === 'reasoning' && a.output[0].content[0].text)) return JSON.stringify(a.output);
       return !bad.length && strip(a.output) === strip(f.output) && a.status === f.status &&
         a.usage.output_tokens === f.usage.output_tokens && a.output_text === f.output_text ||
         `${strip(a.output)} vs ${strip(f.output)} ${bad}`;

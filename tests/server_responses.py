@@ -4,24 +4,28 @@
 # trip function_call -> function_call_output -> answer through previous_response_id (equal to sending
 # the whole history as input items, and served from the prompt cache), instructions (the same prompt
 # as a chat completion's system message), text.format json_schema, store false, and the refusals.
-# usage: server_responses.py URL [TAG [nocut]]; prints "ok NAME" / "FAIL NAME: why". nocut: the model's
-# session cannot be cut back (deepseek4), so a history whose call was sampled in other tokens than it
-# tokenizes to is not served from the cache (as in chat completions): that check is left out.
+# usage: server_responses.py URL [TAG [nocut] [think]]; prints "ok NAME" / "FAIL NAME: why". nocut: the
+# model's session cannot be cut back (deepseek4), so a history whose call was sampled in other tokens
+# than it tokenizes to is not served from the cache (as in chat completions): that check is left out.
+# think: the template renders a thinking mode (deepseek4): reasoning items, returned and replayed.
 import json, sys, urllib.error, urllib.request
 
 URL = sys.argv[1]
 TAG = sys.argv[2] if len(sys.argv) > 2 else "server"
-CUT = not (len(sys.argv) > 3 and sys.argv[3] == "nocut")
+CUT = "nocut" not in sys.argv[3:]
+THINK = "think" in sys.argv[3:]
 
 
 def post(path, body):
-    """(status, body as JSON, or the stream's events as (name, data) pairs)"""
-    req = urllib.request.Request(URL + path, json.dumps(body).encode(), {"content-type": "application/json"})
+    """(status, body as JSON, or the stream's events as (name, data) pairs). Bytes that are not UTF-8
+    (a tiny model writes them) survive a round trip: read and sent back with surrogateescape."""
+    data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogateescape")
+    req = urllib.request.Request(URL + path, data, {"content-type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=300) as r:
-            data, status = r.read().decode("utf-8", "replace"), r.status
+            data, status = r.read().decode("utf-8", "surrogateescape"), r.status
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read().decode("utf-8", "replace"))
+        return e.code, json.loads(e.read().decode("utf-8", "surrogateescape"))
     if not body.get("stream"):
         return status, json.loads(data)
     events, name = [], None
@@ -58,15 +62,15 @@ def stream_check(body):
             if i != len(out): return None, None, "item %s added at %d" % (i, len(out))
             out.append(d["item"])
         elif n == "response.content_part.added": text[i] = ""
-        elif n == "response.output_text.delta": text[i] += d["delta"]
-        elif n == "response.output_text.done":
+        elif n in ("response.output_text.delta", "response.reasoning_text.delta"): text[i] += d["delta"]
+        elif n in ("response.output_text.done", "response.reasoning_text.done"):
             if d["text"] != text[i]: return None, None, "text.done %r != deltas %r" % (d["text"], text[i])
         elif n == "response.function_call_arguments.delta": args[i] = args.get(i, "") + d["delta"]
         elif n == "response.function_call_arguments.done":
             if d["arguments"] != args[i]: return None, None, "arguments.done differs from the deltas"
         elif n == "response.output_item.done":
             it = d["item"]
-            if it["type"] == "message" and it["content"][0]["text"] != text.get(i): return None, None, "message.done differs"
+            if it["type"] in ("message", "reasoning") and it["content"][0]["text"] != text.get(i): return None, None, "message.done differs"
             if it["type"] == "function_call" and it["arguments"] != args.get(i): return None, None, "call.done differs"
             out[i] = it
         elif n != "response.content_part.done": return None, None, "unexpected event %s" % n
@@ -161,3 +165,26 @@ for name, body, want in [
         ("bad_max", {"input": "x", "max_output_tokens": "5"}, "max_output_tokens")]:
     st, e = post("/v1/responses", body)
     check("refuse_" + name, st == 400 and want in e.get("error", {}).get("message", ""), (st, e))
+
+if THINK:
+    # reasoning.effort turns thinking on: a reasoning item before the message (the budget ends it)
+    body = {"input": "Who made the heaven?", "reasoning": {"effort": "high"}, "reasoning_budget": 6, "max_output_tokens": 20,
+            "temperature": 1, "seed": 3}
+    r = same_stream("reasoning", body)
+    if r:
+        types = [o["type"] for o in r["output"]]
+        check("reasoning_item", types[:1] == ["reasoning"] and r["output"][0]["content"][0]["text"] and r["reasoning"]["effort"] == "high"
+              and "</think>" not in json.dumps(r["output"]), r["output"])
+        st, off = post("/v1/responses", dict(body, reasoning={"effort": "none"}))
+        check("reasoning_none", st == 200 and all(o["type"] != "reasoning" for o in off["output"]), off)
+        # replayed: through previous_response_id as the same items sent in full; with the history's
+        # reasoning kept (drop_thinking false) the prompt is longer than without the reasoning item
+        nxt = {"reasoning": {"effort": "high"}, "reasoning_budget": 6, "max_output_tokens": 4, "temperature": 0}
+        st, a = post("/v1/responses", dict(nxt, previous_response_id=r["id"], input="Again"))
+        hist = [{"role": "user", "content": "Who made the heaven?"}] + r["output"] + [{"role": "user", "content": "Again"}]
+        st2, b = post("/v1/responses", dict(nxt, input=hist))
+        check("reasoning_replay_as_items", st == st2 == 200 and a["usage"]["input_tokens"] == b["usage"]["input_tokens"], (a, b))
+        keep = dict(nxt, chat_template_kwargs={"drop_thinking": False})
+        st, k1 = post("/v1/responses", dict(keep, input=hist))
+        st2, k0 = post("/v1/responses", dict(keep, input=[h for h in hist if h.get("type") != "reasoning"]))
+        check("reasoning_replay_kept", st == st2 == 200 and k1["usage"]["input_tokens"] > k0["usage"]["input_tokens"], (k1, k0))

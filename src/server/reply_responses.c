@@ -3,9 +3,11 @@
  * sequence_number: response.created, response.in_progress; per message item output_item.added,
  * content_part.added, output_text.delta*, output_text.done, content_part.done, output_item.done; per
  * call output_item.added, function_call_arguments.delta / .done, output_item.done; then
- * response.completed (response.incomplete when max_output_tokens or the context cut it). The output
- * items are kept (w->choices) for the final object and the store (responses.c). One choice, no
- * logprobs. */
+ * response.completed (response.incomplete when max_output_tokens or the context cut it). A reply's
+ * reasoning (thinking) is a reasoning item before them (one reasoning_text part; streamed:
+ * output_item.added, content_part.added, reasoning_text.delta*, reasoning_text.done,
+ * content_part.done, output_item.done). The output items are kept (w->choices) for the final object
+ * and the store (responses.c). One choice, no logprobs. */
 #include "server/reply.h"
 #include "server/responses.h"
 
@@ -53,7 +55,7 @@ static void put_response(mr_sbuf *b, const srv_reply *w, int final) {
     mr_sbuf_printf(b, "],\"parallel_tool_calls\":%s,\"previous_response_id\":", q->parallel_calls ? "true" : "false");
     put_str_or_null(b, rs->prev_id);
     mr_sbuf_puts(b, ",\"reasoning\":{\"effort\":");
-    put_str_or_null(b, rs->effort);
+    put_str_or_null(b, q->effort);
     mr_sbuf_printf(b, ",\"summary\":null},\"store\":%s,\"temperature\":%g,\"text\":{\"format\":", rs->store_it ? "true" : "false",
                    (double)q->sp.temperature);
     put_json_or(b, rs->format, "{\"type\":\"text\"}");
@@ -90,8 +92,21 @@ static void begin(srv_reply *w) {
 
 static void choice_begin(srv_reply *w) {
     mr_sbuf_free(&w->content);
+    mr_sbuf_free(&w->reasoning);
     w->text_block = 0;
+    w->think_block = 0;
     w->opened = 0;
+}
+
+/* the reasoning item; t NULL: in progress, no content part yet */
+static void put_reasoning(mr_sbuf *b, const srv_reply *w, int idx, const char *status, const char *t, size_t n) {
+    mr_sbuf_printf(b, "{\"id\":\"rs_%lu_%d\",\"type\":\"reasoning\",\"status\":\"%s\",\"summary\":[],\"content\":[", w->id, idx, status);
+    if (t) {
+        mr_sbuf_puts(b, "{\"type\":\"reasoning_text\",\"text\":");
+        mr_sbuf_json_str(b, t, n);
+        mr_sbuf_puts(b, "}");
+    }
+    mr_sbuf_puts(b, "]}");
 }
 
 /* the message item with text t (status: completed, incomplete, or in_progress with no content yet) */
@@ -112,6 +127,60 @@ static void item_ref(mr_sbuf *b, const srv_reply *w, const char *item_id, int id
     mr_sbuf_printf(b, "\",\"output_index\":%d", idx);
 }
 
+/* the reasoning as it becomes final: kept for its item, streamed as deltas (the item opens first) */
+static void reasoning(srv_reply *w, const char *text, size_t n) {
+    mr_sbuf_add(&w->reasoning, text, n);
+    if (!w->r->streaming || !n) return;
+    const int idx = w->resp->n_out;
+    mr_sbuf b = {0};
+    if (!w->think_block) {
+        w->think_block = 1;
+        event_head(&b, "response.output_item.added");
+        mr_sbuf_printf(&b, ",\"output_index\":%d,\"item\":", idx);
+        put_reasoning(&b, w, idx, "in_progress", NULL, 0);
+        event(w, "response.output_item.added", &b);
+        event_head(&b, "response.content_part.added");
+        item_ref(&b, w, "rs", idx);
+        mr_sbuf_puts(&b, ",\"content_index\":0,\"part\":{\"type\":\"reasoning_text\",\"text\":\"\"}");
+        event(w, "response.content_part.added", &b);
+    }
+    event_head(&b, "response.reasoning_text.delta");
+    item_ref(&b, w, "rs", idx);
+    mr_sbuf_puts(&b, ",\"content_index\":0,\"delta\":");
+    mr_sbuf_json_str(&b, text, n);
+    event(w, "response.reasoning_text.delta", &b);
+}
+
+/* The reasoning item ends (streamed: its done events) and joins the output; once, before the
+ * answer's items, when there was reasoning. */
+static void close_reasoning(srv_reply *w) {
+    if (!w->reasoning.n || w->think_block == 2) return;
+    const int idx = w->resp->n_out++;
+    const char *t = w->reasoning.p, *status = w->resp->incomplete ? "incomplete" : "completed";
+    const size_t n = w->reasoning.n;
+    w->think_block = 2;
+    if (w->r->streaming) {
+        mr_sbuf b = {0};
+        event_head(&b, "response.reasoning_text.done");
+        item_ref(&b, w, "rs", idx);
+        mr_sbuf_puts(&b, ",\"content_index\":0,\"text\":");
+        mr_sbuf_json_str(&b, t, n);
+        event(w, "response.reasoning_text.done", &b);
+        event_head(&b, "response.content_part.done");
+        item_ref(&b, w, "rs", idx);
+        mr_sbuf_puts(&b, ",\"content_index\":0,\"part\":{\"type\":\"reasoning_text\",\"text\":");
+        mr_sbuf_json_str(&b, t, n);
+        mr_sbuf_puts(&b, "}");
+        event(w, "response.content_part.done", &b);
+        event_head(&b, "response.output_item.done");
+        mr_sbuf_printf(&b, ",\"output_index\":%d,\"item\":", idx);
+        put_reasoning(&b, w, idx, status, t, n);
+        event(w, "response.output_item.done", &b);
+    }
+    if (idx) mr_sbuf_puts(&w->choices, ",");
+    put_reasoning(&w->choices, w, idx, status, t, n);
+}
+
 /* the message item opens (streamed: its added events) */
 static void open_message(srv_reply *w) {
     w->text_block = 1;
@@ -128,6 +197,7 @@ static void open_message(srv_reply *w) {
 }
 
 static void delta(srv_reply *w, const char *text, size_t n) {
+    close_reasoning(w);
     mr_sbuf_add(&w->content, text, n);
     if (!w->r->streaming || !n) return;
     if (!w->text_block) open_message(w);
@@ -141,11 +211,12 @@ static void delta(srv_reply *w, const char *text, size_t n) {
 }
 
 /* The message item ends (streamed: its done events) and joins the output. Once per choice (opened);
- * with calls, only when there was text. */
+ * after calls or reasoning, only when there was text. */
 static void close_message(srv_reply *w, int n_calls) {
+    close_reasoning(w);
     if (w->opened) return;
     w->opened = 1;
-    if (n_calls && !w->content.n) return;
+    if (!w->content.n && (n_calls || w->resp->n_out)) return;
     const char *t = w->content.p ? w->content.p : "", *status = w->resp->incomplete ? "incomplete" : "completed";
     const size_t n = w->content.n;
     if (w->r->streaming) {
@@ -224,7 +295,7 @@ static void choice_end(srv_reply *w, int finish, int n_calls) {
 }
 
 static void end(srv_reply *w) {
-    if (w->choices.oom || w->content.oom) { srv_error(w->r, 500, "out of memory"); return; }
+    if (w->choices.oom || w->content.oom || w->reasoning.oom) { srv_error(w->r, 500, "out of memory"); return; }
     char id[48];
     snprintf(id, sizeof id, "resp_%lu", w->id);
     srv_resp_save(w->resp, id, w->choices.p, w->choices.n);
@@ -239,4 +310,4 @@ static void end(srv_reply *w) {
     srv_reply_json(w->r, &b);
 }
 
-const srv_writer srv_writer_responses = {begin, choice_begin, delta, NULL, tool_calls, choice_end, end};
+const srv_writer srv_writer_responses = {begin, choice_begin, delta, NULL, tool_calls, choice_end, end, reasoning};

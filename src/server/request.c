@@ -352,14 +352,18 @@ static int anthropic_messages(srv_req *r, const mr_json *j, char *err, size_t el
     return 0;
 }
 
-/* Thinking: OpenAI reasoning_effort ("none" off, the others on), llama-server's chat_template_kwargs
- * (thinking / enable_thinking, drop_thinking, reasoning_effort) and reasoning_budget (tokens), Anthropic
- * thinking {"type": "enabled", "budget_tokens": N} / {"type": "disabled"} / {"type": "adaptive"}. */
+/* Thinking: OpenAI reasoning_effort ("none" off, the others on; the Responses API's reasoning.effort),
+ * llama-server's chat_template_kwargs (thinking / enable_thinking, drop_thinking, reasoning_effort) and
+ * reasoning_budget (tokens), Anthropic thinking {"type": "enabled", "budget_tokens": N} /
+ * {"type": "disabled"} / {"type": "adaptive"}. */
 static int parse_thinking(srv_req *r, const mr_json *j, char *err, size_t el) {
     static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max", NULL};
     r->thinking = r->think_budget = -1;
     const mr_json *kw = field(j, "chat_template_kwargs"), *th = r->api == SRV_API_ANTHROPIC ? field(j, "thinking") : NULL;
     if (get_str(j, "reasoning_effort", &r->effort, err, el) || get_int(j, "reasoning_budget", -1, 1e7, &r->think_budget, err, el)) return -1;
+    const mr_json *re = r->api == SRV_API_RESPONSES ? field(j, "reasoning") : NULL;
+    if (re && re->type != MR_JSON_OBJ) return fail(err, el, "'reasoning' must be an object");
+    if (re && get_str(re, "effort", &r->effort, err, el)) return -1;
     if (kw && kw->type != MR_JSON_OBJ) return fail(err, el, "'chat_template_kwargs' must be an object");
     for (const mr_json *k = kw ? kw->child : NULL; k; k = k->next)
         if (strcmp(k->key, "thinking") && strcmp(k->key, "enable_thinking") && strcmp(k->key, "drop_thinking") && strcmp(k->key, "reasoning_effort"))
@@ -371,7 +375,8 @@ static int parse_thinking(srv_req *r, const mr_json *j, char *err, size_t el) {
     if (r->effort) {
         int i = 0;
         while (efforts[i] && strcmp(efforts[i], r->effort)) i++;
-        if (!efforts[i]) return fail(err, el, "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max");
+        if (!efforts[i])
+            return fail(err, el, "'%s' must be one of none, minimal, low, medium, high, xhigh, max", re ? "reasoning.effort" : "reasoning_effort");
         r->thinking = i > 0;
     }
     if (on >= 0) r->thinking = on;

@@ -122,22 +122,8 @@ static int echo(const mr_json *v, char **out, char *err, size_t el) {
     return *out ? 0 : fail(err, el, "out of memory");
 }
 
-/* reasoning: {"effort": none|minimal|low|medium|high|xhigh, "summary": ...}: checked and echoed */
-static int parse_reasoning(srv_resp *rs, const mr_json *j, char *err, size_t el) {
-    const mr_json *re = field(j, "reasoning");
-    if (!re) return 0;
-    if (re->type != MR_JSON_OBJ) return fail(err, el, "'reasoning' must be an object");
-    const char *e = NULL, *s = NULL;
-    if (opt_str(re, "effort", &e, err, el) || opt_str(re, "summary", &s, err, el)) return -1;
-    static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
-    int ok = !e;
-    for (size_t i = 0; e && i < sizeof efforts / sizeof *efforts; i++) ok |= !strcmp(e, efforts[i]);
-    if (!ok) return fail(err, el, "'reasoning.effort' '%s' is not none, minimal, low, medium, high or xhigh", e);
-    rs->effort = e;
-    return 0;
-}
-
-/* The fields only the Responses API has: what the server cannot do is refused. */
+/* The fields only the Responses API has: what the server cannot do is refused. (reasoning.effort is
+ * srv_req_parse's, as reasoning_effort.) */
 static int parse_fields(srv_resp *rs, const mr_json *j, char *err, size_t el) {
     const mr_json *v;
     if (opt_str(j, "instructions", &rs->instructions, err, el) || opt_str(j, "previous_response_id", &rs->prev_id, err, el))
@@ -166,7 +152,8 @@ static int parse_fields(srv_resp *rs, const mr_json *j, char *err, size_t el) {
     if ((v = field(text, "verbosity")) && !(v->type == MR_JSON_STR && !strcmp(v->str, "medium")))
         return fail(err, el, "'text.verbosity' other than \"medium\" is not supported");
     if ((v = field(j, "metadata")) && v->type != MR_JSON_OBJ) return fail(err, el, "'metadata' must be an object");
-    if (parse_reasoning(rs, j, err, el)) return -1;
+    const char *summary = NULL;
+    if (opt_str(field(j, "reasoning"), "summary", &summary, err, el)) return -1;
     return echo(field(j, "tools"), &rs->tools, err, el) || echo(field(j, "tool_choice"), &rs->tool_choice, err, el) ||
            echo(field(text, "format"), &rs->format, err, el) || echo(field(j, "metadata"), &rs->metadata, err, el);
 }
@@ -217,6 +204,23 @@ static int gather_items(srv_store *st, const mr_json *j, srv_resp *rs, int *n_pr
 
 /* ---- items -> messages ---- */
 
+/* the reasoning item's text (its reasoning_text parts joined; NULL: none), for the assistant turn after it */
+static int reasoning_text(srv_req *q, const mr_json *it, const char **out, const char *where, char *err, size_t el) {
+    const mr_json *c = field(it, "content");
+    *out = NULL;
+    if (!c) return 0; /* only a summary (or encrypted content): nothing to render */
+    if (c->type != MR_JSON_ARR) return fail(err, el, "%s.content must be an array of reasoning_text parts", where);
+    mr_sbuf b = {0};
+    for (const mr_json *p = c->child; p; p = p->next) {
+        const char *t = mr_json_get_str(p, "text", NULL);
+        if (!t || strcmp(mr_json_get_str(p, "type", ""), "reasoning_text")) { mr_sbuf_free(&b); return fail(err, el, "%s.content: parts must be reasoning_text", where); }
+        mr_sbuf_puts(&b, t);
+    }
+    if (b.oom) { mr_sbuf_free(&b); return fail(err, el, "out of memory"); }
+    *out = b.p ? srv_req_own(q, b.p) : NULL;
+    return b.p && !*out ? fail(err, el, "out of memory") : 0;
+}
+
 /* a function_call item: a call of the assistant message before it, or of a new one */
 static int add_call(srv_req *q, const mr_json *it, const char *where, char *err, size_t el) {
     const char *name = mr_json_get_str(it, "name", NULL), *cid = mr_json_get_str(it, "call_id", NULL);
@@ -252,11 +256,17 @@ static int add_message(srv_req *q, const mr_json *it, const char *where, char *e
     return 0;
 }
 
-static int add_item(srv_req *q, const mr_json *it, const char *where, char *err, size_t el) {
+/* *reasoning: the text of a reasoning item not yet given to the assistant turn after it */
+static int add_item(srv_req *q, const mr_json *it, const char *where, const char **reasoning, char *err, size_t el) {
     if (it->type != MR_JSON_OBJ) return fail(err, el, "%s must be an object", where);
     const char *type = mr_json_get_str(it, "type", "message");
-    if (!strcmp(type, "message")) return add_message(q, it, where, err, el);
-    if (!strcmp(type, "function_call")) return add_call(q, it, where, err, el);
+    if (!strcmp(type, "reasoning")) return reasoning_text(q, it, reasoning, where, err, el);
+    const int n = q->n_msgs;
+    int rc = !strcmp(type, "message") ? add_message(q, it, where, err, el) : !strcmp(type, "function_call") ? add_call(q, it, where, err, el) : 1;
+    if (rc <= 0) {
+        if (!rc && q->n_msgs > n && !strcmp(q->msgs[n].role, "assistant")) { q->msgs[n].reasoning = *reasoning; *reasoning = NULL; }
+        return rc;
+    }
     if (!strcmp(type, "function_call_output")) {
         mr_chat_msg t = {.role = "tool", .tool_call_id = mr_json_get_str(it, "call_id", NULL)};
         if (!t.tool_call_id) return fail(err, el, "%s.call_id must be a string", where);
@@ -266,7 +276,6 @@ static int add_item(srv_req *q, const mr_json *it, const char *where, char *err,
         q->msgs[q->n_msgs++] = t;
         return 0;
     }
-    if (!strcmp(type, "reasoning")) return 0; /* earlier reasoning is not replayed (the templates drop it from history) */
     return fail(err, el, "%s: items of type '%s' are not supported (message, function_call, function_call_output)", where, type);
 }
 
@@ -283,11 +292,12 @@ int srv_resp_input(srv_store *st, const mr_json *j, srv_req *q, srv_resp *rs, in
     if (!q->msgs || !q->calls) return fail(err, el, "out of memory");
     if (rs->instructions) q->msgs[q->n_msgs++] = (mr_chat_msg){.role = "system", .content = rs->instructions};
     int i = 0;
+    const char *reasoning = NULL;
     for (const mr_json *c = rs->items->child; c; c = c->next, i++) {
         char where[64];
         if (i < n_prev) snprintf(where, sizeof where, "item %d of previous_response_id", i);
         else snprintf(where, sizeof where, "input[%d]", i - n_prev);
-        if (add_item(q, c, where, err, el)) return -1;
+        if (add_item(q, c, where, &reasoning, err, el)) return -1;
     }
     for (int k = 0; k < q->n_msgs; k++)
         if (!q->msgs[k].n_tool_calls) q->msgs[k].tool_calls = NULL;

@@ -20,7 +20,7 @@ typedef struct srv_resp {
     srv_store *store;
     mr_json *items;              /* the conversation's items (stored + input): q's messages point into it */
     mr_sbuf items_text;          /* the same items as JSON text, "[item,item" (no closing bracket) */
-    const char *instructions, *prev_id, *effort;
+    const char *instructions, *prev_id;
     int store_it;                /* "store" (default true) */
     char *tools, *tool_choice, *format, *metadata; /* echoed as given (JSON text), NULL: absent */
     /* the writer's state */
