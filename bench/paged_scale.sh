@@ -16,7 +16,8 @@
 #   MODEL=/work/models/ds4-12L.gguf LAYERS=12 MIX=iq3s-mxfp4 ZIPF=0     the model (made if missing)
 #   ARENAS="4G 6G 10G 16G"  EXTRA=3G  P=32 N=16 T=2 ROUNDS=1            the runs
 #   VARIANTS="base=MOERUN_PAGER_IO_THREADS=4 new="                      A/B: name=ENV,ENV (alternated);
-#            MOERUN=path among the ENVs runs that binary (e.g. another commit's build)
+#            MOERUN=path among the ENVs runs that binary (e.g. another commit's build);
+#            APPROX=spec runs it with --moe-approx spec, '+' between keys (APPROX=sub_margin=1+sub_w=0.1)
 #   DEVICE=1  (0 skips step 2)   DROP=1 (0: keep the page cache)   OUT=build/paged_scale
 # The variants are alternated inside each round so that A and B see the same machine load; the load
 # average is printed with every run. Needs root for the cgroup and for dropping the page cache; without
@@ -126,10 +127,11 @@ while [ "$r" -le "$ROUNDS" ]; do
             envs=$(echo "${V#*=}" | tr ',' ' ')
             bin=$(echo "$envs" | tr ' ' '\n' | sed -n 's/^MOERUN=//p')
             [ -n "$bin" ] || bin=$MOERUN
+            approx=$(echo "$envs" | tr ' ' '\n' | sed -n 's/^APPROX=//p' | tr '+' ' ')
             log="$OUT.d/r$r-$A-$name.log"
             drop_caches
             load=$(cut -d' ' -f1 /proc/loadavg)
-            peak=$(run_limited "$lim" "$log" env $envs "$bin" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$T" --ram-budget "$A")
+            peak=$(run_limited "$lim" "$log" env $envs "$bin" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$T" --ram-budget "$A" ${approx:+--moe-approx "$approx"})
             awk -v r="$r" -v A="$A" -v name="$name" -v load="$load" -v peak="$peak" -v P="$P" -v N="$N" '
                 /\| pp[0-9]+ \|/ { split($0, f, "|"); pp = f[7] + 0 }
                 /\| tg[0-9]+ \|/ { split($0, f, "|"); tg = f[7] + 0 }

@@ -329,12 +329,24 @@ typedef struct {
     int rows_routed;     /* routed experts: keep this many rows of every 128 (0: off) */
     int rows_shared;     /* the same for shared experts */
     int rows_dense;      /* the same for dense FFN layers */
+    /* Cache-aware expert selection (paging only; docs/APPROX.md): a routed expert that is not in the
+     * pager's arena (a miss) is replaced by the best-scoring cached expert of the layer not already
+     * chosen when that one's selection score s_c >= s_miss - sub_margin * |s_miss| and the miss's
+     * weight is at most sub_w (0: any weight); then, with sub_budget, at most sub_miss misses stay
+     * per token and layer (the lowest-scoring others take the next best cached experts). The weights
+     * are the router's for the new set. Not in hash-routed layers unless sub_hash. */
+    float sub_margin;    /* relative score margin, 0: no margin rule */
+    float sub_w;         /* the margin rule only for misses with weight <= sub_w; 0: any weight */
+    int sub_budget;      /* 1: the budget sub_miss applies (spec: sub_miss=B; sub_miss=-1 clears it) */
+    int sub_miss;        /* misses kept per token and layer (with sub_budget) */
+    int sub_hash;        /* also in hash-routed layers */
 } mr_approx_params;
 void mr_approx_params_default(mr_approx_params *p);      /* everything off: exact */
 int mr_approx_params_enabled(const mr_approx_params *p); /* 1 if the setting changes anything */
 /* Update p from a spec like "prune=0.9 tau=0.1 min=1 rescale=l2|l1|none|rho skip=0.05 skip_abs=0.01",
  * also k=5 (fixed top-k), min_w=0.11, rho=0.3 (implies rescale=rho), layers=3-42 (or 3-: to the end),
- * prune_hash=0|1, rows=96 (routed experts), rows_shared=96, rows_dense=96 (keys separated by spaces
+ * prune_hash=0|1, rows=96 (routed experts), rows_shared=96, rows_dense=96, sub_margin=0.2, sub_w=0.1,
+ * sub_miss=2, sub_hash=0|1 (cache-aware selection; sub_miss=-1: no budget) (keys separated by spaces
  * or commas; "off" resets everything; "exact" is the same).
  * Only the keys given change. -1 (error set, p unchanged) on an unknown key or a value out of range. */
 int mr_approx_parse(const char *spec, mr_approx_params *p);
@@ -370,6 +382,9 @@ typedef struct {
     uint64_t rows_total, rows_skipped;  /* SwiGLU rows of the computed (token, expert) pairs; skipped */
     uint64_t blocks_total, blocks_skipped; /* down-projection weight blocks per (token, expert) column; skipped */
     uint64_t ffn_rows_total, ffn_rows_skipped; /* SwiGLU rows of shared experts and dense FFNs (rows_shared, rows_dense) */
+    uint64_t sub_token_layers;          /* cache-aware selection: (token, MoE layer) pairs it looked at */
+    uint64_t sub_misses;                /* routed experts of those that were misses (before substitution) */
+    uint64_t sub_substituted;           /* of those, replaced by a cached expert */
 } mr_approx_stats;
 void mr_model_approx_stats(const mr_model *m, mr_approx_stats *s);
 void mr_model_approx_stats_reset(mr_model *m);

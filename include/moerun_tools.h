@@ -141,7 +141,9 @@ void mr_profile_report(FILE *out);                /* per phase: calls/token, ms/
  * positions n_ctx/2 .. n_ctx-2 predict the next token). Optionally saves the scored rows' logits
  * (save_path) or compares them with a saved baseline (kl_base_path): KL mean/median/p99/max, top-1 and
  * top-3 agreement, mean probability cosine, mean top-10 KL (mr_logits_compare_row), baseline PPL.
- * progress (may be NULL) is called after each chunk. */
+ * Each half of a chunk is one evaluation, or pieces of n_batch tokens (n_batch > 0; 1: token by token,
+ * as decoding evaluates; exact results do not depend on it). progress (may be NULL) is called after
+ * each chunk. */
 typedef struct {
     int n_chunks;               /* chunks scored */
     int n_scored;               /* tokens scored */
@@ -152,7 +154,7 @@ typedef struct {
     double cos_mean, kl_top10_mean, top3_frac; /* mr_logits_compare_row's measures, means over the scored rows */
 } mr_ppl_result;
 typedef void (*mr_ppl_progress_fn)(void *user, int chunk, int n_chunks, double ppl_so_far);
-int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, int max_chunks, int32_t bos,
+int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, int max_chunks, int n_batch, int32_t bos,
                   const char *save_path, const char *kl_base_path, mr_ppl_progress_fn progress, void *user,
                   mr_ppl_result *res);
 

@@ -58,6 +58,11 @@ if grep -q '^KL-divergence     : mean 0, median 0, p99 0, max 0$' "$TMPD/o" && g
    grep -q '^Top-1 in top-3    : 100.000% ' "$TMPD/o" && grep -q '^Cosine similarity : mean 1.000000 ' "$TMPD/o" &&
    grep -q '^Top-10 KL         : mean 0 ' "$TMPD/o" &&
    [ "$(grep '^Final estimate' "$TMPD/o")" = "$base_line" ]; then ok ppl_kl_self_zero; else fail ppl_kl_self_zero "$(cat "$TMPD/o")"; fi
+# token by token (-b 1) and in pieces of 5 (-b 5): the same logits as one batch per half
+for b in 1 5; do
+    expect_ok ppl_kl_batch_$b $MOERUN perplexity -m "$A" -f "$P/gpl3-head.txt" -c 128 --chunks 2 -b $b --kl-base "$TMPD/base.mrpl"
+    grep -q '^KL-divergence     : mean 0, median 0, p99 0, max 0$' "$TMPD/o" && ok ppl_kl_batch_${b}_zero || fail ppl_kl_batch_${b}_zero "$(cat "$TMPD/o")"
+done
 # the same model with an F32 KV cache against that baseline (F16 cache): small but non-zero KL
 expect_ok ppl_kl_kv_f32 $MOERUN perplexity -m "$A" -f "$P/gpl3-head.txt" -c 128 --chunks 6 --kl-base "$TMPD/base.mrpl" --kv-f32
 kl=$(awk '/^KL-divergence/ {print $4}' "$TMPD/o" | tr -d ,)

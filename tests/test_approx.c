@@ -86,6 +86,24 @@ static void test_params(void) {
         r = q;
         CHECK(mr_approx_parse(bad3[i], &q) == -1 && !memcmp(&q, &r, sizeof q), "'%s' accepted or changed p", bad3[i]);
     }
+    /* cache-aware selection keys: parse, round trip, sub_miss=-1 clears the budget, bad values */
+    mr_approx_params_default(&q);
+    CHECK(mr_approx_parse("sub_margin=0.25 sub_w=0.1 sub_miss=2 sub_hash=1", &q) == 0 && q.sub_margin == 0.25f &&
+          q.sub_w == 0.1f && q.sub_budget == 1 && q.sub_miss == 2 && q.sub_hash == 1 && mr_approx_params_enabled(&q),
+          "sub keys: %s", mr_last_error());
+    mr_approx_format(&q, buf, sizeof buf);
+    mr_approx_params_default(&r);
+    CHECK(mr_approx_parse(buf, &r) == 0 && !memcmp(&q, &r, sizeof q), "round trip of the sub keys: '%s'", buf);
+    CHECK(mr_approx_parse("sub_miss=-1 sub_margin=0 sub_hash=0", &q) == 0 && !q.sub_budget && !mr_approx_params_enabled(&q),
+          "sub_miss=-1 sub_margin=0 is not off");
+    CHECK(mr_approx_parse("sub_miss=0", &q) == 0 && q.sub_budget && q.sub_miss == 0 && mr_approx_params_enabled(&q),
+          "sub_miss=0 (no miss kept) is not on");
+    const char *bad4[] = {"sub_margin=-0.1", "sub_margin=101", "sub_w=-1", "sub_miss=-2", "sub_miss=1.5", "sub_hash=2", "sub_x=1"};
+    for (size_t i = 0; i < sizeof bad4 / sizeof bad4[0]; i++) {
+        mr_approx_params_default(&q);
+        r = q;
+        CHECK(mr_approx_parse(bad4[i], &q) == -1 && !memcmp(&q, &r, sizeof q), "'%s' accepted or changed p", bad4[i]);
+    }
     /* prune >= 1 and tau 0 are off; skip 0 is off */
     mr_approx_params_default(&q);
     q.prune_p = 1.0f;
@@ -821,6 +839,82 @@ static void test_row_budget_ffn_formula(void) {
     mr_model_free(m);
 }
 
+/* Cache-aware expert selection (moe_approx.h rule 4) on kjv-moe, prefill + decode (run()):
+ * - without paging every expert is cached: the rule does nothing, the logits are exact;
+ * - paged (33 slots of its 128 experts), a rule that cannot fire (margin rule limited to weights no
+ *   routed expert has; a budget of k misses) finds misses but substitutes none: exact logits;
+ * - a budget of 0 misses substitutes, changes the logits, and the experts the pager then reads are
+ *   exactly the misses left (its miss counter = routed misses - substitutions), fewer than exact;
+ * - a margin rule substitutes some misses (fewer than the budget of 0); switching off is exact. */
+static void test_cache_select(void) {
+    mr_model *m0 = load_kjv(0), *m1 = load_kjv(7u << 20);
+    CHECK(m0 && m1, "%s", mr_last_error());
+    float *l = malloc(sizeof(float) * (size_t)NTOK * n_vocab);
+    mr_approx_stats st;
+    mr_pager_stats p0, p1;
+    if (!m0 || !m1 || !l) goto done;
+    CHECK(set_spec(m0, "sub_miss=0 sub_margin=1") == 0 && run(m0, l) == 0 && same(l), "not paging: logits differ");
+    mr_model_approx_stats(m0, &st);
+    CHECK(st.sub_token_layers == 0, "not paging: the rule ran");
+    CHECK(set_spec(m1, "off") == 0 && mr_model_pager_stats(m1, &p0) == 0 && run(m1, l) == 0 && same(l) &&
+          mr_model_pager_stats(m1, &p1) == 0, "paged exact run: %s", mr_last_error());
+    const uint64_t exact_miss = p1.misses - p0.misses;
+    const char *none[] = {"sub_margin=1 sub_w=1e-9", "sub_miss=4"};
+    for (int i = 0; i < 2; i++) {
+        CHECK(set_spec(m1, none[i]) == 0 && run(m1, l) == 0, "%s: %s", none[i], mr_last_error());
+        mr_model_approx_stats(m1, &st);
+        CHECK(st.sub_token_layers == (uint64_t)NTOK * 4 && st.sub_misses > 0 && st.sub_substituted == 0,
+              "%s: %llu token-layers, %llu misses, %llu substituted", none[i], (unsigned long long)st.sub_token_layers,
+              (unsigned long long)st.sub_misses, (unsigned long long)st.sub_substituted);
+        CHECK(same(l), "%s: nothing substituted, logits differ", none[i]);
+    }
+    CHECK(set_spec(m1, "sub_miss=0") == 0 && mr_model_pager_stats(m1, &p0) == 0 && run(m1, l) == 0 &&
+          mr_model_pager_stats(m1, &p1) == 0, "sub_miss=0: %s", mr_last_error());
+    mr_model_approx_stats(m1, &st);
+    const uint64_t budget0 = st.sub_substituted;
+    printf("# sub_miss=0: %llu misses routed, %llu substituted, pager misses %llu (exact run %llu)\n",
+           (unsigned long long)st.sub_misses, (unsigned long long)st.sub_substituted,
+           (unsigned long long)(p1.misses - p0.misses), (unsigned long long)exact_miss);
+    CHECK(st.sub_substituted > 0 && !same(l), "sub_miss=0 substituted nothing");
+    CHECK(p1.misses - p0.misses == st.sub_misses - st.sub_substituted, "pager read %llu experts, %llu misses were left",
+          (unsigned long long)(p1.misses - p0.misses), (unsigned long long)(st.sub_misses - st.sub_substituted));
+    CHECK(p1.misses - p0.misses < exact_miss / 2, "sub_miss=0 read %llu experts, exact %llu",
+          (unsigned long long)(p1.misses - p0.misses), (unsigned long long)exact_miss);
+    CHECK(set_spec(m1, "sub_margin=0.2") == 0 && run(m1, l) == 0, "%s", mr_last_error());
+    mr_model_approx_stats(m1, &st);
+    CHECK(st.sub_substituted > 0 && st.sub_substituted < budget0 && !same(l), "sub_margin=0.2: %llu substituted (budget 0: %llu)",
+          (unsigned long long)st.sub_substituted, (unsigned long long)budget0);
+    CHECK(set_spec(m1, "off") == 0 && run(m1, l) == 0 && same(l), "switched off: logits differ");
+done:
+    free(l);
+    mr_model_free(m0);
+    mr_model_free(m1);
+    /* deepseek4's hash-routed layer 0 only with sub_hash=1 (tiny-deepseek4 paged at twice the floor) */
+    mr_model *d = load_shared("tiny-deepseek4", 2);
+    if (!d) { printf("# tiny-deepseek4: skipped (%s)\n", mr_last_error()); return; }
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mp.n_threads = 2;
+    mp.ram_budget = 2 * mr_pager_min_budget(d->gguf, d->exp_layers, d->n_layer);
+    mr_model_free(d);
+    d = mr_model_load(t_shared("models/tiny-deepseek4.gguf"), &mp);
+    CHECK(d != NULL, "%s", mr_last_error());
+    if (!d) return;
+    const int V = mr_model_n_vocab(d), n = 12;
+    int32_t ids[12];
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919 + 11) % (V - 2) + 2);
+    float *ld = malloc(sizeof(float) * (size_t)n * V);
+    mr_approx_stats a, b;
+    CHECK(ld && eval_spec(d, "sub_miss=0", ids, n, 0, ld, &a) == 0 && eval_spec(d, "sub_miss=0 sub_hash=1", ids, n, 0, ld, &b) == 0,
+          "tiny-deepseek4: %s", mr_last_error());
+    CHECK(a.sub_token_layers == (uint64_t)n * 3 && b.sub_token_layers == (uint64_t)n * 4 && b.sub_substituted > a.sub_substituted,
+          "tiny-deepseek4: token-layers %llu / %llu, substituted %llu / %llu (sub_hash 0 / 1)",
+          (unsigned long long)a.sub_token_layers, (unsigned long long)b.sub_token_layers,
+          (unsigned long long)a.sub_substituted, (unsigned long long)b.sub_substituted);
+    free(ld);
+    mr_model_free(d);
+}
+
 int main(void) {
     RUN(test_params);
     RUN(test_prune_rules);
@@ -841,6 +935,7 @@ int main(void) {
     RUN(test_kjv_prune);
     RUN(test_kjv_skip);
     RUN(test_kjv_pager);
+    RUN(test_cache_select);
     RUN(test_other_models);
     free(exact);
     return t_finish();

@@ -141,7 +141,10 @@ void mr_cli_pick_seed(mr_cli_common *c);
      .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}, \
     {.names = "--moe-approx", .arg = "SPEC", .help = "MoE approximations as one spec, e.g. \"prune=0.9 skip=0.05 rescale=l2\";\n" \
      "keys: prune tau min k min_w rescale rho layers prune_hash skip skip_abs,\nrows=M (routed experts keep M of every 128 SwiGLU rows, by |silu(gate)|),\n" \
-     "rows_shared=M (shared experts), rows_dense=M (dense FFNs); docs/APPROX.md", \
+     "rows_shared=M (shared experts), rows_dense=M (dense FFNs); cache-aware selection\n" \
+     "when paging: sub_margin=R (a routed expert not in RAM is replaced by the best cached\n" \
+     "one scoring within R of it, relative), sub_w=W (only misses of weight <= W), sub_miss=B\n" \
+     "(at most B misses per token and layer; -1 none), sub_hash=1 (also hash layers); docs/APPROX.md", \
      .kind = MR_OPT_FN, .dst = &(c)->ap, .fn = mr_cli_opt_approx}
 
 /* Load c->model: --ram-budget resolved for n_ctx, a progress line while repacking, Ctrl-C stops the

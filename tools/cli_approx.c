@@ -10,9 +10,9 @@ void mr_cli_approx_report(const mr_model *m, FILE *out) {
     mr_model_get_approx(m, &p);
     mr_approx_stats s;
     mr_model_approx_stats(m, &s);
-    char buf[320];
+    char buf[384];
     mr_approx_format(&p, buf, sizeof buf);
-    if (!s.token_layers && !s.ffn_rows_total) { fprintf(out, "moe approx: %s\n", buf); return; }
+    if (!s.token_layers && !s.ffn_rows_total && !s.sub_token_layers) { fprintf(out, "moe approx: %s\n", buf); return; }
     fprintf(out, "moe approx: %s:", buf);
     if (s.token_layers)
         fprintf(out, " experts/token %.3f of %.0f (%.1f%% kept)", (double)s.experts_kept / (double)s.token_layers,
@@ -23,6 +23,10 @@ void mr_cli_approx_report(const mr_model *m, FILE *out) {
     if (s.ffn_rows_total)
         fprintf(out, "%s shared/dense FFN rows skipped %.1f%%", s.token_layers ? "," : "",
                 100.0 * (double)s.ffn_rows_skipped / (double)s.ffn_rows_total);
+    if (s.sub_token_layers)
+        fprintf(out, ", cache-aware: %.3f misses per token-layer routed, %.3f substituted (%.1f%%)",
+                (double)s.sub_misses / (double)s.sub_token_layers, (double)s.sub_substituted / (double)s.sub_token_layers,
+                s.sub_misses ? 100.0 * (double)s.sub_substituted / (double)s.sub_misses : 0.0);
     fprintf(out, "\n");
 }
 
@@ -33,7 +37,7 @@ void mr_cli_approx_poll(mr_cli_common *c, mr_model *m) {
     if (rc == 0) return;
     mr_approx_params p;
     mr_model_get_approx(m, &p);
-    char buf[256];
+    char buf[384];
     mr_approx_format(&p, buf, sizeof buf);
     fprintf(stderr, "moe approx (%s): %s\n", mr_approx_file_path(c->approx_file), buf);
 }

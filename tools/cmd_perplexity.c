@@ -12,7 +12,7 @@
 typedef struct {
     mr_cli_common c;
     const char *text_path, *ids_path, *save, *base;
-    int n_ctx, chunks, bos, bos_set, profile;
+    int n_ctx, chunks, bos, bos_set, profile, n_batch;
 } ppl_args;
 
 static int ppl_opt_bos(const char *opt, const char *v, void *dst) {
@@ -44,7 +44,9 @@ static int ppl_opt_bos(const char *opt, const char *v, void *dst) {
     {.names = "--profile", .help = "per-operator time table on stderr at the end", .kind = MR_OPT_FLAG, .dst = &(a)->profile, .ival = 1}, \
     MR_CLI_OPTS_APPROX(&(a)->c), \
     MR_CLI_OPTS_IGNORED, \
-    {.names = "-b, --batch-size, -ub, --ubatch-size", .arg = "N", .help = "each chunk is one batch", .kind = MR_OPT_NOTICE_ARG}
+    {.names = "-b, --batch-size, -ub, --ubatch-size", .arg = "N", .help = "tokens per evaluation (default 0: each half of a chunk is one;\n" \
+     "1: token by token like decoding, what cache-aware expert selection needs\nto be measured; exact results do not depend on it)", \
+     .kind = MR_OPT_INT, .dst = &(a)->n_batch, .lo = 0, .hi = 0x7fffffff}
 
 static void ppl_usage(FILE *f) {
     ppl_args a;
@@ -123,7 +125,7 @@ static int cmd_perplexity(int argc, char **argv) {
     if (profile) { mr_profile_reset(); mr_profile_enable(1); }
     ppl_progress pr = {mr_cli_now(), 0};
     mr_ppl_result r;
-    if (mr_perplexity(m, ids, n_tok, n_ctx, chunks, (int32_t)bos, save, base, on_chunk, &pr, &r)) {
+    if (mr_perplexity(m, ids, n_tok, n_ctx, chunks, a.n_batch, (int32_t)bos, save, base, on_chunk, &pr, &r)) {
         fprintf(stderr, "\nerror: %s\n", mr_last_error());
         goto done;
     }

@@ -76,6 +76,16 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
             (unsigned long long)acc, a, b, s.stall_s, s.io_busy_s,
             s.io_busy_s > 0 ? (double)s.bytes_read / s.io_busy_s / 1e9 : 0.0);
     mr_pager_print_io_efficiency(f, "whole run", &s, NULL);
+    mr_approx_stats as;
+    mr_model_approx_stats(m, &as);
+    if (as.sub_token_layers) {
+        if (toks > 0) snprintf(b, sizeof b, "%.2f substitutions per token, ", (double)as.sub_substituted / (double)toks);
+        else b[0] = 0;
+        fprintf(f, "pager: cache-aware selection: %s%.3f per MoE layer of a token, %.1f%% of the %.3f misses per layer "
+                   "the router chose\n", b, (double)as.sub_substituted / (double)as.sub_token_layers,
+                as.sub_misses ? 100.0 * (double)as.sub_substituted / (double)as.sub_misses : 0.0,
+                (double)as.sub_misses / (double)as.sub_token_layers);
+    }
     if (s.hint_reads)
         fprintf(f, "pager: read ahead %llu experts for the next layer's guessed batch: %llu used, %llu cancelled "
                    "before reading, %llu read for nothing\n", (unsigned long long)s.hint_reads,

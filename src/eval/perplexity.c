@@ -136,7 +136,18 @@ static void summarize(ppl_run *p, mr_ppl_result *res) {
     res->base_ppl = exp(p->base_nll / count);
 }
 
-int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, int max_chunks, int32_t bos,
+/* tokens [0, n) of the chunk after what s holds, in evaluations of at most n_batch (0: one), the
+ * logits of every token into logits[n][n_vocab] (NULL: none) */
+static int eval_pieces(mr_session *s, const int32_t *tok, int n, int n_batch, float *logits, int n_vocab) {
+    const int step = n_batch > 0 ? n_batch : n;
+    for (int i = 0; i < n; i += step) {
+        const int k = n - i < step ? n - i : step;
+        if (mr_session_eval(s, tok + i, k, logits ? logits + (size_t)i * n_vocab : NULL, logits != NULL)) return -1;
+    }
+    return 0;
+}
+
+int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, int max_chunks, int n_batch, int32_t bos,
                   const char *save_path, const char *kl_base_path, mr_ppl_progress_fn progress, void *user,
                   mr_ppl_result *res) {
     memset(res, 0, sizeof *res);
@@ -170,8 +181,8 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
         mr_session_reset(s);
         /* the first half needs no logits (the engine's results do not depend on how a sequence is split
          * into batches): evaluate it without the output layer, then the scored half with all logits */
-        if (mr_session_eval(s, p.chunk, p.first, NULL, 0) != 0 ||
-            mr_session_eval(s, p.chunk + p.first, n_ctx - p.first, p.logits, 1) != 0 || score_chunk(&p, c))
+        if (eval_pieces(s, p.chunk, p.first, n_batch, NULL, p.n_vocab) ||
+            eval_pieces(s, p.chunk + p.first, n_ctx - p.first, n_batch, p.logits, p.n_vocab) || score_chunk(&p, c))
             goto fail;
         if (progress) progress(user, c + 1, n_chunks, exp(p.nll / (double)p.count));
     }

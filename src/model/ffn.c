@@ -1,6 +1,7 @@
 /* The FFN half of a layer: dense FFN and the MoE block (see ffn.h). */
 #include "model/ffn.h"
 #include "model/moe_approx.h"
+#include "model/moe_select.h"
 #include "model/ops.h"
 #include "base/prof.h"
 #include "quant/matmul.h"
@@ -67,6 +68,7 @@ int mr_moe_block(mr_model *m, int layer, const mr_moe_cfg *c, const mr_moe_layer
         for (int t = 0; t < n; t++) memcpy(b->sel + t * K, ly->tok_experts + (int64_t)ly->tok[t] * K, sizeof(int32_t) * (size_t)K);
     if (mr_moe_route(c, b->logits, ly->tok_experts ? NULL : ly->sel_bias, ly->tok_experts ? b->sel : NULL, n, b->sel, b->w))
         return -1;
+    if (mr_approx_cache_select(m, layer, c, b->logits, ly->tok_experts ? NULL : ly->sel_bias, n, b->sel, b->w)) return -1;
     MR_PROF_END(tr, "moe_route");
     if (mr_model_dumping(m)) moe_dump_route(m, layer, c, ly, b, n);
 

@@ -44,6 +44,22 @@ int mr_moe_gating_from_gguf(const mr_model *m, uint32_t id, int if_none, unsigne
     return 0;
 }
 
+static void moe_probs(const mr_moe_cfg *c, const float *l, float *probs) {
+    const int E = c->n_expert;
+    switch (c->gating) {
+    case MR_GATING_SIGMOID: for (int e = 0; e < E; e++) probs[e] = mr_sigmoid(l[e]); break;
+    case MR_GATING_SQRT_SOFTPLUS: for (int e = 0; e < E; e++) probs[e] = sqrtf(mr_softplus(l[e])); break;
+    case MR_GATING_SOFTMAX_WEIGHT: memcpy(probs, l, sizeof(float) * (size_t)E); break;
+    default: mr_softmax(probs, l, E); break;
+    }
+}
+
+void mr_moe_scores(const mr_moe_cfg *c, const float *logits, const float *sel_bias, float *probs, float *score) {
+    moe_probs(c, logits, probs);
+    for (int e = 0; e < c->n_expert; e++) score[e] = sel_bias ? probs[e] + sel_bias[e] : probs[e];
+    if (c->n_group > 1) moe_mask_groups(c, score);
+}
+
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w) {
     const int E = c->n_expert, K = c->n_used;
@@ -59,15 +75,10 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
     float *score = probs + E;
     for (int t = 0; t < n; t++) {
         const float *l = logits + (int64_t)t * E;
-        switch (c->gating) {
-        case MR_GATING_SIGMOID: for (int e = 0; e < E; e++) probs[e] = mr_sigmoid(l[e]); break;
-        case MR_GATING_SQRT_SOFTPLUS: for (int e = 0; e < E; e++) probs[e] = sqrtf(mr_softplus(l[e])); break;
-        case MR_GATING_SOFTMAX_WEIGHT: memcpy(probs, l, sizeof(float) * (size_t)E); break;
-        default: mr_softmax(probs, l, E); break;
-        }
         int32_t *s = sel + (int64_t)t * K;
         float *wt = w + (int64_t)t * K;
         if (sel_in) {
+            moe_probs(c, l, probs);
             for (int j = 0; j < K; j++) {
                 int32_t e = sel_in[(int64_t)t * K + j];
                 if (e < 0 || e >= E) {
@@ -77,8 +88,7 @@ int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias
                 s[j] = e;
             }
         } else {
-            for (int e = 0; e < E; e++) score[e] = sel_bias ? probs[e] + sel_bias[e] : probs[e];
-            if (c->n_group > 1) moe_mask_groups(c, score);
+            mr_moe_scores(c, l, sel_bias, probs, score);
             mr_topk(score, E, K, top); /* equal scores keep the lower id first */
             for (int j = 0; j < K; j++) s[j] = top[j];
         }
@@ -451,7 +461,7 @@ int mr_moe_experts(mr_model *m, int layer, const mr_moe_cfg *c, const float *x, 
     mr_scratch_reset(ws);
     MR_PROF_BEGIN(t_gather);
     if (moe_plan_make(&P, m, ws, layer, c, n, sel, w)) goto done;
-    if ((P.ap || m->moe_remote) && (c->bias || c->act != MR_MOE_ACT_SWIGLU)) {
+    if (((P.ap && (mr_approx_prune_on(P.ap) || P.skip)) || m->moe_remote) && (c->bias || c->act != MR_MOE_ACT_SWIGLU)) {
         mr_set_error("moe: approximations and remote experts do not support expert biases / SwiGLU-OAI yet");
         goto done;
     }

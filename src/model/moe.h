@@ -64,6 +64,10 @@ typedef struct {
 int mr_moe_route(const mr_moe_cfg *c, const float *logits, const float *sel_bias, const int32_t *sel_in,
                  int n, int32_t *sel, float *w);
 
+/* One token's probs[E] and selection scores score[E] (probs + sel_bias, the group mask's -inf) from its
+ * router logits[E], as mr_moe_route computes them. */
+void mr_moe_scores(const mr_moe_cfg *c, const float *logits, const float *sel_bias, float *probs, float *score);
+
 /* A product run together with the expert down products (in their dispatch when the experts are in
  * memory, before the experts while the pager reads them otherwise): Y[n][w->rows] = w X[n][w->cols],
  * e.g. deepseek4's shared expert's down projection. */

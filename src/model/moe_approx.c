@@ -22,7 +22,7 @@ void mr_approx_params_default(mr_approx_params *p) {
 }
 
 int mr_approx_params_enabled(const mr_approx_params *p) {
-    return p && (mr_approx_prune_on(p) || mr_approx_skip_on(p) || p->rows_shared > 0 || p->rows_dense > 0);
+    return p && (mr_approx_prune_on(p) || mr_approx_skip_on(p) || p->rows_shared > 0 || p->rows_dense > 0 || mr_approx_sub_on(p));
 }
 
 static int check_params(const mr_approx_params *p) {
@@ -48,6 +48,9 @@ static int check_params(const mr_approx_params *p) {
                          rows[i], MR_APPROX_ROW_BLOCK, MR_APPROX_ROW_BLOCK);
             return -1;
         }
+    if (!(p->sub_margin >= 0.0f && p->sub_margin <= 100.0f)) { mr_set_error("approx: sub_margin=%g must be in [0, 100]", p->sub_margin); return -1; }
+    if (!(p->sub_w >= 0.0f && isfinite(p->sub_w))) { mr_set_error("approx: sub_w=%g must be >= 0", p->sub_w); return -1; }
+    if (p->sub_budget && (p->sub_miss < 0 || p->sub_miss > 1024)) { mr_set_error("approx: sub_miss=%d must be in [-1, 1024]", p->sub_miss); return -1; }
     if (p->rows_routed > 0 && (p->skip_rel > 0.0f || p->skip_abs > 0.0f)) {
         mr_set_error("approx: rows= and skip= / skip_abs= are two rules for the routed experts' rows: set the other to 0");
         return -1;
@@ -113,7 +116,16 @@ int mr_approx_parse(const char *spec, mr_approx_params *out) {
         else if (!strcmp(key, "prune_hash")) {
             if (v != 0 && v != 1) { mr_set_error("approx: prune_hash=%s must be 0 or 1", val); return -1; }
             p.prune_hash = (int)v;
-        } else if (!strcmp(key, "skip")) p.skip_rel = (float)v;
+        } else if (!strcmp(key, "sub_hash")) {
+            if (v != 0 && v != 1) { mr_set_error("approx: sub_hash=%s must be 0 or 1", val); return -1; }
+            p.sub_hash = (int)v;
+        } else if (!strcmp(key, "sub_miss")) {
+            if (v != floor(v) || v < -1 || v > 1024) { mr_set_error("approx: sub_miss=%s must be an integer in [-1, 1024]", val); return -1; }
+            p.sub_budget = v >= 0;
+            p.sub_miss = v >= 0 ? (int)v : 0;
+        } else if (!strcmp(key, "sub_margin")) p.sub_margin = (float)v;
+        else if (!strcmp(key, "sub_w")) p.sub_w = (float)v;
+        else if (!strcmp(key, "skip")) p.skip_rel = (float)v;
         else if (!strcmp(key, "skip_abs")) p.skip_abs = (float)v;
         else if (!strcmp(key, "rows") || !strcmp(key, "rows_shared") || !strcmp(key, "rows_dense")) {
             if (v != floor(v) || v < 0 || v > MR_APPROX_ROW_BLOCK) {
@@ -124,7 +136,7 @@ int mr_approx_parse(const char *spec, mr_approx_params *out) {
             *(key[4] == 0 ? &p.rows_routed : key[5] == 's' ? &p.rows_shared : &p.rows_dense) = (int)v;
         } else {
             mr_set_error("approx: unknown key '%s' (prune, tau, min, k, min_w, rescale, rho, layers, prune_hash, skip, skip_abs, "
-                         "rows, rows_shared, rows_dense)", key);
+                         "rows, rows_shared, rows_dense, sub_margin, sub_w, sub_miss, sub_hash)", key);
             return -1;
         }
     }
@@ -150,9 +162,13 @@ int mr_approx_format(const mr_approx_params *p, char *buf, size_t len) {
     char rows[64] = "", *q = rows;
     if (p->rows_routed) q += snprintf(q, sizeof rows - (size_t)(q - rows), " rows=%d", p->rows_routed);
     if (p->rows_shared) q += snprintf(q, sizeof rows - (size_t)(q - rows), " rows_shared=%d", p->rows_shared);
-    if (p->rows_dense) snprintf(q, sizeof rows - (size_t)(q - rows), " rows_dense=%d", p->rows_dense);
-    return snprintf(buf, len, "prune=%g tau=%g min=%d rescale=%s%s skip=%g skip_abs=%g%s", p->prune_p, p->prune_tau,
-                    p->prune_min < 1 ? 1 : p->prune_min, rescale_names[r], extra, p->skip_rel, p->skip_abs, rows);
+    if (p->rows_dense) q += snprintf(q, sizeof rows - (size_t)(q - rows), " rows_dense=%d", p->rows_dense);
+    char sub[96] = "";
+    if (mr_approx_sub_on(p))
+        snprintf(sub, sizeof sub, " sub_margin=%g sub_w=%g sub_miss=%d%s", p->sub_margin, p->sub_w, p->sub_budget ? p->sub_miss : -1,
+                 p->sub_hash ? " sub_hash=1" : "");
+    return snprintf(buf, len, "prune=%g tau=%g min=%d rescale=%s%s skip=%g skip_abs=%g%s%s", p->prune_p, p->prune_tau,
+                    p->prune_min < 1 ? 1 : p->prune_min, rescale_names[r], extra, p->skip_rel, p->skip_abs, rows, sub);
 }
 
 /* Allocated with the model (mr_model_load), never later: mr_model_set_approx may then run in any
@@ -218,6 +234,7 @@ void mr_moe_approx_add_stats(mr_model *m, const mr_approx_stats *st) {
     S->rows_total += st->rows_total; S->rows_skipped += st->rows_skipped;
     S->blocks_total += st->blocks_total; S->blocks_skipped += st->blocks_skipped;
     S->ffn_rows_total += st->ffn_rows_total; S->ffn_rows_skipped += st->ffn_rows_skipped;
+    S->sub_token_layers += st->sub_token_layers; S->sub_misses += st->sub_misses; S->sub_substituted += st->sub_substituted;
     pthread_mutex_unlock(&m->approx->mu);
 }
 

@@ -34,6 +34,17 @@
  *    so that the block's gate energy is preserved. Per (token, row of g) only: deterministic, the
  *    same for any thread count and batch grouping. Routed experts go through the expert engine's
  *    skipping path (2.); shared experts and dense FFNs through mr_approx_ffn_act.
+ *
+ * 4. Cache-aware expert selection (sub_margin / sub_w / sub_miss, paging only): after routing, per
+ *    token and layer, a selected expert that is neither in the pager's arena nor chosen by an earlier
+ *    token of the batch (it would be read: a miss) may be replaced by a cached expert the token did
+ *    not choose. With s the selection scores (probs + bias, group mask applied) and the candidates
+ *    sorted by s descending: the misses, by s descending, each take the next candidate c when
+ *    s_c >= s_miss - sub_margin * |s_miss| and w_miss <= sub_w (0: any); then, with a budget, the
+ *    lowest-scoring misses beyond sub_miss take the next candidates whatever their score. The token's
+ *    weights are then the router's for the new set (mr_moe_route with it as sel_in). Hash-routed
+ *    layers only with sub_hash. With every expert cached (no paging) nothing changes. The rule runs
+ *    in moe_select.c (mr_approx_cache_select), called by the MoE block between routing and the engine.
  */
 #ifndef MR_MOE_APPROX_H
 #define MR_MOE_APPROX_H
@@ -68,6 +79,8 @@ static inline int mr_approx_prunes_layer(const mr_approx_params *p, int layer, i
 static inline int mr_approx_skip_on(const mr_approx_params *p) {
     return p->skip_rel > 0.0f || p->skip_abs > 0.0f || p->rows_routed > 0;
 }
+/* cache-aware expert selection (4. above) */
+static inline int mr_approx_sub_on(const mr_approx_params *p) { return p->sub_margin > 0.0f || p->sub_budget; }
 #define MR_APPROX_ROW_BLOCK 128
 /* adds one layer's counters to the model's (under its lock) */
 void mr_moe_approx_add_stats(mr_model *m, const mr_approx_stats *st);

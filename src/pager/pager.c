@@ -450,6 +450,11 @@ void mr_pager_free(mr_pager *p) {
 }
 
 int mr_pager_paging(const mr_pager *p) { return p->paging; }
+int mr_pager_cached(const mr_pager *p, int layer, int e) {
+    if (!p->paging) return 1;
+    if (layer < 0 || layer >= p->n_layers || e < 0 || e >= n_experts_of(&p->layers[layer])) return 0;
+    return mr_cache_find(p->cache, layer * p->e_max + e) >= 0;
+}
 /* with few slots a guess evicts experts that are still wanted: only from 4 tokens' worth of a layer up */
 int mr_pager_guessing(const mr_pager *p) { return p->paging && p->guess && p->n_slots >= 4 * p->floor_slots; }
 int mr_pager_n_slots(const mr_pager *p) { return p->n_slots; }

@@ -81,6 +81,9 @@ uint64_t mr_pager_min_budget(const mr_gguf *g, const mr_pager_layer *layers, int
 uint64_t mr_pager_expert_bytes(const mr_pager_layer *layers, int n_layers);
 
 int mr_pager_paging(const mr_pager *p);        /* 0 when serving from the mmap */
+/* 1 when expert e of layer needs no new read: in the arena or being read into it (also a read-ahead
+ * guess), or no paging; 0 otherwise (or a bad layer / expert). No side effects: not counted as a use. */
+int mr_pager_cached(const mr_pager *p, int layer, int e);
 int mr_pager_n_slots(const mr_pager *p);
 int mr_pager_uses_direct_io(const mr_pager *p); /* 1 if at least one shard is read with O_DIRECT */
 int mr_pager_huge_pages(const mr_pager *p);     /* 1 if the arena asked for transparent huge pages */

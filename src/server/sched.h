@@ -7,7 +7,7 @@
 #define MR_SERVER_SCHED_H
 #include "moerun.h"
 
-#define SRV_APPROX_LEN 256
+#define SRV_APPROX_LEN 384
 
 typedef struct srv_sched srv_sched;
 
