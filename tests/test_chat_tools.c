@@ -60,7 +60,7 @@ static void test_render_tools(void) {
                           {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1},
                           {.role = "tool", .content = "R1", .tool_call_id = "c1"}, {.role = "tool", .content = "R2"}};
     char *s = render("chatml", msgs, 5, tools, 1);
-    CHECK(s && !strncmp(s, "<|im_start|>system\nBe terse.\n\n# Tools", 36) && strstr(s, "<tools>\n{\"name\": \"get_verse\"") &&
+    CHECK(s && !strncmp(s, "<|im_start|>system\nBe terse.\n\n# Tools", 36) && strstr(s, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_verse\"") &&
           strstr(s, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_verse\", \"arguments\": {\"book\": \"Genesis\"}}\n</tool_call><|im_end|>") &&
           strstr(s, "<|im_start|>user\n<tool_response>\nR1\n</tool_response>\n<tool_response>\nR2\n</tool_response><|im_end|>\n<|im_start|>assistant\n"),
           "chatml tools:\n%s", s ? s : mr_last_error());

@@ -4,6 +4,7 @@
 #include "moerun.h"
 #include "base/base.h"
 #include "json/json.h"
+#include "chat/think.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,13 +61,14 @@ static void put(sbuf *b, const char *fmt, ...) {
 #define DS4_CALLS_OPEN "<" DSML "tool_calls>"
 #define DS4_CALLS_CLOSE "</" DSML "tool_calls>"
 
-/* chatml (the Qwen / Hermes convention): the tools in the system turn, calls as <tool_call> JSON */
+/* chatml (the Qwen / Hermes convention, Qwen2.5 / Qwen3's templates): the tools in the system turn,
+ * calls as <tool_call> JSON */
 static void chatml_tools(sbuf *b, const char *sys, const char *const *tools, int n_tools) {
     put(b, "<|im_start|>system\n");
     if (sys) put(b, "%s\n\n", sys);
     put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
            "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
-    for (int i = 0; i < n_tools; i++) put(b, "\n%s", tools[i]);
+    for (int i = 0; i < n_tools; i++) put(b, "\n{\"type\": \"function\", \"function\": %s}", tools[i]); /* the request's tool objects */
     put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
            "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
            "<args-json-object>}\n</tool_call><|im_end|>\n");
@@ -137,6 +139,74 @@ static int known_role(const char *role) {
     return !strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant") || !strcmp(role, "tool");
 }
 
+/* a string's bytes without the given leading / trailing newlines */
+static void trim_nl(const char **p, size_t *n, int lead, int trail) {
+    while (lead && *n && **p == '\n') (*p)++, (*n)--;
+    while (trail && *n && (*p)[*n - 1] == '\n') (*n)--;
+}
+
+/* A Qwen3 assistant turn (models/templates/Qwen-Qwen3-0.6B.jinja): reasoning from reasoning_content,
+ * or split from a content that holds "</think>"; after the last user turn, when it has reasoning or
+ * is the last message, "<think>\nREASONING\n</think>\n\n" before the content. */
+static void qwen_assistant(sbuf *b, const mr_chat_msg *m, int after_query, int last) {
+    const char *c = m->content ? m->content : "", *r = m->reasoning, *close = strstr(c, "</think>");
+    size_t cn = strlen(c), rn = r ? strlen(r) : 0;
+    if (!r && close) {
+        const char *after = c, *q;
+        while ((q = strstr(after, "</think>"))) after = q + 8;
+        r = c;
+        rn = (size_t)(close - c);
+        trim_nl(&r, &rn, 0, 1);
+        for (const char *o; (o = memmem(r, rn, "<think>", 7));) rn -= (size_t)(o + 7 - r), r = o + 7; /* after the last one */
+        trim_nl(&r, &rn, 1, 0);
+        cn = strlen(after);
+        c = after;
+        trim_nl(&c, &cn, 1, 0);
+    }
+    put(b, "<|im_start|>assistant\n");
+    if (after_query && (last || rn)) {
+        trim_nl(&r, &rn, 1, 1);
+        trim_nl(&c, &cn, 1, 0);
+        put(b, "<think>\n%.*s\n</think>\n\n", (int)rn, r ? r : "");
+    }
+    put(b, "%.*s", (int)cn, c);
+}
+
+/* chatml: the tools and the first system message in one system turn, consecutive tool results in one
+ * user turn; Qwen3's thinking (qwen_assistant, the generation prompt's empty reasoning when thinking
+ * is off, Qwen3.5's "<think>\n" when on) when the request sets thinking or the model thinks */
+static void render_chatml(sbuf *b, const mr_model *mdl, const mr_chat_msg *msgs, int n, const char *const *tools, int n_tools,
+                          const mr_chat_opts *o, int add_assistant) {
+    const int qwen = o->thinking >= 0 || mr_chat_qwen_thinks(mdl);
+    int first_sys = 0, last_user = n - 1;
+    if (n_tools) {
+        first_sys = n > 0 && !strcmp(msgs[0].role, "system");
+        chatml_tools(b, first_sys ? msgs[0].content : NULL, tools, n_tools);
+    }
+    for (int i = n - 1; i >= 0; i--)
+        if (!strcmp(msgs[i].role, "user")) { last_user = i; break; }
+    for (int i = 0; i < n; i++) {
+        const char *role = msgs[i].role, *c = msgs[i].content ? msgs[i].content : "";
+        if (i == 0 && first_sys) continue;
+        if (!strcmp(role, "tool")) { /* consecutive results share one user turn */
+            int prev = i > 0 && !strcmp(msgs[i - 1].role, "tool"), next = i + 1 < n && !strcmp(msgs[i + 1].role, "tool");
+            if (!prev) put(b, "<|im_start|>user");
+            put(b, "\n<tool_response>\n%s\n</tool_response>", c);
+            if (!next) put(b, "<|im_end|>\n");
+            continue;
+        }
+        const int ass = !strcmp(role, "assistant");
+        if (ass && qwen) qwen_assistant(b, &msgs[i], i > last_user, i == n - 1);
+        else put(b, "<|im_start|>%s\n%s", role, c);
+        if (ass) chatml_calls(b, &msgs[i]);
+        put(b, "<|im_end|>\n");
+    }
+    if (!add_assistant) return;
+    put(b, "<|im_start|>assistant\n");
+    if (o->thinking == 0) put(b, "<think>\n\n</think>\n\n");
+    else if (mr_chat_qwen_opens_think(mdl)) put(b, "<think>\n");
+}
+
 /* DeepSeek V4 (its jinja template, models/templates/deepseek-ai-DeepSeek-V4.jinja): every system
  * message first, joined by blank lines, then the tools; user turns and tool results are blocks of one
  * user turn; each assistant turn opens with <｜Assistant｜> and "</think>", or in thinking mode
@@ -198,31 +268,15 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
         uses_tools |= msgs[i].n_tool_calls > 0 || !strcmp(msgs[i].role, "tool");
     }
     if (uses_tools && !ds4 && !chatml) { mr_set_error("chat: template %s has no tool calls here (chatml and deepseek4 do)", tmpl); return -1; }
-    if (ds4) {
-        render_ds4(&b, msgs, n, tools, n_tools, o, add_assistant);
+    if (ds4 || chatml) {
+        if (ds4) render_ds4(&b, msgs, n, tools, n_tools, o, add_assistant);
+        else render_chatml(&b, m, msgs, n, tools, n_tools, o, add_assistant);
         return b.len;
-    }
-    int first_sys = 0; /* chatml with tools: the first system message goes into the tools turn */
-    if (chatml && n_tools) {
-        first_sys = n > 0 && !strcmp(msgs[0].role, "system");
-        chatml_tools(&b, first_sys ? msgs[0].content : NULL, tools, n_tools);
     }
     for (int i = 0; i < n; i++) {
         const char *role = msgs[i].role, *c = msgs[i].content ? msgs[i].content : "";
         int sys = !strcmp(role, "system"), user = !strcmp(role, "user"), ass = !strcmp(role, "assistant");
-        if (chatml) {
-            if (i == 0 && first_sys) continue;
-            if (!strcmp(role, "tool")) { /* consecutive results share one user turn */
-                int prev = i > 0 && !strcmp(msgs[i - 1].role, "tool"), next = i + 1 < n && !strcmp(msgs[i + 1].role, "tool");
-                if (!prev) put(&b, "<|im_start|>user");
-                put(&b, "\n<tool_response>\n%s\n</tool_response>", c);
-                if (!next) put(&b, "<|im_end|>\n");
-                continue;
-            }
-            put(&b, "<|im_start|>%s\n%s", role, c);
-            if (ass) chatml_calls(&b, &msgs[i]);
-            put(&b, "<|im_end|>\n");
-        } else if (!strcmp(tmpl, "llama3")) {
+        if (!strcmp(tmpl, "llama3")) {
             put(&b, "<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>", role, c);
         } else if (!strcmp(tmpl, "phi3")) {
             put(&b, "<|%s|>\n%s<|end|>\n", role, c);
@@ -252,8 +306,7 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
         }
     }
     if (add_assistant) {
-        if (!strcmp(tmpl, "chatml")) put(&b, "<|im_start|>assistant\n");
-        else if (!strcmp(tmpl, "llama3")) put(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        if (!strcmp(tmpl, "llama3")) put(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
         else if (!strcmp(tmpl, "phi3")) put(&b, "<|assistant|>\n");
         else if (!strcmp(tmpl, "gemma")) put(&b, "<start_of_turn>model\n");
         else if (!strcmp(tmpl, "deepseek3")) put(&b, DS_ASSISTANT);

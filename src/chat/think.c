@@ -13,6 +13,11 @@ int mr_chat_qwen_opens_think(const mr_model *m) {
     return m && mr_model_arch(m) && !strcmp(mr_model_arch(m), "qwen35moe");
 }
 
+int mr_chat_qwen_thinks(const mr_model *m) {
+    const char *t = m ? mr_model_meta_str(m, "tokenizer.chat_template") : NULL;
+    return mr_chat_qwen_opens_think(m) || (t && strstr(t, "<think>"));
+}
+
 int mr_chat_thinking(const mr_model *m, const char *tmpl, const mr_chat_opts *o, mr_chat_think *t) {
     if (!tmpl) tmpl = mr_chat_template_detect(m);
     const int th = o ? o->thinking : -1;
