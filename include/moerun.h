@@ -82,6 +82,9 @@ typedef struct {
     int ds4_prefill_f32;    /* deepseek4: 1 = the reference's asymmetric precision (a prefill's compressed
                                layers attend over F32 keys, a decode's over F16-rounded ones); default 0:
                                both read F16-rounded keys and agree (docs/DEEPSEEK4.md) */
+    int mtp;                /* deepseek4: 1 = load the file's MTP (next-token prediction) block and keep
+                               each session's last hidden states, for mr_session_mtp_draft; default 0:
+                               the block is recognised and not loaded (logits are the same either way) */
 } mr_model_params;
 
 void mr_model_params_default(mr_model_params *p);
@@ -125,6 +128,16 @@ int mr_session_n_past(const mr_session *s);           /* tokens evaluated so far
 int mr_session_can_truncate(const mr_session *s);      /* 1 if mr_session_truncate can cut the state back */
 int mr_session_n_ctx(const mr_session *s);
 mr_model *mr_session_model(const mr_session *s);
+/* Drafts from the model's own MTP block (deepseek4 with nextn_predict_layers, loaded with
+ * mr_model_params.mtp = 1; mainline llama.cpp's DECODER_MTP graph, docs/SPECULATIVE.md "MTP drafts"):
+ * kmax greedy tokens to follow `last`, the token after the session's evaluated ones (not yet
+ * evaluated). The block first catches up on the positions evaluated since its last call (each pairs
+ * the token with the trunk's hidden state of the position before), then step i runs it on draft token
+ * i-1 (step 0: last) at position n_past + i with the previous step's output state. logits (may be
+ * NULL): [kmax][n_vocab], the block's logits of each step. The session itself is unchanged. Returns
+ * the number of drafts (kmax cut to the context), -1 with an error (no MTP block, ...). */
+int mr_session_mtp_draft(mr_session *s, int32_t last, int kmax, int32_t *out, float *logits);
+int mr_model_n_mtp(const mr_model *m); /* MTP blocks loaded (0: none or not asked for) */
 /* Evaluate n tokens after the ones already in the session (n > 1: one batch; n == 1: decode step).
  * logits (may be NULL): all_logits ? [n][n_vocab] : [n_vocab] of the last token. Fails (-1) if a
  * token id is out of range or n_past + n > n_ctx. */
@@ -556,6 +569,7 @@ typedef struct {
     const mr_chat_think *think;
     int think_budget;
     mr_session *draft;
+    int mtp;                     /* 1: drafts from the model's own MTP block (mr_session_mtp_draft) */
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
      * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */
     int (*draft_fn)(void *user, const int32_t *hist, int n_hist, int kmax, int32_t *out);

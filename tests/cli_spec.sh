@@ -23,3 +23,13 @@ if "$MOERUN" bench -m "$K" -p 0 -n 16 -r 1 -t 1 --spec >"$TMPD/o" 2>"$TMPD/e" &&
 
 expect_err run_spec_bad_max "draft" "$MOERUN" run -m "$K" -p hi --draft-max 65
 expect_err run_spec_bad_draft_model "draft model" "$MOERUN" run -m "$K" -p hi -md "$TMPD/nope.gguf"
+
+# --spec-mtp: drafts from a deepseek4 file's own MTP block (synthesized: none accepted), same greedy ids;
+# a file without the block is refused
+"$MOERUN" synth --shape deepseek-v4-tiny-di64 --mix f32 --seed 2 --layout mtp -o "$TMPD/mtp.gguf" >/dev/null 2>&1
+"$MOERUN" run -m "$TMPD/mtp.gguf" -p "And God said" --temp 0 -n 24 -t 1 --show-ids >"$TMPD/plain" 2>/dev/null
+if "$MOERUN" run -m "$TMPD/mtp.gguf" -p "And God said" --temp 0 -n 24 -t 1 --show-ids --spec-mtp >"$TMPD/o" 2>"$TMPD/e" &&
+   [ -n "$(sed -n 's/^ids: //p' "$TMPD/plain")" ] &&
+   [ "$(sed -n 's/^ids: //p' "$TMPD/o")" = "$(sed -n 's/^ids: //p' "$TMPD/plain")" ] && grep -q "^speculative: MTP drafts .* drafted" "$TMPD/e"; then
+  ok run_spec_mtp_same_ids; else fail run_spec_mtp_same_ids "$(head -c 300 "$TMPD/e")"; fi
+expect_err run_spec_mtp_without_block "MTP block" "$MOERUN" run -m "$K" -p hi --spec-mtp

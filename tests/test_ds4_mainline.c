@@ -15,9 +15,10 @@
 #define DIR "tests/golden/ds4-mainline/"
 
 typedef struct {
-    char name[64], model[128], mix[32], layout[32], golden[64], cls[32], hash[32];
+    char name[64], model[128], mix[32], layout[32], golden[64], cls[32], hash[32], shape[64];
     unsigned long long seed;
     float shexp;
+    int mtp; /* also the MTP block's draft logits (mr_session_mtp_draft), loaded with params.mtp */
 } ml_entry;
 
 static int read_manifest(ml_entry *e, int max) {
@@ -27,9 +28,11 @@ static int read_manifest(ml_entry *e, int max) {
     int n = 0;
     while (n < max && fgets(line, sizeof line, f)) {
         if (line[0] == '#' || line[0] == '\n') continue;
-        if (sscanf(line, "%63s %127s %31s %llu %31s %f %63s %31s %31s", e[n].name, e[n].model, e[n].mix, &e[n].seed,
-                   e[n].layout, &e[n].shexp, e[n].golden, e[n].cls, e[n].hash) == 9)
-            n++;
+        snprintf(e[n].shape, sizeof e[n].shape, "deepseek-v4-tiny");
+        e[n].mtp = 0;
+        int k = sscanf(line, "%63s %127s %31s %llu %31s %f %63s %31s %31s %63s %d", e[n].name, e[n].model, e[n].mix,
+                       &e[n].seed, e[n].layout, &e[n].shexp, e[n].golden, e[n].cls, e[n].hash, e[n].shape, &e[n].mtp);
+        if (k == 9 || k == 11) n++;
     }
     fclose(f);
     return n;
@@ -94,11 +97,96 @@ static int check(const ml_entry *e, const char *path, const float *lg, int n, in
     return rc;
 }
 
+/* The MTP block's logits for ids[p] at the positions p of the golden file `path` (mtp-prefill: the trunk
+ * evaluated ids[0..p) as one batch in a fresh session, so the block catches up on the whole window at
+ * once; mtp-decode: one session stepping token by token, a one-step draft before each token): [n][V],
+ * rows of other positions zero. */
+static float *mtp_rows(mr_model *m, const ml_entry *e, const char *path, const int32_t *ids, int n) {
+    char rel[256];
+    snprintf(rel, sizeof rel, DIR "%.63s.%.16s.lgts", e->golden, path);
+    int nr, nv, decode = !strcmp(path, "mtp-decode");
+    int32_t *pos, out;
+    float *ref, *lg = NULL;
+    if (mr_lgts_read(rel, &nr, &nv, &pos, &ref)) return NULL;
+    const int V = mr_model_n_vocab(m);
+    lg = calloc((size_t)n * (size_t)V, sizeof(float));
+    mr_session *s = decode ? mr_session_new(m, n + 8) : NULL;
+    int rc = !lg || (decode && !s);
+    for (int r = 0; !rc && r < nr; r++) {
+        const int p = pos[r];
+        if (p < 0 || p >= n) { rc = 1; break; }
+        if (!decode) {
+            s = mr_session_new(m, n + 8);
+            rc = !s || (p > 0 && mr_session_eval(s, ids, p, NULL, 0));
+        } else {
+            for (int q = mr_session_n_past(s); !rc && q < p; q++) rc = mr_session_mtp_draft(s, ids[q], 1, &out, NULL) != 1 ||
+                                                                        mr_session_eval(s, ids + q, 1, NULL, 0);
+        }
+        if (!rc) rc = mr_session_mtp_draft(s, ids[p], 1, &out, lg + (size_t)p * V) != 1;
+        if (!decode) { mr_session_free(s); s = NULL; }
+    }
+    mr_session_free(s);
+    free(pos); free(ref);
+    if (rc) { free(lg); return NULL; }
+    return lg;
+}
+
+/* draft chains (NAME.chain.txt: position p, then mainline's 4 greedy drafts after the trunk took
+ * ids[0..p); NAME.chain.lgts: each step's logits): the same drafts and logits in the strict class */
+static void check_chain(const ml_entry *e, mr_model *m, const int32_t *ids, int n, int paged) {
+    char rel[256];
+    snprintf(rel, sizeof rel, DIR "%.63s.chain.txt", e->golden);
+    FILE *f = fopen(rel, "r");
+    snprintf(rel, sizeof rel, DIR "%.63s.chain.lgts", e->golden);
+    int nr = 0, nv = 0, row = 0, bad = 0, p, want[4];
+    int32_t *pos = NULL;
+    float *ref = NULL;
+    if (!f || mr_lgts_read(rel, &nr, &nv, &pos, &ref)) { printf("FAIL %s.chain: cannot read %s\n", e->name, rel); t_failed++; if (f) fclose(f); return; }
+    const int V = mr_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)nr * (size_t)V);
+    char why[512] = "";
+    while (lg && fscanf(f, "%d %d %d %d %d", &p, &want[0], &want[1], &want[2], &want[3]) == 5 && row + 4 <= nr && p < n) {
+        mr_session *s = mr_session_new(m, n + 8);
+        int32_t got[4];
+        if (!s || mr_session_eval(s, ids, p, NULL, 0) || mr_session_mtp_draft(s, ids[p], 4, got, lg + (size_t)row * V) != 4) {
+            snprintf(why, sizeof why, "draft at %d: %s", p, mr_last_error());
+            bad = 1;
+        }
+        for (int i = 0; !bad && i < 4; i++)
+            if (got[i] != want[i]) { snprintf(why, sizeof why, "at %d draft %d is %d, mainline's %d", p, i, got[i], want[i]); bad = 1; }
+        mr_session_free(s);
+        row += 4;
+    }
+    fclose(f);
+    mr_logits_cmp c;
+    if (!bad && (row != nr || !lg || nv != V)) { snprintf(why, sizeof why, "chain files do not fit (%d of %d rows)", row, nr); bad = 1; }
+    if (!bad && (mr_logits_compare(ref, lg, nr, V, &c) || mr_logits_check_class("strict", &c, why, sizeof why) != 1)) bad = 1;
+    printf("%s %s.chain.%s [strict] %d chains of 4 drafts %s\n", bad ? "FAIL" : "ok", e->name, paged ? "paged" : "resident",
+           nr / 4, why);
+    if (bad) t_failed++; else t_passed++;
+    free(lg); free(pos); free(ref);
+}
+
+static void check_mtp(const ml_entry *e, mr_model *m, const int32_t *ids, int n, int paged) {
+    for (int d = 0; d < 2; d++) {
+        const char *path = d ? "mtp-decode" : "mtp-prefill";
+        float *lg = mtp_rows(m, e, path, ids, n);
+        char why[512];
+        mr_logits_cmp c;
+        if (!lg) { printf("FAIL %s.%s: %s\n", e->name, path, mr_last_error()); t_failed++; continue; }
+        int ok = check(e, path, lg, n, mr_model_n_vocab(m), e->cls, why, sizeof why, &c);
+        printf("%s %s.%s.%s [%s] %s\n", ok ? "ok" : "FAIL", e->name, path, paged ? "paged" : "resident", e->cls, why);
+        if (ok) t_passed++; else t_failed++;
+        free(lg);
+    }
+    check_chain(e, m, ids, n, paged);
+}
+
 static void run_entry(const ml_entry *e, const char *tmpdir) {
     char model[512];
     if (!strcmp(e->model, "synth")) {
         snprintf(model, sizeof model, "%.200s/%.63s.gguf", tmpdir, e->name);
-        mr_synth_params sp = {.shape = "deepseek-v4-tiny", .mix = e->mix, .seed = e->seed, .layout = e->layout,
+        mr_synth_params sp = {.shape = e->shape, .mix = e->mix, .seed = e->seed, .layout = e->layout,
                               .shexp_clamp = e->shexp};
         if (mr_synth(model, &sp)) { printf("FAIL %s: synth: %s\n", e->name, mr_last_error()); t_failed++; return; }
         unsigned long long h = fnv1a_file(model), want = strtoull(e->hash, NULL, 16);
@@ -118,6 +206,7 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
     mr_model_params_default(&mp);
     mp.n_threads = 1;
     mp.graph = MR_GRAPH_MAINLINE;
+    mp.mtp = e->mtp;
     mr_pager_model_info pi;
     if (mr_pager_model_sizes(model, &pi) || pi.min_budget == 0) { printf("FAIL %s: pager sizes: %s\n", e->name, mr_last_error()); t_failed++; }
     for (int paged = 0; ids && paged < 2; paged++) {
@@ -140,6 +229,7 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
             }
             free(lg);
         }
+        if (e->mtp) check_mtp(e, m, ids, n, paged);
         mr_pager_stats ps;
         if (paged && (mr_model_pager_stats(m, &ps) || !ps.paging || ps.misses == 0)) {
             printf("FAIL %s.paged: the pager did not page (budget %llu)\n", e->name, (unsigned long long)pi.min_budget);

@@ -5,11 +5,14 @@
  * - greedy output is token for token that of plain decoding on every shared model (n-gram drafts,
  *   and kjv-moe drafting for itself, where every draft must be accepted);
  * - sampled output on kjv-moe has the same token distribution as plain decoding;
- * - stop strings and limits end the reply at the same text. */
+ * - stop strings and limits end the reply at the same text;
+ * - drafts from a deepseek4 file's own MTP block (mr_session_mtp_draft) leave greedy output unchanged. */
 #include "moerun.h"
+#include "moerun_tools.h"
 #include "test.h"
 
 #include <math.h>
+#include <unistd.h>
 
 /* ---- the verification rule on synthetic logits ---- */
 #define SV 40
@@ -107,7 +110,9 @@ static mr_model *load(const char *rel) {
     return m;
 }
 
-/* Generate n tokens after prompt; returns the count, ids in out; stats in *gs. */
+/* Generate n tokens after prompt; returns the count, ids in out; stats in *gs. With gen_mtp set, drafts
+ * come from the model's MTP block. */
+static int gen_mtp;
 static int gen(mr_model *m, const int32_t *prompt, int np, int n, const mr_sampler_params *sp, int spec_max,
                mr_session *draft, const char *stop, int32_t *out, mr_gen_stats *gs, int *active, char *text, size_t text_cap) {
     mr_session *s = mr_session_new(m, 256);
@@ -118,6 +123,7 @@ static int gen(mr_model *m, const int32_t *prompt, int np, int n, const mr_sampl
     p.ignore_eos = 1;
     p.spec_max = spec_max;
     p.draft = draft;
+    p.mtp = gen_mtp;
     const char *stops[1] = {stop};
     p.stop = stops;
     p.n_stop = stop ? 1 : 0;
@@ -411,6 +417,58 @@ static void test_spec_batched_identical(void) {
     }
 }
 
+/* Drafts from a deepseek4 file's own MTP block (synthesized: random weights, so they are almost never
+ * accepted): greedy output identical to plain decoding, resident and paged; drafts proposed every step.
+ * Asking for MTP drafts from a model without the block is refused. */
+static void test_spec_mtp_identical(void) {
+    char dir[] = "/tmp/mr_specmtp_XXXXXX", path[64];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    snprintf(path, sizeof path, "%s/mtp.gguf", dir);
+    mr_synth_params sy = {.shape = "deepseek-v4-tiny-di64", .mix = "f32", .seed = 3, .layout = "mtp"};
+    CHECK(mr_synth(path, &sy) == 0, "synth: %s", mr_last_error());
+    mr_pager_model_info pi;
+    CHECK(mr_pager_model_sizes(path, &pi) == 0, "%s", mr_last_error());
+    mr_sampler_params sp;
+    mr_sampler_default_params(&sp);
+    sp.temperature = 0;
+    for (int paged = 0; paged < 2; paged++) {
+        mr_model_params mp;
+        mr_model_params_default(&mp);
+        mp.n_threads = 1;
+        mp.mtp = 1;
+        mp.ram_budget = paged ? pi.min_budget : 0;
+        mr_model *m = mr_model_load(path, &mp);
+        CHECK(m && mr_model_n_mtp(m) == 1, "load: %s", m ? "no MTP block" : mr_last_error());
+        if (!m) continue;
+        int32_t prompt[64], a[64], b[64];
+        int np = rep_prompt(prompt, mr_model_n_vocab(m)), active = 0;
+        mr_gen_stats gs;
+        int na = gen(m, prompt, np, 40, &sp, 0, NULL, NULL, a, NULL, NULL, NULL, 0);
+        gen_mtp = 1;
+        int nb = gen(m, prompt, np, 40, &sp, 5, NULL, NULL, b, &gs, &active, NULL, 0);
+        gen_mtp = 0;
+        CHECK(na == 40 && nb == na && !memcmp(a, b, sizeof(int32_t) * (size_t)na), "greedy output differs with MTP drafts");
+        CHECK(active && gs.n_spec_steps >= 20 && gs.n_drafted >= gs.n_spec_steps, "MTP drafts: %d steps, %d drafted",
+              gs.n_spec_steps, gs.n_drafted);
+        printf("# MTP drafts (%s): %d verification steps, %d drafted, %d accepted\n", paged ? "paged" : "resident",
+               gs.n_spec_steps, gs.n_drafted, gs.n_draft_accepted);
+        mr_model_free(m);
+    }
+    mr_model *plain = mr_model_load(path, NULL);
+    mr_session *s = plain ? mr_session_new(plain, 64) : NULL;
+    mr_gen_params p;
+    mr_gen_params_default(&p);
+    p.spec_max = 4;
+    p.mtp = 1;
+    mr_gen *g = s ? mr_gen_new(s, &p) : NULL;
+    CHECK(s && !g && strstr(mr_last_error(), "MTP block"), "MTP drafts without the block loaded: %s", g ? "accepted" : mr_last_error());
+    mr_gen_free(g);
+    mr_session_free(s);
+    mr_model_free(plain);
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void) {
     RUN(test_spec_verify_distribution);
     RUN(test_spec_truncate_exact);
@@ -419,5 +477,6 @@ int main(void) {
     RUN(test_spec_sampled_distribution);
     RUN(test_spec_stop_and_limit);
     RUN(test_spec_batched_identical);
+    RUN(test_spec_mtp_identical);
     return t_finish();
 }

@@ -174,6 +174,7 @@ int mr_svg_lines(const char *path, const char *title, const char *xlabel, const 
 #define MR_CLI_SPEC_DEFAULT_MAX 8
 typedef struct {
     int max, ngram;
+    int mtp;                 /* --spec-mtp: drafts from the model's MTP block (load it with mp.mtp) */
     const char *draft_path;
     mr_model *draft_model;
     mr_session *draft;
@@ -182,7 +183,9 @@ void mr_cli_spec_default(mr_cli_spec *o);
 int mr_cli_opt_spec(const char *opt, const char *v, void *dst);   /* dst: mr_cli_spec */
 #define MR_CLI_OPTS_SPEC(o) MR_CLI_OPTS_SPEC_NGRAM(o), \
     {.names = "-md, --model-draft", .arg = "FILE", .help = "draft with a smaller model of the same vocabulary (turns --spec on)", \
-     .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}
+     .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}, \
+    {.names = "--spec-mtp", .help = "draft with the model's own MTP block (deepseek4 files with nextn_predict_layers;\n" \
+     "like mainline llama.cpp's draft-mtp speculative type; turns --spec on)", .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}
 /* without a draft model (the server's) */
 #define MR_CLI_OPTS_SPEC_NGRAM(o) \
     {.names = "--spec", .help = "speculative decoding with n-gram drafts from the context (prompt lookup):\n" \

@@ -13,6 +13,7 @@ void mr_cli_spec_default(mr_cli_spec *o) {
 int mr_cli_opt_spec(const char *opt, const char *v, void *dst) {
     mr_cli_spec *o = dst;
     if (!strcmp(opt, "--spec")) { if (!o->max) o->max = MR_CLI_SPEC_DEFAULT_MAX; return 0; }
+    if (!strcmp(opt, "--spec-mtp")) { o->mtp = 1; if (!o->max) o->max = MR_CLI_SPEC_DEFAULT_MAX; return 0; }
     if (!strcmp(opt, "--spec-ngram")) {
         if (mr_cli_int(opt, v, 1, 64, &o->ngram)) return -1;
     } else if (!strcmp(opt, "-md") || !strcmp(opt, "--model-draft")) {
@@ -27,6 +28,7 @@ int mr_cli_opt_spec(const char *opt, const char *v, void *dst) {
 int mr_cli_spec_setup(mr_cli_spec *o, int n_threads, int n_ctx, mr_gen_params *gp) {
     gp->spec_max = o->max;
     gp->spec_ngram = o->ngram;
+    gp->mtp = o->mtp;
     if (!o->max || !o->draft_path) return 0;
     mr_model_params dp;
     mr_model_params_default(&dp);
@@ -49,7 +51,7 @@ void mr_cli_spec_report(const mr_cli_spec *o, const mr_gen *g, FILE *out) {
     mr_gen_stats gs;
     mr_gen_get_stats(g, &gs);
     fprintf(out, "speculative: %s drafts of up to %d, %d verification steps, %d drafted, %d accepted (%.1f%%), %.2f tokens per step\n",
-            o->draft_path ? "draft-model" : "n-gram", o->max, gs.n_spec_steps, gs.n_drafted, gs.n_draft_accepted,
+            o->mtp ? "MTP" : o->draft_path ? "draft-model" : "n-gram", o->max, gs.n_spec_steps, gs.n_drafted, gs.n_draft_accepted,
             gs.n_drafted ? 100.0 * gs.n_draft_accepted / gs.n_drafted : 0.0,
             gs.n_spec_steps ? (double)(gs.n_spec_steps + gs.n_draft_accepted) / gs.n_spec_steps : 0.0);
 }

@@ -117,7 +117,7 @@ static int bench_gen(mr_session *s, int n_vocab, int plen, int n, mr_cli_spec *s
     gp.sampler.temperature = 0;
     gp.max_tokens = n;
     gp.ignore_eos = 1;
-    if (spec_on) { gp.spec_max = spec->max; gp.spec_ngram = spec->ngram; gp.draft = spec->draft; }
+    if (spec_on) { gp.spec_max = spec->max; gp.spec_ngram = spec->ngram; gp.draft = spec->draft; gp.mtp = spec->mtp; }
     if (spec_on && oracle) { oracle->plen = plen; gp.draft_fn = bench_oracle_draft; gp.draft_user = oracle; }
     mr_gen *g = mr_gen_new(s, &gp);
     int rc = g ? 0 : -1;
@@ -317,6 +317,7 @@ static int cmd_bench(int argc, char **argv) {
     for (int ti = 0; ti < b.threads.n && rc == 0; ti++) {
         b.c.mp.n_threads = b.threads.v[ti];
         int intr;
+        b.c.mp.mtp |= b.spec.mtp;
         mr_model *m = mr_cli_load(&b.c, NULL, &intr);
         if (!m) { rc = intr ? 130 : 1; break; }
         snprintf(arch, sizeof arch, "%s", mr_model_arch(m));

@@ -95,7 +95,7 @@ mr_weight mr_model_weight(mr_model *m, const mr_gguf_tensor *t) {
 }
 
 const mr_repacked *mr_model_expert_rp(const mr_model *m, int layer, int mat) {
-    if (!m->exp_rp || layer < 0 || layer >= m->n_layer || mat < 0 || mat >= MR_PAGER_MATS) return NULL;
+    if (!m->exp_rp || layer < 0 || layer >= m->n_exp_layers || mat < 0 || mat >= MR_PAGER_MATS) return NULL;
     return m->exp_rp[layer * MR_PAGER_MATS + mat];
 }
 
@@ -258,6 +258,20 @@ int mr_session_truncate(mr_session *s, int n) {
     s->n_past = n;
     return 0;
 }
+
+int mr_session_mtp_draft(mr_session *s, int32_t last, int kmax, int32_t *out, float *logits) {
+    if (!s->m->n_mtp || !s->m->arch->mtp_draft) {
+        mr_set_error("mtp: %s has no MTP block loaded (a deepseek4 file with nextn_predict_layers, loaded with "
+                     "mr_model_params.mtp = 1)", s->m->path);
+        return -1;
+    }
+    if (last < 0 || last >= s->m->n_vocab) { mr_set_error("mtp: token %d is out of range", last); return -1; }
+    if (kmax > s->n_ctx - s->n_past) kmax = s->n_ctx - s->n_past;
+    if (kmax <= 0) return 0;
+    return s->m->arch->mtp_draft(s->m, s->st, last, kmax, out, logits);
+}
+
+int mr_model_n_mtp(const mr_model *m) { return m->n_mtp; }
 
 int mr_session_n_past(const mr_session *s) { return s->n_past; }
 int mr_session_can_truncate(const mr_session *s) { return s->m->arch->state_truncate != NULL; }
@@ -509,19 +523,22 @@ int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out) {
     return 0;
 }
 
-int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers) {
+int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers) { return mr_model_init_pager_n(m, layers, m->n_layer); }
+
+int mr_model_init_pager_n(mr_model *m, const mr_pager_layer *layers, int n) {
     free(m->exp_layers);
-    m->exp_layers = mr_malloc(sizeof(mr_pager_layer) * (size_t)m->n_layer);
+    m->n_exp_layers = n;
+    m->exp_layers = mr_malloc(sizeof(mr_pager_layer) * (size_t)n);
     if (!m->exp_layers) { mr_set_error("model: out of memory"); return -1; }
-    memcpy(m->exp_layers, layers, sizeof(mr_pager_layer) * (size_t)m->n_layer);
-    m->pager = mr_pager_create(m->gguf, m->exp_layers, m->n_layer, m->params.ram_budget, &m->params.pager);
+    memcpy(m->exp_layers, layers, sizeof(mr_pager_layer) * (size_t)n);
+    m->pager = mr_pager_create(m->gguf, m->exp_layers, n, m->params.ram_budget, &m->params.pager);
     if (!m->pager) return -1;
     /* resident experts get repacked copies; paged ones come from the pager's slots as stored */
     if (mr_pager_paging(m->pager)) return 0;
     free(m->exp_rp);
-    m->exp_rp = mr_calloc((size_t)m->n_layer * MR_PAGER_MATS, sizeof *m->exp_rp);
+    m->exp_rp = mr_calloc((size_t)n * MR_PAGER_MATS, sizeof *m->exp_rp);
     if (!m->exp_rp) { mr_set_error("model: out of memory"); return -1; }
-    for (int l = 0; l < m->n_layer; l++)
+    for (int l = 0; l < n; l++)
         for (int k = 0; k < MR_PAGER_MATS; k++) m->exp_rp[l * MR_PAGER_MATS + k] = mr_model_repack(m, layers[l].mat[k]);
     return 0;
 }

@@ -60,6 +60,8 @@ struct mr_arch {
                       float *logits);
     /* the evaluation state at n_past positions through io (above); returns what io->fn returned */
     int (*state_io)(mr_model *m, void *st, int n_past, mr_state_io *io);
+    /* optional: mr_session_mtp_draft (moerun.h) on a state at n_past positions; NULL: no MTP block */
+    int (*mtp_draft)(mr_model *m, void *st, int32_t last, int kmax, int32_t *out, float *logits);
     /* refuse a file with a tensor the loader did not look up (mainline loads optional biases, LongRoPE
      * factors, NVFP4 ".scale" tensors...: ignoring one would compute something else), except the blocks
      * past n_layer (MTP heads, skipped on purpose) */
@@ -86,6 +88,8 @@ struct mr_model {
     mr_tokenizer *tok;          /* NULL if the GGUF has no usable tokenizer */
     /* filled by arch->load */
     int n_vocab, n_embd, n_layer, n_ctx_train;
+    int n_mtp;                  /* MTP blocks loaded (params.mtp), run by arch->mtp_draft */
+    int n_exp_layers;           /* layers the pager holds experts of (n_layer, + the MTP blocks) */
     void *priv;                 /* arch-private */
     struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); allocated at load (settings off) */
     const struct mr_moe_remote *moe_remote; /* experts computed elsewhere (moe.h); NULL: all local */
@@ -146,6 +150,8 @@ int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out);
 /* layers[n_layer]: ffn_{gate,up,down}_exps per layer (NULL mats for non-MoE layers). Creates
  * m->pager with m->params.ram_budget. */
 int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers);
+/* the same for n layers of routed experts: the n_layer trunk layers and blocks run outside them (MTP) */
+int mr_model_init_pager_n(mr_model *m, const mr_pager_layer *layers, int n);
 
 /* ---- debug taps ---- */
 /* If params.dump selects `name` ("all" or a comma-separated list of names), print to stderr

@@ -15,14 +15,14 @@ int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out) {
     if (!m->pager) { mr_set_error("model has no routed experts (no pager)"); return -1; }
     const mr_pager *p = m->pager;
     out->paging = mr_pager_paging(p);
-    out->expert_bytes = mr_pager_expert_bytes(m->exp_layers, m->n_layer);
+    out->expert_bytes = mr_pager_expert_bytes(m->exp_layers, m->n_exp_layers);
     if (!out->paging) return 0;
     out->n_slots = mr_pager_n_slots(p);
     out->direct_io = mr_pager_uses_direct_io(p);
     out->huge_pages = mr_pager_huge_pages(p);
-    out->slot_bytes = mr_pager_slot_bytes(m->gguf, m->exp_layers, m->n_layer);
+    out->slot_bytes = mr_pager_slot_bytes(m->gguf, m->exp_layers, m->n_exp_layers);
     out->arena_bytes = out->slot_bytes * (uint64_t)out->n_slots;
-    out->min_budget = mr_pager_min_budget(m->gguf, m->exp_layers, m->n_layer);
+    out->min_budget = mr_pager_min_budget(m->gguf, m->exp_layers, m->n_exp_layers);
     mr_pager_counters c;
     mr_pager_counters_get(p, &c);
     out->hits = c.hits;

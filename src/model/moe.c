@@ -168,7 +168,7 @@ static int moe_plan_make(moe_plan *P, mr_model *m, mr_scratch *ws, int layer, co
                          const int32_t *sel, const float *w) {
     memset(P, 0, sizeof *P);
     P->m = m; P->ws = ws; P->c = c; P->layer = layer; P->n = n; P->K = c->n_used; P->E = c->n_expert;
-    if (!m->pager || !m->exp_layers || layer < 0 || layer >= m->n_layer) {
+    if (!m->pager || !m->exp_layers || layer < 0 || layer >= m->n_exp_layers) {
         mr_set_error("moe: layer %d has no routed experts (pager not initialised)", layer);
         return -1;
     }

@@ -31,6 +31,10 @@ static const ds4_shape ds4_shapes[] = {
      1024, 8, 16384, 16, 512, 64, 4, 256, 256, 64, 6, 512, 1, 3, 128, 16, 128, 64, 4, 65536, 4096},
     {"deepseek-v4-tiny", "tiny deepseek4 for tests (4 layers, d 256, 4 experts top-2, like shared/models)",
      256, 4, 2048, 4, 128, 64, 2, 128, 64, 4, 2, 256, 1, 1, 16, 2, 128, 512, 4, 4096, 256},
+    /* head size 128 differs from the indexer's 64, as in V4-Flash (512 and 128): mainline llama.cpp
+     * v0.5.0's MTP context divides by zero when they are equal (docs/DEEPSEEK4.md) */
+    {"deepseek-v4-tiny-di64", "tiny deepseek4 with a 64-wide indexer key (head 128 != indexer 64, like V4-Flash)",
+     256, 4, 2048, 4, 128, 64, 2, 128, 64, 4, 2, 256, 1, 1, 16, 2, 64, 512, 4, 4096, 256},
 };
 #define DS4_N_SHAPES (int)(sizeof ds4_shapes / sizeof ds4_shapes[0])
 

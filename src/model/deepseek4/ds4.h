@@ -33,6 +33,12 @@ typedef struct {
 typedef struct {
     int L_all;                  /* block_count: the trunk layers and n_mtp MTP blocks after them */
     int n_mtp;                  /* nextn_predict_layers with the blocks present (never run as layers) */
+    int mtp;                    /* params.mtp: the (first) MTP block is loaded as layers[L], run only by
+                                   ds4_mtp_draft; sessions keep the trunk's last output streams */
+    int n_run;                  /* layers loaded: L + mtp */
+    mr_weight eh_proj, mtp_head;        /* nextn.eh_proj {2d -> d}; nextn.shared_head_head, else output */
+    const float *enorm, *hnorm, *mtp_norm; /* nextn.enorm, hnorm; shared_head_norm, else output_norm */
+    const mr_gguf_tensor *mtp_embd;     /* nextn.embed_tokens, else token_embd */
     int shexp_key;              /* the file has swiglu_clamp_shexp */
     int d, L, V, H, D, R, G, rq, ro, E, K, F, Fs, Lh, W, Hi, Di, topk, Nh, Ti, n_ctx_train;
     float eps, eps_hc, ws;
@@ -96,8 +102,14 @@ typedef struct {
 typedef struct {
     int n_ctx;
     int n_past;         /* positions evaluated (for ds4_state_truncate's bound) */
-    ds4_lstate *l;
+    ds4_lstate *l;      /* [n_layers] trunk layers, then the MTP block's (model mtp) */
     int n_layers;
+    /* model mtp: the trunk's output streams [Nh*d] and the tokens of the last hcap positions (position p
+     * at row p % hcap); h_low: the lowest position evaluated since the MTP block last caught up;
+     * mtp_past: positions the block's window ring holds (l[n_layers]) */
+    float *h;
+    int32_t *htok;
+    int hcap, h_low, mtp_past;
     float *kconv;       /* scratch kept between steps: a short batch's F16 keys as floats */
     size_t kconv_cap;   /* floats */
     mr_scratch scratch; /* a batch's buffers (forward.c ds4_buf_carve), grown to the largest batch */
@@ -110,5 +122,9 @@ int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float 
  * the tokens with want[t] (want NULL: all) */
 int ds4_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
                    float *logits);
+/* forward.c: the mr_arch mtp_draft (mr_session_mtp_draft in moerun.h) */
+int ds4_mtp_draft(mr_model *m, void *st, int32_t last, int kmax, int32_t *out, float *logits);
+/* rows of the MTP block's window ring: the window, the cut-back slack and the longest draft */
+#define DS4_MTP_RING_EXTRA (DS4_CUT_SLACK + 64)
 
 #endif

@@ -962,6 +962,28 @@ static void ds4_head_item(void *arg, long t) {
     ds4_hc_combine(j->y + t * d, j->X + t * (int64_t)Nh * d, w, Nh, d);
 }
 
+/* HC head, norm and LM head for no rows of X [no][Nh*d] (§3.2, §3.10): the trunk's with output_norm
+ * and output, the MTP block's with its shared head norm and head */
+static int ds4_head(mr_model *m, const ds4_model *M, const float *X, int no, ds4_buf *B, const float *norm,
+                    const mr_weight *head, float *logits) {
+    const int d = M->d, dump = mr_model_dumping(m);
+    MR_PROF_BEGIN(th0);
+    ds4_hc_job nj = {.M = M, .X = X, .zn = B->zn};
+    ds4_pfor(m, no, ds4_hc_norm_item, &nj);
+    MR_PROF_END(th0, "hc_head");
+    if (mr_model_matmul(m, &M->out_hc_fn, B->zn, no, B->mixes)) return -1;
+    MR_PROF_BEGIN(th1);
+    ds4_head_job hj = {M, X, B->zn, B->mixes, B->y};
+    ds4_pfor(m, no, ds4_head_item, &hj);
+    DUMP("result_hc", -1, B->y, d, no);
+    for (int t = 0; t < no; t++) mr_rms_norm(B->y + (int64_t)t * d, B->y + (int64_t)t * d, norm, d, M->eps);
+    MR_PROF_END(th1, "hc_head");
+    DUMP("result_norm", -1, B->y, d, no);
+    if (mr_model_matmul(m, head, B->y, no, logits)) return -1;
+    DUMP("result_output", -1, logits, M->V, no);
+    return 0;
+}
+
 /* One forward pass over n tokens: token t of session st[t] at position pos[t] (a session's tokens in
  * position order, following what it holds). The per-token work (hyper-connections, every weight
  * product, the routed experts through the expert engine, the head) runs over all n rows, so tokens
@@ -973,7 +995,6 @@ static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const 
     ds4_model *M = m->priv;
     const int d = M->d, Nh = M->Nh;
     const int64_t hd = (int64_t)Nh * d;
-    const int dump = mr_model_dumping(m);
     ds4_buf B;
     float *X = NULL, *e = NULL;
     int rc = -1;
@@ -994,6 +1015,12 @@ static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const 
         if (ds4_attention(m, st, pos, il, n, X, &B)) goto done;
         if (ds4_ffn(m, il, tok, n, X, &B, &st[0]->moe_ws)) goto done;
     }
+    for (int t = 0; M->mtp && t < n; t++) { /* the MTP block's input pairs (ds4_mtp_draft) */
+        ds4_state *s = st[t];
+        memcpy(s->h + (int64_t)(pos[t] % s->hcap) * hd, X + t * hd, sizeof(float) * (size_t)hd);
+        s->htok[pos[t] % s->hcap] = tok[t];
+        if (pos[t] < s->h_low) s->h_low = pos[t];
+    }
     int t0 = all_logits ? 0 : n - 1, no = n - t0;
     if (logits && want) { /* the wanted rows moved to the front (X is not read again) */
         t0 = no = 0;
@@ -1003,24 +1030,7 @@ static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const 
                 no++;
             }
     }
-    if (logits && no) {
-        /* HC head, norm and LM head for the output rows (§3.2, §3.10) */
-        float *Xo = X + t0 * hd;
-        MR_PROF_BEGIN(th0);
-        ds4_hc_job nj = {.M = M, .X = Xo, .zn = B.zn};
-        ds4_pfor(m, no, ds4_hc_norm_item, &nj);
-        MR_PROF_END(th0, "hc_head");
-        if (mr_model_matmul(m, &M->out_hc_fn, B.zn, no, B.mixes)) goto done;
-        MR_PROF_BEGIN(th1);
-        ds4_head_job hj = {M, Xo, B.zn, B.mixes, B.y};
-        ds4_pfor(m, no, ds4_head_item, &hj);
-        DUMP("result_hc", -1, B.y, d, no);
-        for (int t = 0; t < no; t++) mr_rms_norm(B.y + (int64_t)t * d, B.y + (int64_t)t * d, M->out_norm, d, M->eps);
-        MR_PROF_END(th1, "hc_head");
-        DUMP("result_norm", -1, B.y, d, no);
-        if (mr_model_matmul(m, &M->output, B.y, no, logits)) goto done;
-        DUMP("result_output", -1, logits, M->V, no);
-    }
+    if (logits && no && ds4_head(m, M, X + t0 * hd, no, &B, M->out_norm, &M->output, logits)) goto done;
     rc = 0;
 done:
     return rc;
@@ -1057,4 +1067,102 @@ int ds4_eval_multi(mr_model *m, void *const *stp, const int *pos, const int32_t 
         for (int t = i; t < i + len; t++) ((ds4_state *)stp[t])->n_past = pos[t] + 1;
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* the MTP block (mainline llama.cpp's deepseek4 graph_mtp; drafts for speculative decoding) */
+
+/* The block over n tokens of session st at positions pos0..pos0+n-1, token t paired with the streams
+ * h [n][Nh*d] of the position before: per stream j, x_j = eh_proj [enorm(embed(tok)); hnorm(h_j)]
+ * (the two halves in that order, {2d -> d}), then a ratio-0 layer (layers[L]: its window ring in
+ * st->l[L]) through the trunk's attention and FFN, then the trunk's HC head with the block's head norm
+ * and head. logits NULL: only the attention, whose window ring rows are all a later position reads.
+ * hout [n][Nh*d] (with logits): the block's output streams, the next step's h. */
+static int ds4_mtp_run(mr_model *m, ds4_state *st, const int32_t *tok, int n, int pos0, const float *h, float *logits,
+                       float *hout) {
+    ds4_model *M = m->priv;
+    const int d = M->d, Nh = M->Nh;
+    const int64_t hd = (int64_t)Nh * d;
+    ds4_buf B;
+    float *X, *e;
+    if (ds4_buf_carve(M, st, n, &B, &X, &e)) return -1;
+    float *cat = mr_malloc(sizeof(float) * (size_t)(2 * hd * n) + 16);
+    ds4_state **stv = mr_malloc(sizeof *stv * (size_t)n);
+    int *pos = mr_malloc(sizeof *pos * (size_t)n), rc = -1;
+    if (!cat || !stv || !pos) { mr_set_error("deepseek4: out of memory for the MTP block"); goto done; }
+    for (int t = 0; t < n; t++) {
+        stv[t] = st;
+        pos[t] = pos0 + t;
+        if (mr_tensor_get_row(M->mtp_embd, tok[t], e)) goto done;
+        float *c0 = cat + (int64_t)t * 2 * hd;
+        mr_rms_norm(c0, e, M->enorm, d, M->eps);
+        for (int j = 0; j < Nh; j++) {
+            float *cj = c0 + (int64_t)j * 2 * d;
+            if (j) memcpy(cj, c0, sizeof(float) * (size_t)d);
+            mr_rms_norm(cj + d, h + t * hd + (int64_t)j * d, M->hnorm, d, M->eps);
+        }
+    }
+    if (mr_model_matmul(m, &M->eh_proj, cat, n * Nh, X)) goto done; /* X [n][Nh][d] */
+    if (ds4_attention(m, stv, pos, M->L, n, X, &B)) goto done;
+    if (logits) {
+        if (ds4_ffn(m, M->L, tok, n, X, &B, &st->moe_ws)) goto done;
+        if (hout) memcpy(hout, X, sizeof(float) * (size_t)(hd * n));
+        if (ds4_head(m, M, X, n, &B, M->mtp_norm, &M->mtp_head, logits)) goto done;
+    }
+    rc = 0;
+done:
+    free(cat);
+    free(stv);
+    free(pos);
+    return rc;
+}
+
+static int32_t ds4_argmax(const float *l, int n) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++) if (l[i] > l[b]) b = i;
+    return b;
+}
+
+/* mr_session_mtp_draft. Catch-up: the block's ring gets the positions evaluated since its last call
+ * (at most the window before n_past: older rows are never read again), each the token at q with the
+ * trunk's streams at q - 1 (zero before position 0), as mainline's draft-mtp driver feeds it after
+ * every target batch. Then the chain: step i at position n_past + i, the previous step's output
+ * streams (step 0: the trunk's at n_past - 1), greedy. The chain's ring rows are left behind as
+ * scratch: mtp_past stays n_past, so the next catch-up writes those positions first. */
+int ds4_mtp_draft(mr_model *m, void *stp, int32_t last, int kmax, int32_t *out, float *logits) {
+    ds4_model *M = m->priv;
+    ds4_state *st = stp;
+    const int n = st->n_past, V = M->V;
+    const int64_t hd = (int64_t)M->Nh * M->d;
+    if (kmax > 64) kmax = 64;
+    int from = st->mtp_past < st->h_low ? st->mtp_past : st->h_low;
+    if (from < n - M->W) from = n - M->W;
+    if (from < 0) from = 0;
+    const int nc = n - from;
+    float *h = mr_calloc((size_t)(hd * (nc + 2)), sizeof(float)), *lg = mr_malloc(sizeof(float) * (size_t)V);
+    int32_t *tk = mr_malloc(sizeof(int32_t) * (size_t)(nc + 1));
+    int rc = -1;
+    if (!h || !lg || !tk) { mr_set_error("deepseek4: out of memory for MTP drafts"); goto done; }
+    for (int q = from; q < n; q++) {
+        tk[q - from] = st->htok[q % st->hcap];
+        if (q > 0) memcpy(h + (q - from) * hd, st->h + (int64_t)((q - 1) % st->hcap) * hd, sizeof(float) * (size_t)hd);
+    }
+    if (nc > 0 && ds4_mtp_run(m, st, tk, nc, from, h, NULL, NULL)) goto done;
+    st->mtp_past = st->h_low = n;
+    float *hc = h, *hn = h + hd;
+    memset(hc, 0, sizeof(float) * (size_t)hd);
+    if (n > 0) memcpy(hc, st->h + (int64_t)((n - 1) % st->hcap) * hd, sizeof(float) * (size_t)hd);
+    for (int i = 0; i < kmax; i++) {
+        const int32_t t = i ? out[i - 1] : last;
+        float *l = logits ? logits + (size_t)i * (size_t)V : lg;
+        if (ds4_mtp_run(m, st, &t, 1, n + i, hc, l, hn)) goto done;
+        out[i] = ds4_argmax(l, V);
+        float *x = hc; hc = hn; hn = x;
+    }
+    rc = kmax;
+done:
+    free(h);
+    free(lg);
+    free(tk);
+    return rc;
 }

@@ -37,7 +37,7 @@ static int ds4_read_clamp(mr_model *m, const ds4_model *M, const char *suffix, f
     const mr_gguf_kv *kv;
     if (ds4_get_kv_array(m, suffix, &kv)) return 1;
     if (kv->type == MR_GGUF_F32 || kv->type == MR_GGUF_F64) {
-        for (int l = 0; l < M->L; l++) *(float *)((char *)out + l * stride) = (float)kv->v.f64;
+        for (int l = 0; l < M->n_run; l++) *(float *)((char *)out + l * stride) = (float)kv->v.f64;
         return 0;
     }
     if (kv->type == MR_GGUF_ARRAY && kv->arr_type == MR_GGUF_F32) {
@@ -46,7 +46,7 @@ static int ds4_read_clamp(mr_model *m, const ds4_model *M, const char *suffix, f
                          (unsigned long long)kv->n, M->L_all);
             return -1;
         }
-        for (int l = 0; l < M->L; l++) *(float *)((char *)out + l * stride) = ((const float *)kv->arr)[l];
+        for (int l = 0; l < M->n_run; l++) *(float *)((char *)out + l * stride) = ((const float *)kv->arr)[l];
         return 0;
     }
     mr_set_error("%s: %s.%s must be a float or a float array", m->path, m->arch_name, suffix);
@@ -56,13 +56,13 @@ static int ds4_read_clamp(mr_model *m, const ds4_model *M, const char *suffix, f
 /* Routed clamp (absent: 0 = none) and the shared expert's (absent: the routed one, as mainline's
  * load_hparams does; spec §8 item 2). */
 static int ds4_read_clamps(mr_model *m, ds4_model *M) {
-    for (int l = 0; l < M->L; l++) M->layers[l].lim = 0.0f;
+    for (int l = 0; l < M->n_run; l++) M->layers[l].lim = 0.0f;
     int rc = ds4_read_clamp(m, M, "swiglu_clamp_exp", &M->layers[0].lim, sizeof(ds4_layer));
     if (rc < 0) return -1;
     rc = ds4_read_clamp(m, M, "swiglu_clamp_shexp", &M->layers[0].lim_sh, sizeof(ds4_layer));
     if (rc < 0) return -1;
     M->shexp_key = rc == 0;
-    if (rc) for (int l = 0; l < M->L; l++) M->layers[l].lim_sh = M->layers[l].lim;
+    if (rc) for (int l = 0; l < M->n_run; l++) M->layers[l].lim_sh = M->layers[l].lim;
     return 0;
 }
 
@@ -120,6 +120,8 @@ static int ds4_read_nextn(mr_model *m, ds4_model *M) {
     }
     M->n_mtp = (int)n;
     M->L = M->L_all - (int)n;
+    M->mtp = m->params.mtp && n > 0; /* the first block: mainline drafts with one (graph_mtp) */
+    M->n_run = M->L + M->mtp;
     if (n > 0) mr_log(2, "%s: %u MTP block%s (blk.%d) recognised and not run as a layer\n", m->path, n, n > 1 ? "s" : "", M->L);
     return 0;
 }
@@ -137,7 +139,7 @@ static int ds4_read_ratios(mr_model *m, ds4_model *M) {
                      m->path, m->arch_name, M->L_all);
         return -1;
     }
-    for (int l = 0; l < M->L; l++) {
+    for (int l = 0; l < M->n_run; l++) {
         int64_t r = kv->arr_type == MR_GGUF_U32 ? (int64_t)((const uint32_t *)kv->arr)[l]
                                                 : (int64_t)((const int32_t *)kv->arr)[l];
         if (r != 0 && r != 4 && r != 128) {
@@ -146,6 +148,11 @@ static int ds4_read_ratios(mr_model *m, ds4_model *M) {
             return -1;
         }
         M->layers[l].ratio = (int)r;
+    }
+    if (M->mtp && M->layers[M->L].ratio != 0) {
+        mr_set_error("%s: the MTP block (blk.%d) has compress ratio %d; it attends over its window only (ratio 0, as "
+                     "mainline llama.cpp requires)", m->path, M->L, M->layers[M->L].ratio);
+        return -1;
     }
     return 0;
 }
@@ -316,7 +323,7 @@ static void ds4_rope_layers(ds4_model *M, const ds4_hp *hp, const char *stype) {
     const float ext = yarn ? 1.0f : 0.0f;
     const float af = (ext != 0.0f && fs > 0.0f) ? 1.0f / (1.0f + 0.1f * logf(1.0f / fs)) : 1.0f;
     const float comp_base = hp->comp_base > 0.0f ? hp->comp_base : hp->rope_base;
-    for (int l = 0; l < M->L; l++) {
+    for (int l = 0; l < M->n_run; l++) {
         ds4_layer *ly = &M->layers[l];
         if (ly->ratio == 0) ds4_rope_init(&ly->rope, M->R, 0, hp->rope_base, 1.0f, 0.0f, 1.0f, hp->beta_fast, hp->beta_slow);
         else ds4_rope_init(&ly->rope, M->R, hp->n_orig, comp_base, fs, ext, af, hp->beta_fast, hp->beta_slow);
@@ -398,7 +405,25 @@ static int ds4_load_layer(mr_model *m, ds4_model *M, int l, mr_pager_layer *pl) 
     return ds4_load_compressor(m, M, ly, l);
 }
 
-/* the model's tensors (§2): embedding, output head and its hyper-connection, every layer's */
+/* The MTP block's own tensors (mainline load_arch_tensors, i >= n_layer): eh_proj, enorm and hnorm;
+ * the embedding, head norm and head of its own when the file has them, else the trunk's. */
+static int ds4_load_nextn(mr_model *m, ds4_model *M) {
+    const int L = M->L, d = M->d;
+    M->eh_proj = ds4_mat(m, 1, 2 * (int64_t)d, d, "blk.%d.nextn.eh_proj.weight", L);
+    M->enorm = ds4_vec(m, 1, d, "blk.%d.nextn.enorm.weight", L);
+    M->hnorm = ds4_vec(m, 1, d, "blk.%d.nextn.hnorm.weight", L);
+    M->mtp_norm = ds4_vec(m, 0, d, "blk.%d.nextn.shared_head_norm.weight", L);
+    if (!M->mtp_norm) M->mtp_norm = M->out_norm;
+    M->mtp_head = ds4_mat(m, 0, d, M->V, "blk.%d.nextn.shared_head_head.weight", L);
+    if (!M->mtp_head.data) M->mtp_head = M->output;
+    const int64_t es[2] = {d, M->V};
+    M->mtp_embd = m->load_err ? NULL : mr_model_tensor(m, 0, 2, es, "blk.%d.nextn.embed_tokens.weight", L);
+    if (!M->mtp_embd) M->mtp_embd = M->tok_embd;
+    return m->load_err ? -1 : 0;
+}
+
+/* the model's tensors (§2): embedding, output head and its hyper-connection, every layer's (and the
+ * MTP block's when asked for) */
 static int ds4_load_tensors(mr_model *m, ds4_model *M, mr_pager_layer *pl) {
     const int d = M->d, Nh = M->Nh;
     const int64_t emb_shape[2] = {d, -1};
@@ -410,8 +435,9 @@ static int ds4_load_tensors(mr_model *m, ds4_model *M, mr_pager_layer *pl) {
     M->out_hc_scale = ds4_vec(m, 1, 1, "output_hc_scale.weight", 0);
     M->out_norm = ds4_vec(m, 1, d, "output_norm.weight", 0);
     M->output = ds4_mat(m, 1, d, M->V, "output.weight", 0);
-    for (int l = 0; l < M->L; l++)
+    for (int l = 0; l < M->n_run; l++)
         if (ds4_load_layer(m, M, l, &pl[l])) return -1;
+    if (M->mtp && ds4_load_nextn(m, M)) return -1;
     return m->load_err ? -1 : 0;
 }
 
@@ -426,18 +452,19 @@ static int ds4_load(mr_model *m) {
     snprintf(stkey, sizeof stkey, "%s.rope.scaling.type", m->arch_name);
     const char *stype = mr_model_meta_str_internal(m, stkey);
     if (ds4_check_shape(m, M, &hp)) goto fail;
-    M->layers = mr_calloc((size_t)M->L, sizeof(ds4_layer));
+    M->layers = mr_calloc((size_t)M->n_run, sizeof(ds4_layer));
     if (!M->layers) BAD("deepseek4: out of memory");
     if (ds4_read_ratios(m, M) || ds4_read_clamps(m, M) || ds4_check_attn(m, M)) goto fail;
     ds4_rope_layers(M, &hp, stype);
-    pl = mr_calloc((size_t)M->L, sizeof *pl);
+    pl = mr_calloc((size_t)M->n_run, sizeof *pl);
     if (!pl) BAD("deepseek4: out of memory");
     if (ds4_load_tensors(m, M, pl)) goto fail;
     m->n_vocab = M->V;
     m->n_embd = M->d;
     m->n_layer = M->L;
+    m->n_mtp = M->mtp;
     m->n_ctx_train = M->n_ctx_train;
-    if (mr_model_init_pager(m, pl)) goto fail;
+    if (mr_model_init_pager_n(m, pl, M->n_run)) goto fail;
     free(pl);
     return 0;
 fail:
@@ -453,13 +480,15 @@ static void ds4_state_free(mr_model *m, void *p) {
     (void)m;
     ds4_state *s = p;
     if (!s) return;
-    for (int l = 0; l < s->n_layers; l++) {
+    for (int l = 0; s->l && l < s->n_layers + (s->h != NULL); l++) {
         ds4_lstate *ls = &s->l[l];
         free(ls->raw.data); free(ls->comp.data); free(ls->icomp.data);
         free(ls->kvs); free(ls->scs); free(ls->ikvs); free(ls->iscs);
         free(ls->hkv.data); free(ls->hsc.data); free(ls->ihkv.data); free(ls->ihsc.data);
     }
     free(s->l);
+    free(s->h);
+    free(s->htok);
     free(s->kconv);
     mr_scratch_free(&s->scratch);
     mr_scratch_free(&s->moe_ws);
@@ -470,6 +499,12 @@ static void ds4_state_reset(mr_model *m, void *p) {
     ds4_model *M = m->priv;
     ds4_state *s = p;
     s->n_past = 0;
+    if (s->h) { /* the MTP block's ring; the trunk's streams of position -1 are zero (mainline's first pair) */
+        ds4_lstate *ls = &s->l[s->n_layers];
+        memset(ls->raw.data, 0, (size_t)(ls->raw.width * ls->raw.cap) * (ls->raw.f16 ? 2 : 4));
+        memset(s->h, 0, sizeof(float) * (size_t)s->hcap * (size_t)M->Nh * (size_t)M->d);
+        s->h_low = s->mtp_past = 0;
+    }
     for (int l = 0; l < s->n_layers; l++) {
         ds4_lstate *ls = &s->l[l];
         const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
@@ -518,6 +553,7 @@ static int ds4_state_truncate(mr_model *m, void *p, int n) {
         if (r > 0) ds4_comp_rebuild(r, n, &ls->hkv, &ls->hsc, ls->kvs, ls->scs);
         if (r == 4) ds4_comp_rebuild(4, n, &ls->ihkv, &ls->ihsc, ls->ikvs, ls->iscs);
     }
+    if (s->mtp_past > n) s->mtp_past = n; /* its ring rows are by position, like the window's */
     s->n_past = n;
     return 0;
 }
@@ -546,7 +582,12 @@ static int ds4_state_io(mr_model *m, void *p, int n_past, mr_state_io *io) {
                        io->fn(io, ls->iscs, sizeof(float) * 16 * (size_t)M->Di)))
             return -1;
     }
-    if (io->restore) s->n_past = n_past;
+    if (io->restore) {
+        s->n_past = n_past;
+        /* the trunk's streams are not in a snapshot: the MTP block restarts from zero streams */
+        if (s->h) memset(s->h, 0, sizeof(float) * (size_t)s->hcap * (size_t)M->Nh * (size_t)M->d);
+        s->h_low = s->mtp_past = 0;
+    }
     return 0;
 }
 
@@ -555,9 +596,15 @@ static void *ds4_state_new(mr_model *m, int n_ctx) {
     ds4_state *s = mr_calloc(1, sizeof *s);
     if (!s) goto oom;
     s->n_ctx = n_ctx;
-    s->l = mr_calloc((size_t)M->L, sizeof(ds4_lstate));
+    s->l = mr_calloc((size_t)M->n_run, sizeof(ds4_lstate));
     if (!s->l) goto oom;
     s->n_layers = M->L;
+    if (M->mtp) {
+        s->hcap = M->W + DS4_CUT_SLACK + 2;
+        s->h = mr_calloc((size_t)s->hcap * (size_t)M->Nh * (size_t)M->d, sizeof(float));
+        s->htok = mr_calloc((size_t)s->hcap, sizeof(int32_t));
+        if (!s->h || !s->htok || ds4_rows_init(&s->l[M->L].raw, M->D, M->W + DS4_MTP_RING_EXTRA, M->kv_f16)) goto oom;
+    }
     for (int l = 0; l < M->L; l++) {
         ds4_lstate *ls = &s->l[l];
         const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
@@ -599,4 +646,5 @@ const struct mr_arch mr_arch_deepseek4 = {
     .state_io = ds4_state_io,
     .eval = ds4_eval,
     .eval_multi = ds4_eval_multi,
+    .mtp_draft = ds4_mtp_draft,
 };
