@@ -39,8 +39,8 @@ typedef struct mr_tokenizer mr_tokenizer; /* defined by the tokenizer module */
 /* Expert pager settings (docs/PAGING.md), part of mr_model_params; used by mr_model_load only (the
  * strings are not kept). All zero = the defaults. The CLI fills them from MOERUN_PAGER_* (moerun --help). */
 typedef struct {
-    const char *policy;     /* replacement policy: lru, lfu, lrfu, lru2, arc, guard, lru-layer, hazard
-                               (NULL or "": hazard, the default); an unknown name fails the load */
+    const char *policy;     /* replacement policy: lru, lfu, lrfu, lru2, arc, guard, lru-layer, hazard,
+                               hot (NULL or "": hot, the default); an unknown name fails the load */
     int io_threads;         /* reads in flight, 1..64 (0: 8) */
     int64_t chunk;          /* bytes per read job, rounded up to 4 KiB, at most 1 TiB (0: 1 MiB;
                                < 0: one job per expert slice) */

@@ -80,9 +80,13 @@ int mr_logits_check_class(const char *cls, const mr_logits_cmp *c, char *why, si
 /* Routing traces (shared/README.md format "KJVR") and the expert-cache simulator behind
  * `moerun cache-sim`: accesses replayed token -> layer -> rank through one global cache of
  * (layer, expert) pairs. Policy names: mr_cache_sim_policy(0 .. mr_cache_sim_n_policies()-1), which
- * include "belady" (offline optimum) and "oracle1" (a look-ahead bound, not a usable policy). */
+ * include "belady" (offline optimum), "static" (the best fixed set) and "oracle1" (a look-ahead bound, not a usable policy). */
 typedef struct mr_routing_trace mr_routing_trace;
 mr_routing_trace *mr_routing_trace_load(const char *path);
+/* A synthesized trace: each token routes each layer to top_k distinct experts drawn independently with
+ * popularity (rank + 1)^-zipf over a random ranking per layer (zipf 0 = uniform); seed fixes it. */
+mr_routing_trace *mr_routing_trace_synth(int n_tokens, int n_layer, int top_k, int n_expert, double zipf,
+                                         uint64_t seed);
 void mr_routing_trace_free(mr_routing_trace *t);
 void mr_routing_trace_shape(const mr_routing_trace *t, int *n_tokens, int *n_layer, int *top_k, int *n_expert);
 typedef struct { uint64_t accesses, hits; } mr_cache_sim_result;

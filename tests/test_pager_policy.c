@@ -184,7 +184,9 @@ static void test_pins_and_invalidate(void) {
         CHECK(again == s9 && !hit && ev == -1, "%s: invalidated slot is reused as free", mr_cache_policy_name(p));
         mr_cache_free(c);
     }
-    CHECK(mr_cache_policy_from_name("hazard") == MR_POLICY_HAZARD && mr_cache_policy_from_name("x") == -1, "names");
+    CHECK(mr_cache_policy_from_name("hazard") == MR_POLICY_HAZARD && mr_cache_policy_from_name("hot") == MR_POLICY_HOT &&
+              mr_cache_policy_from_name("x") == -1,
+          "names");
 }
 
 /* ARC keeps a hot set (keys used twice per round) through scans of new keys that flush LRU */
@@ -238,8 +240,39 @@ static void test_static_exact(void) {
     CHECK(mr_cache_static_hits(bad, 2, 4, 2) == -1, "key out of range accepted");
 }
 
+/* the default on synthesized traces: independent routing with Zipf(1) popularity, where the best fixed
+ * set is the target (and recency-based rules fall behind it), and uniform routing; on the kjv trace it
+ * keeps up with hazard (the rule it uses outside its hot set) */
+static void test_default_vs_static(void) {
+    mr_routing_trace *z = mr_routing_trace_synth(4000, 4, 4, 64, 1.0, 1), *u = mr_routing_trace_synth(4000, 4, 4, 64, 0, 1);
+    CHECK(z && u, "%s", mr_last_error());
+    if (!z || !u) { mr_routing_trace_free(z); mr_routing_trace_free(u); return; }
+    for (int slots = 51; slots <= 128; slots += 77) { /* 20 % and 50 % of the 256 pairs */
+        double def = sim(z, mr_cache_default_policy(), slots), st = sim(z, "static", slots), hz = sim(z, "hazard", slots);
+        double lru = sim(z, "lru", slots);
+        printf("# zipf 1, %d slots: lru %.2f hazard %.2f %s %.2f static %.2f\n", slots, lru, hz, mr_cache_default_policy(),
+               def, st);
+        CHECK(def > hz + 1.0 && def > st - 2.0, "zipf 1, %d slots: %s %.2f%%, hazard %.2f%%, static %.2f%%", slots,
+              mr_cache_default_policy(), def, hz, st);
+        double ud = sim(u, mr_cache_default_policy(), slots), ul = sim(u, "lru", slots);
+        CHECK(ud > ul - 0.5, "uniform, %d slots: %s %.2f%% below LRU %.2f%%", slots, mr_cache_default_policy(), ud, ul);
+    }
+    mr_routing_trace_free(z);
+    mr_routing_trace_free(u);
+    mr_routing_trace *t = mr_routing_trace_load(t_shared("golden/routing/kjv-moe.trace.bin"));
+    CHECK(t, "%s", mr_last_error());
+    if (!t) return;
+    for (int i = 0; i < 3; i++) {
+        double def = sim(t, mr_cache_default_policy(), sizes[i]), hz = sim(t, "hazard", sizes[i]);
+        CHECK(def > hz - 0.2, "kjv, %d slots: %s %.2f%% vs hazard %.2f%%", sizes[i], mr_cache_default_policy(), def, hz);
+    }
+    mr_routing_trace_free(t);
+    CHECK(!mr_routing_trace_synth(10, 1, 5, 4, 0, 1) && !mr_routing_trace_synth(10, 1, 1, 4, -1, 1), "bad shapes accepted");
+}
+
 int main(void) {
     RUN(test_shared_trace);
+    RUN(test_default_vs_static);
     RUN(test_static_exact);
     RUN(test_malformed_traces);
     RUN(test_belady_exact);

@@ -107,7 +107,7 @@ void mr_cli_env_help(FILE *f) {
                "  MOERUN_ISA=NAME          kernels: scalar, avx2, avx512, neon or dotprod (default: the best here)\n"
                "  MOERUN_NO_REPACK=1       no repacked weight copies (same logits, the file's layout)\n"
                "  MOERUN_DS4_PREFILL_F32=1 deepseek4: the reference's F32 keys in prefill (diagnostics)\n"
-               "  MOERUN_PAGER_POLICY=P    expert cache policy with --ram-budget (default hazard; docs/PAGING.md)\n"
+               "  MOERUN_PAGER_POLICY=P    expert cache policy with --ram-budget (default hot; docs/PAGING.md)\n"
                "  MOERUN_PAGER_IO_THREADS=N  reads in flight, 1..64 (default 8)\n"
                "  MOERUN_PAGER_CHUNK=SIZE  bytes per read, e.g. 512K (default 1M; 0: one read per expert slice)\n"
                "  MOERUN_PAGER_NO_DIRECT=1 buffered reads instead of O_DIRECT\n"

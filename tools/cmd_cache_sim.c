@@ -8,11 +8,13 @@
 
 #define MAX_SIZES 16
 
-typedef struct { const char *trace, *policy, *sizes, *plot; } sim_args;
+typedef struct { const char *trace, *synth, *policy, *sizes, *plot; } sim_args;
 
 #define SIM_OPTS(a) \
     {.names = "--trace", .arg = "FILE", .help = "trace in the KJVR format (default $MR_SHARED or ../shared,\n" \
      "golden/routing/kjv-moe.trace.bin)", .kind = MR_OPT_STR, .dst = &(a)->trace}, \
+    {.names = "--synth", .arg = "N,L,K,E[,Z[,SEED]]", .help = "instead of a file: N tokens routed through L layers to top-K of E\n" \
+     "experts drawn independently with popularity rank^-Z (default 0 = uniform)", .kind = MR_OPT_STR, .dst = &(a)->synth}, \
     {.names = "--policy", .arg = "NAME", .help = "one policy, or 'all' (default)", .kind = MR_OPT_STR, .dst = &(a)->policy}, \
     {.names = "--sizes", .arg = "P1,P2,..", .help = "cache sizes in percent of all pairs (default 25,50,75; with --plot\n" \
      "5,10,20,...,90)", .kind = MR_OPT_STR, .dst = &(a)->sizes}, \
@@ -23,7 +25,7 @@ static void help(FILE *f) {
     sim_args a;
     const mr_opt opts[] = {SIM_OPTS(&a)};
     fprintf(f,
-            "usage: moerun cache-sim [--trace FILE] [--policy NAME|all] [--sizes P1,P2,...] [--plot FILE.svg]\n\n"
+            "usage: moerun cache-sim [--trace FILE | --synth N,L,K,E[,Z[,SEED]]] [--policy NAME|all] [--sizes P1,P2,...] [--plot FILE.svg]\n\n"
             "Replays a routing trace (token -> layer -> rank) through one global cache of (layer, expert)\n"
             "pairs and prints the hit rate of each policy at each cache size, with the offline optimum\n"
             "(Belady) and the share of the LRU -> Belady gap each policy closes.\n\n");
@@ -39,7 +41,7 @@ static int run(int argc, char **argv) {
     char def_trace[1024];
     const char *shared = getenv("MR_SHARED");
     snprintf(def_trace, sizeof def_trace, "%s/golden/routing/kjv-moe.trace.bin", shared ? shared : "../shared");
-    sim_args a = {def_trace, "all", NULL, NULL};
+    sim_args a = {def_trace, NULL, "all", NULL, NULL};
     const mr_opt opts[] = {SIM_OPTS(&a)};
     int pr_rc = mr_cli_parse("cache-sim", opts, MR_NOPTS(opts), help, argc, argv, NULL, 0, NULL);
     if (pr_rc) return pr_rc > 0 ? 0 : 1;
@@ -64,7 +66,21 @@ static int run(int argc, char **argv) {
             if (!strcmp(policy, mr_cache_sim_policy(i, NULL))) chosen = i;
         if (chosen < 0) { fprintf(stderr, "error: unknown policy '%s' (see --help)\n", policy); return 1; }
     }
-    mr_routing_trace *t = mr_routing_trace_load(trace_path);
+    mr_routing_trace *t = NULL;
+    char synth_name[96];
+    if (a.synth) {
+        int sn = 0, sl = 0, sk = 0, se = 0, used = 0;
+        double z = 0;
+        unsigned long long seed = 1;
+        int got = sscanf(a.synth, "%d,%d,%d,%d%n,%lf%n,%llu%n", &sn, &sl, &sk, &se, &used, &z, &used, &seed, &used);
+        if (got < 4 || a.synth[used]) {
+            fprintf(stderr, "error: --synth wants N,L,K,E[,Z[,SEED]] (e.g. 20000,12,6,256,1.0), got '%s'\n", a.synth);
+            return 1;
+        }
+        t = mr_routing_trace_synth(sn, sl, sk, se, z, seed);
+        snprintf(synth_name, sizeof synth_name, "synth-%s", a.synth);
+        trace_path = synth_name;
+    } else t = mr_routing_trace_load(trace_path);
     if (!t) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
     int n_tok, n_layer, top_k, n_expert;
     mr_routing_trace_shape(t, &n_tok, &n_layer, &top_k, &n_expert);
@@ -96,7 +112,9 @@ static int run(int argc, char **argv) {
     const char *names[64];
     int nplot = 0;
     for (int i = 0; i < np; i++) {
-        if (chosen >= 0 && i != chosen && strcmp(mr_cache_sim_policy(i, NULL), "belady")) continue;
+        if (chosen >= 0 && i != chosen && strcmp(mr_cache_sim_policy(i, NULL), "belady") &&
+            strcmp(mr_cache_sim_policy(i, NULL), "static"))
+            continue;
         const char *name = mr_cache_sim_policy(i, NULL);
         printf("%-9s%c", name, strcmp(name, mr_cache_default_policy()) ? ' ' : '*');
         for (int j = 0; j < n_sizes; j++) {

@@ -9,6 +9,7 @@
 #include "base/base.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,72 @@ fail:
     return NULL;
 }
 
+/* splitmix64: the synthesized trace's own generator (a fixed seed gives the same trace everywhere) */
+static uint64_t sm64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+mr_routing_trace *mr_routing_trace_synth(int n_tokens, int n_layer, int top_k, int n_expert, double zipf,
+                                         uint64_t seed) {
+    if (n_tokens < 1 || n_tokens > (1 << 24) || n_layer < 1 || n_layer > 4096 || n_expert < 1 || n_expert > 256 ||
+        top_k < 1 || top_k > n_expert || !(zipf >= 0 && zipf <= 4) ||
+        (uint64_t)n_tokens * (uint64_t)n_layer * (uint64_t)top_k > (1ull << 31)) {
+        mr_set_error("synthesized trace: bad shape %d tokens, %d layers, top-%d of %d, zipf %g (tokens <= 2^24, "
+                     "experts <= 256, zipf 0..4)", n_tokens, n_layer, top_k, n_expert, zipf);
+        return NULL;
+    }
+    size_t n = (size_t)n_tokens, nlk = n * (size_t)n_layer * (size_t)top_k;
+    mr_routing_trace *t = mr_calloc(1, sizeof *t);
+    double *cdf = mr_malloc(sizeof(double) * (size_t)n_layer * (size_t)n_expert);
+    if (!t || !cdf) goto oom;
+    t->n_tokens = n_tokens; t->n_layer = n_layer; t->top_k = top_k; t->n_expert = n_expert;
+    t->token = mr_calloc(n, 4);
+    t->pos = mr_malloc(n * 4);
+    t->expert = mr_malloc(nlk);
+    if (!t->token || !t->pos || !t->expert) goto oom;
+    uint64_t x = seed;
+    /* per layer: expert perm[r] has popularity (r + 1)^-zipf (a random permutation of the ranks) */
+    for (int l = 0; l < n_layer; l++) {
+        int perm[256];
+        for (int e = 0; e < n_expert; e++) perm[e] = e;
+        for (int e = n_expert - 1; e > 0; e--) {
+            int j = (int)(sm64(&x) % (uint64_t)(e + 1)), tmp = perm[e];
+            perm[e] = perm[j]; perm[j] = tmp;
+        }
+        double w[256], acc = 0;
+        for (int r = 0; r < n_expert; r++) w[perm[r]] = pow(r + 1.0, -zipf);
+        for (int e = 0; e < n_expert; e++) cdf[(size_t)l * n_expert + e] = acc += w[e];
+    }
+    for (size_t i = 0; i < n; i++) {
+        t->pos[i] = (int32_t)(i % 4096);
+        for (int l = 0; l < n_layer; l++) {
+            const double *c = cdf + (size_t)l * n_expert;
+            uint8_t *ex = t->expert + (i * (size_t)n_layer + (size_t)l) * (size_t)top_k;
+            for (int r = 0; r < top_k;) { /* top-k distinct: draw by popularity, redraw repeats */
+                double u = (double)(sm64(&x) >> 11) / 9007199254740992.0 * c[n_expert - 1];
+                int lo = 0, hi = n_expert - 1;
+                while (lo < hi) {
+                    int mid = (lo + hi) / 2;
+                    if (c[mid] > u) hi = mid; else lo = mid + 1;
+                }
+                int dup = 0;
+                for (int q = 0; q < r; q++) dup |= ex[q] == lo;
+                if (!dup) ex[r++] = (uint8_t)lo;
+            }
+        }
+    }
+    free(cdf);
+    return t;
+oom:
+    free(cdf);
+    mr_routing_trace_free(t);
+    mr_set_error("synthesized trace: out of memory");
+    return NULL;
+}
+
 void mr_routing_trace_shape(const mr_routing_trace *t, int *n_tokens, int *n_layer, int *top_k, int *n_expert) {
     if (n_tokens) *n_tokens = t->n_tokens;
     if (n_layer) *n_layer = t->n_layer;
@@ -96,7 +163,7 @@ void mr_routing_trace_shape(const mr_routing_trace *t, int *n_tokens, int *n_lay
 }
 
 /* public list: the policies, then the two bounds that use the future */
-enum { SIM_BELADY = MR_POLICY_COUNT, SIM_ORACLE1, SIM_COUNT };
+enum { SIM_BELADY = MR_POLICY_COUNT, SIM_STATIC, SIM_ORACLE1, SIM_COUNT };
 
 int mr_cache_sim_n_policies(void) { return SIM_COUNT; }
 
@@ -104,7 +171,10 @@ const char *mr_cache_sim_policy(int i, const char **desc) {
     const char *name = NULL, *d = NULL;
     if (i >= 0 && i < MR_POLICY_COUNT) { name = mr_cache_policy_name(i); d = mr_cache_policy_desc(i); }
     else if (i == SIM_BELADY) { name = "belady"; d = "offline optimum: evict the pair used farthest in the future"; }
-    else if (i == SIM_ORACLE1) {
+    else if (i == SIM_STATIC) {
+        name = "static";
+        d = "bound, uses the future: the best fixed set of slots for the whole trace (each read at its first use)";
+    } else if (i == SIM_ORACLE1) {
         name = "oracle1";
         d = "bound, uses look-ahead: hazard that also knows the next token's routing";
     }
@@ -133,11 +203,12 @@ int mr_cache_sim(const mr_routing_trace *t, const char *policy, int n_slots, mr_
     int64_t n = (int64_t)t->n_tokens * t->n_layer * t->top_k;
     memset(out, 0, sizeof *out);
     out->accesses = (uint64_t)n;
-    if (id == SIM_BELADY) {
+    if (id == SIM_BELADY || id == SIM_STATIC) {
         int32_t *keys = mr_malloc((size_t)n * sizeof(int32_t));
         if (!keys) { mr_set_error("cache-sim: out of memory"); return -1; }
         for (int64_t i = 0; i < n; i++) keys[i] = (int32_t)trace_key(t, i);
-        int64_t h = mr_cache_belady_hits(keys, n, n_keys, n_slots);
+        int64_t h = id == SIM_BELADY ? mr_cache_belady_hits(keys, n, n_keys, n_slots)
+                                     : mr_cache_static_hits(keys, n, n_keys, n_slots);
         free(keys);
         if (h < 0) return -1;
         out->hits = (uint64_t)h;

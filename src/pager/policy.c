@@ -23,6 +23,20 @@
 #ifndef HZ_PRIOR
 #define HZ_PRIOR 5.0
 #endif
+/* hot policy: the hot set is the share x slots pairs of highest frequency decayed with a half-life of
+ * HOT_HALF_LIFE rounds, recomputed each round over every pair (resident or not). Two shares are tried
+ * side by side on shadow directories (residency only, the same statistics) and the one with more hits,
+ * decayed with a half-life of HOT_DUEL_HALF_LIFE rounds, rules the real cache: a small hot set leaves
+ * room for recency (real text reuses experts in bursts), all slots hot is the static optimum's rule
+ * (independent routing). */
+#define HOT_SHARES 2
+static const double hot_share[HOT_SHARES] = {0.6, 1.0};
+#ifndef HOT_HALF_LIFE
+#define HOT_HALF_LIFE 1000.0
+#endif
+#ifndef HOT_DUEL_HALF_LIFE
+#define HOT_DUEL_HALF_LIFE 200.0
+#endif
 #ifndef LRFU_HALF_LIFE
 #define LRFU_HALF_LIFE 100.0 /* rounds */
 #endif
@@ -36,6 +50,8 @@ static const struct { const char *name, *desc; } policy_info[MR_POLICY_COUNT] = 
     [MR_POLICY_GUARD] = {"guard", "LRU among pairs below the mean decayed frequency (popularity guard)"},
     [MR_POLICY_LRU_LAYER] = {"lru-layer", "per-layer partitions of equal size, LRU inside"},
     [MR_POLICY_HAZARD] = {"hazard", "lowest P(reuse within W rounds | idle time) from reuse-distance histograms, W adaptive"},
+    [MR_POLICY_HOT] = {"hot", "hazard outside a hot set evicted last: the pairs of highest decayed frequency (half-life "
+                              "1000 rounds) filling 60% or 100% of the slots, whichever a shadow cache finds better"},
 };
 
 const char *mr_cache_policy_name(int p) { return p >= 0 && p < MR_POLICY_COUNT ? policy_info[p].name : NULL; }
@@ -70,6 +86,17 @@ struct mr_cache {
     float *hz_key;
     double *hz_key_tail, *hz_layer, *hz_layer_tail;
     int hz_w;                   /* window in rounds, from the eviction rate */
+    /* hot: bit j of hot[key] = in this round's hot set of share hot_share[j]; hot_j = the share in use;
+     * hot_v = scratch for the selection; one shadow directory per share */
+    uint8_t *hot;
+    double *hot_v;
+    int hot_j;
+    struct hot_shadow {
+        int *slot_key, *key_slot, *stamp; /* stamp[slot] == group: pinned by the layer being accessed */
+        int n_used, group, layer;
+        int64_t round;
+        double hits;
+    } sh[HOT_SHARES];
     double round_misses, miss_rate;
 };
 
@@ -196,6 +223,79 @@ static double hz_score(const mr_cache *c, int k) {
     return (kn + HZ_PRIOR * g) / (kd + HZ_PRIOR);
 }
 
+/* ---- hot ---- */
+static double hot_log(const mr_cache *c, int k) {
+    return log2(c->cnt[k] > 0 ? c->cnt[k] : 1e-30) - (double)(c->round - c->last_round[k]) / HOT_HALF_LIFE;
+}
+
+/* k-th largest of v[0..n) (k in 1..n), by quickselect (reorders v) */
+static double kth_largest(double *v, int n, int k) {
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        double piv = v[(lo + hi) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] > piv) i++;
+            while (v[j] < piv) j--;
+            if (i <= j) { double t = v[i]; v[i] = v[j]; v[j] = t; i++; j--; }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return v[want];
+}
+
+/* the hot sets of the coming round: per share, the share x slots used pairs of highest decayed frequency;
+ * the share whose shadow had more (decayed) hits rules */
+static void hot_select(mr_cache *c) {
+    double th[HOT_SHARES];
+    for (int j = 0; j < HOT_SHARES; j++) {
+        int n = 0, want = (int)(hot_share[j] * c->n_slots);
+        for (int k = 0; k < c->n_keys; k++)
+            if (c->cnt[k] > 0) c->hot_v[n++] = hot_log(c, k);
+        th[j] = want < 1 ? INFINITY : n <= want ? -INFINITY : kth_largest(c->hot_v, n, want);
+        c->sh[j].hits *= exp2(-1.0 / HOT_DUEL_HALF_LIFE);
+    }
+    for (int k = 0; k < c->n_keys; k++) {
+        double v = c->cnt[k] > 0 ? hot_log(c, k) : -INFINITY;
+        c->hot[k] = 0;
+        for (int j = 0; j < HOT_SHARES; j++) c->hot[k] |= (uint8_t)((c->cnt[k] > 0 && v >= th[j]) << j);
+    }
+    c->hot_j = 0;
+    for (int j = 1; j < HOT_SHARES; j++)
+        if (c->sh[j].hits > c->sh[c->hot_j].hits) c->hot_j = j;
+}
+
+static double hz_score(const mr_cache *c, int k);
+
+/* the access in shadow j (before the real cache records it): a hit, or the key replaces the shadow's
+ * victim under share j's hot set; the experts of the layer being accessed stay pinned in it */
+static void hot_shadow_access(mr_cache *c, int j, int key) {
+    struct hot_shadow *h = &c->sh[j];
+    int layer = key_layer(c, key);
+    if (layer != h->layer || c->round != h->round) { h->group++; h->layer = layer; h->round = c->round; }
+    int s = h->key_slot[key];
+    if (s >= 0) { h->hits += 1; h->stamp[s] = h->group; return; }
+    if (h->n_used < c->n_slots) s = h->n_used++;
+    else {
+        double bs = 0;
+        int64_t bt = 0;
+        s = -1;
+        for (int t = 0; t < c->n_slots; t++) {
+            if (h->stamp[t] == h->group) continue;
+            int k = h->slot_key[t];
+            double sc = hz_score(c, k) + ((c->hot[k] >> j) & 1) * 2.0;
+            if (s < 0 || sc < bs || (sc == bs && c->last_tick[k] < bt)) { s = t; bs = sc; bt = c->last_tick[k]; }
+        }
+        if (s < 0) return; /* everything pinned: the real cache fails this access too */
+        h->key_slot[h->slot_key[s]] = -1;
+    }
+    h->slot_key[s] = key;
+    h->key_slot[key] = s;
+    h->stamp[s] = h->group;
+}
+
 /* ---- create / free ---- */
 mr_cache *mr_cache_create(int policy, int n_layers, int n_expert, int n_slots) {
     if (policy < 0 || policy >= MR_POLICY_COUNT) { mr_set_error("cache: bad policy %d", policy); return NULL; }
@@ -237,7 +337,22 @@ mr_cache *mr_cache_create(int policy, int n_layers, int n_expert, int n_slots) {
         c->layer_count = mr_calloc((size_t)n_layers, sizeof(int));
         if (!c->layer_count) goto oom;
     }
-    if (policy == MR_POLICY_HAZARD) {
+    if (policy == MR_POLICY_HOT) {
+        c->hot = mr_calloc(nk, 1);
+        c->hot_v = mr_malloc(nk * sizeof(double));
+        if (!c->hot || !c->hot_v) goto oom;
+        for (int j = 0; j < HOT_SHARES; j++) {
+            struct hot_shadow *h = &c->sh[j];
+            h->slot_key = mr_malloc(ns * sizeof(int));
+            h->key_slot = mr_malloc(nk * sizeof(int));
+            h->stamp = mr_malloc(ns * sizeof(int));
+            if (!h->slot_key || !h->key_slot || !h->stamp) goto oom;
+            for (int k = 0; k < n_keys; k++) h->key_slot[k] = -1;
+            for (int t = 0; t < n_slots; t++) h->stamp[t] = -1;
+            h->layer = -1;
+        }
+    }
+    if (policy == MR_POLICY_HAZARD || policy == MR_POLICY_HOT) {
         c->hz_key = mr_calloc(nk * (HZ_MAX + 1), sizeof(float));
         c->hz_key_tail = mr_calloc(nk, sizeof(double));
         c->hz_layer = mr_calloc((size_t)n_layers * (HZ_MAX + 1), sizeof(double));
@@ -258,6 +373,8 @@ void mr_cache_free(mr_cache *c) {
     free(c->arc_list); free(c->arc_prev); free(c->arc_next);
     free(c->layer_count);
     free(c->hz_key); free(c->hz_key_tail); free(c->hz_layer); free(c->hz_layer_tail);
+    free(c->hot); free(c->hot_v);
+    for (int j = 0; j < HOT_SHARES; j++) { free(c->sh[j].slot_key); free(c->sh[j].key_slot); free(c->sh[j].stamp); }
     free(c);
 }
 
@@ -274,6 +391,7 @@ void mr_cache_new_round(mr_cache *c) {
     c->round_misses = 0;
     c->round++;
     c->cur_layer = -1;
+    if (c->policy == MR_POLICY_HOT) hot_select(c);
 }
 int mr_cache_find(const mr_cache *c, int key) { return key >= 0 && key < c->n_keys ? c->key_slot[key] : -1; }
 int mr_cache_slot_key(const mr_cache *c, int slot) { return c->slot_key[slot]; }
@@ -310,6 +428,7 @@ static double score(const mr_cache *c, int k) {
     case MR_POLICY_LRFU: return lrfu_log(c, k);
     case MR_POLICY_LRU2: return (double)c->prev_tick[k];
     case MR_POLICY_HAZARD: return hz_score(c, k);
+    case MR_POLICY_HOT: return hz_score(c, k) + ((c->hot[k] >> c->hot_j) & 1) * 2.0; /* hazard scores: [0, 1] */
     default: return (double)c->last_tick[k];
     }
 }
@@ -384,6 +503,9 @@ static void record_use(mr_cache *c, int k) {
     case MR_POLICY_GUARD:
         c->cnt[k] = c->cnt[k] * exp2(-(double)(r - c->last_round[k]) / LRFU_HALF_LIFE) + 1.0;
         break;
+    case MR_POLICY_HOT:
+        c->cnt[k] = c->cnt[k] * exp2(-(double)(r - c->last_round[k]) / HOT_HALF_LIFE) + 1.0;
+        __attribute__((fallthrough)); /* the hazard histograms rank pairs outside the hot set */
     case MR_POLICY_HAZARD:
         if (c->last_round[k] >= 0 && r > c->last_round[k]) {
             int64_t d = r - c->last_round[k];
@@ -403,6 +525,8 @@ int mr_cache_access(mr_cache *c, int key, int *hit, int *evicted) {
     if (key < 0 || key >= c->n_keys) { mr_set_error("cache: key %d out of range", key); return -1; }
     c->cur_layer = key_layer(c, key);
     *evicted = -1;
+    if (c->policy == MR_POLICY_HOT)
+        for (int j = 0; j < HOT_SHARES; j++) hot_shadow_access(c, j, key);
     int s = c->key_slot[key];
     if (s >= 0) {
         *hit = 1;

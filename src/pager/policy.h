@@ -8,19 +8,21 @@
  * when the layer's compute is done. Pinned slots are never evicted.
  *
  * Policies (mr_cache_policy_name): lru, lfu, lrfu (decayed frequency), lru2 (LRU-K, K=2), arc,
- * guard (recency with a popularity guard), lru-layer (per-layer partitions), and hazard (the default):
- * each pair keeps a histogram of its reuse distances (in rounds); the victim is the resident pair with
- * the lowest estimated probability of being used again within the next W opportunities given how long
- * it has been idle, shrunk towards the histogram pooled over its layer. */
+ * guard (recency with a popularity guard), lru-layer (per-layer partitions), hazard: each pair keeps a
+ * histogram of its reuse distances (in rounds); the victim is the resident pair with the lowest
+ * estimated probability of being used again within the next W opportunities given how long it has been
+ * idle, shrunk towards the histogram pooled over its layer; and hot (the default): hazard among the
+ * pairs outside a hot set of highest decayed frequency, whose size (60 % or all of the slots) two
+ * shadow directories choose by their hits. */
 #ifndef MR_POLICY_H
 #define MR_POLICY_H
 #include <stdint.h>
 
 enum {
     MR_POLICY_LRU = 0, MR_POLICY_LFU, MR_POLICY_LRFU, MR_POLICY_LRU2, MR_POLICY_ARC, MR_POLICY_GUARD,
-    MR_POLICY_LRU_LAYER, MR_POLICY_HAZARD, MR_POLICY_COUNT
+    MR_POLICY_LRU_LAYER, MR_POLICY_HAZARD, MR_POLICY_HOT, MR_POLICY_COUNT
 };
-#define MR_POLICY_DEFAULT MR_POLICY_HAZARD
+#define MR_POLICY_DEFAULT MR_POLICY_HOT
 
 const char *mr_cache_policy_name(int policy);        /* NULL if out of range */
 const char *mr_cache_policy_desc(int policy);
