@@ -40,8 +40,10 @@ static void put_response(mr_sbuf *b, const srv_reply *w, int final) {
     const srv_resp *rs = w->resp;
     const srv_req *q = w->q;
     const char *status = !final ? "in_progress" : rs->incomplete ? "incomplete" : "completed";
-    mr_sbuf_printf(b, "{\"id\":\"resp_%lu\",\"object\":\"response\",\"created_at\":%ld,\"status\":\"%s\",\"background\":false,"
-                   "\"error\":null,\"incomplete_details\":%s,\"instructions\":", w->id, w->created, status,
+    char id[48];
+    srv_resp_id(rs, w->id, id, sizeof id);
+    mr_sbuf_printf(b, "{\"id\":\"%s\",\"object\":\"response\",\"created_at\":%ld,\"status\":\"%s\",\"background\":false,"
+                   "\"error\":null,\"incomplete_details\":%s,\"instructions\":", id, w->created, status,
                    final && rs->incomplete ? "{\"reason\":\"max_output_tokens\"}" : "null");
     put_str_or_null(b, rs->instructions);
     if (q->max_tokens >= 0) mr_sbuf_printf(b, ",\"max_output_tokens\":%d", q->max_tokens);
@@ -297,7 +299,7 @@ static void choice_end(srv_reply *w, int finish, int n_calls) {
 static void end(srv_reply *w) {
     if (w->choices.oom || w->content.oom || w->reasoning.oom) { srv_error(w->r, 500, "out of memory"); return; }
     char id[48];
-    snprintf(id, sizeof id, "resp_%lu", w->id);
+    srv_resp_id(w->resp, w->id, id, sizeof id);
     srv_resp_save(w->resp, id, w->choices.p, w->choices.n);
     if (w->q->stream) {
         response_event(w, w->resp->incomplete ? "response.incomplete" : "response.completed", 1);

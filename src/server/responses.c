@@ -3,6 +3,8 @@
 #include "base/base.h"
 
 #include <pthread.h>
+#include <sys/random.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@ struct srv_store {
     store_entry *e;              /* ring of max entries, oldest at head */
     int max, head, count;
     size_t bytes, max_bytes;
+    unsigned long long tag;      /* random per store: part of every response id */
 };
 
 srv_store *srv_store_new(int max_entries, size_t max_bytes) {
@@ -30,6 +33,7 @@ srv_store *srv_store_new(int max_entries, size_t max_bytes) {
     st->e = mr_calloc((size_t)max_entries, sizeof *st->e);
     if (!st->e) { free(st); return NULL; }
     pthread_mutex_init(&st->mu, NULL);
+    if (getrandom(&st->tag, sizeof st->tag, 0) != (ssize_t)sizeof st->tag) st->tag = (unsigned long long)time(NULL) * 2654435761u;
     st->max = max_entries;
     st->max_bytes = max_bytes;
     return st;
@@ -78,6 +82,10 @@ static int store_get(srv_store *st, const char *id, mr_sbuf *b) {
     }
     pthread_mutex_unlock(&st->mu);
     return b->oom ? -1 : found;
+}
+
+void srv_resp_id(const srv_resp *rs, unsigned long n, char *out, size_t size) {
+    snprintf(out, size, "resp_%lu_%012llx", n, rs->tag & 0xffffffffffffull);
 }
 
 void srv_resp_save(srv_resp *rs, const char *id, const char *out, size_t n) {
@@ -282,6 +290,7 @@ static int add_item(srv_req *q, const mr_json *it, const char *where, const char
 int srv_resp_input(srv_store *st, const mr_json *j, srv_req *q, srv_resp *rs, int *status, char *err, size_t el) {
     memset(rs, 0, sizeof *rs);
     rs->store = st;
+    rs->tag = st ? st->tag : 0;
     *status = 400;
     int n_prev = 0;
     if (parse_fields(rs, j, err, el) || gather_items(st, j, rs, &n_prev, status, err, el)) return -1;

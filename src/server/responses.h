@@ -22,6 +22,7 @@ typedef struct srv_resp {
     mr_sbuf items_text;          /* the same items as JSON text, "[item,item" (no closing bracket) */
     const char *instructions, *prev_id;
     int store_it;                /* "store" (default true) */
+    unsigned long long tag;      /* the store's (srv_resp_id) */
     char *tools, *tool_choice, *format, *metadata; /* echoed as given (JSON text), NULL: absent */
     /* the writer's state */
     int seq;                     /* the stream's next sequence_number */
@@ -35,6 +36,9 @@ typedef struct srv_resp {
  * after a failure). */
 int srv_resp_input(srv_store *st, const mr_json *j, srv_req *q, srv_resp *rs, int *status, char *err, size_t errlen);
 void srv_resp_free(srv_resp *rs);
+/* The id of the request's response n: "resp_N_TAG", TAG the store's, random per server start, so that
+ * an id from before a restart is unknown (404) rather than another conversation. */
+void srv_resp_id(const srv_resp *rs, unsigned long n, char *out, size_t size);
 /* Stores response id with rs's items and the output items out[0..n) (JSON items separated by
  * commas), when the request asked to store it. */
 void srv_resp_save(srv_resp *rs, const char *id, const char *out, size_t n);
