@@ -321,6 +321,82 @@ static void test_hints(void) {
     hint_next = 0;
 }
 
+/* guesses read only while the device has no demanded read: with slow reads, a batch prefetched right
+ * after a guess of 6 experts finds at most GUESS_IN_FLIGHT (2) guess jobs started, so (each expert being
+ * at least 3 jobs) at least 5 guesses are cancelled before reading all of their bytes; the batch's own
+ * bytes are right. (Before, 8 threads took the first 8 jobs of one FIFO: 2 guesses read in full.) */
+static void test_guess_priority(void) {
+    uint64_t slot = mr_pager_slot_bytes(g, layers, NL);
+    mr_pager_params pp = {.fault = "slow:30", .chunk = 4096};
+    mr_pager *p = mr_pager_create(g, layers, NL, 8 * slot, &pp);
+    if (!p) { CHECK(0, "%s", mr_get_error()); return; }
+    int guess[6] = {0, 1, 2, 3, 4, 5}, ids[2] = {6, 7};
+    CHECK(mr_pager_hint(p, 1, guess, 6) == 0, "%s", mr_get_error());
+    CHECK(mr_pager_prefetch(p, 1, ids, 2) == 0, "%s", mr_get_error());
+    for (int i = 0; i < 2; i++) {
+        const void *ptrs[MR_PAGER_MATS];
+        int e;
+        CHECK(mr_pager_next(p, 1, &e, ptrs) == 0 && check_ptrs(1, e, ptrs) == 0, "%s", mr_get_error());
+        mr_pager_done(p, 1, e);
+    }
+    mr_pager_release(p, 1);
+    mr_pager_counters c;
+    mr_pager_counters_get(p, &c);
+    CHECK(c.hint_reads == 6 && c.hint_cancelled >= 5 && c.hint_used == 0, "guesses %llu cancelled %llu used %llu",
+          (unsigned long long)c.hint_reads, (unsigned long long)c.hint_cancelled, (unsigned long long)c.hint_used);
+    mr_pager_free(p);
+}
+
+/* decode evals whose guesses are never used: the pager reads fewer of them (the waste share steers the
+ * guesses per hint), so over evals 20..39 at most 8 % of the bytes read are guesses (a third of them if
+ * every guess were read; the controller aims at 2-4 %); guesses that are always used keep being read */
+static void test_guess_waste(void) {
+    uint64_t slot = mr_pager_slot_bytes(g, layers, NL);
+    for (int right = 0; right < 2; right++) {
+        mr_pager *p = mr_pager_create(g, layers, NL, 4 * slot, NULL);
+        if (!p) { CHECK(0, "%s", mr_get_error()); return; }
+        uint64_t half = 0, read0 = 0, miss0 = 0;
+        mr_pager_counters c;
+        for (int ev = 0; ev < 40; ev++) {
+            int a[2] = {(int)(rnd() % NE), 0}, b[2] = {(int)(rnd() % 4), 4 + (int)(rnd() % 4)};
+            a[1] = (a[0] + 1) % NE;
+            int guess[2] = {right ? b[0] : 4 + (b[1] + 1) % 4, right ? b[1] : 4 + (b[1] + 2) % 4};
+            mr_pager_eval_begin(p, 1);
+            /* layer 1 is computed, the device is idle (the sleep lets the guesses be read), then layer 2 */
+            int rc = mr_pager_prefetch(p, 1, a, 2);
+            for (int l = 1; l <= 2 && !rc; l++) {
+                for (int i = 0; i < 2 && !rc; i++) {
+                    const void *ptrs[MR_PAGER_MATS];
+                    int e;
+                    rc = mr_pager_next(p, l, &e, ptrs) || check_ptrs(l, e, ptrs);
+                    mr_pager_done(p, l, e);
+                }
+                if (l == 1 && !rc) {
+                    rc = mr_pager_hint(p, 2, guess, 2);
+                    usleep(5000);
+                    rc = rc || mr_pager_prefetch(p, 2, b, 2);
+                }
+            }
+            mr_pager_release(p, 1);
+            mr_pager_release(p, 2);
+            mr_pager_eval_end(p);
+            CHECK(rc == 0, "eval %d: %s", ev, mr_get_error());
+            mr_pager_counters_get(p, &c);
+            if (ev == 19) { half = c.hint_reads; read0 = c.decode_bytes_read; miss0 = c.decode_miss_bytes; }
+        }
+        if (right)
+            CHECK(c.hint_reads - half >= 10 && c.hint_wasted + c.hint_cancelled == 0,
+                  "right guesses: %llu read in evals 20..39, %llu wasted", (unsigned long long)(c.hint_reads - half),
+                  (unsigned long long)(c.hint_wasted + c.hint_cancelled));
+        else {
+            double read = (double)(c.decode_bytes_read - read0), waste = read - (double)(c.decode_miss_bytes - miss0);
+            CHECK(half > 0 && read > 0 && waste <= 0.08 * read, "wrong guesses: %.1f%% of evals 20..39's bytes",
+                  100.0 * waste / read);
+        }
+        mr_pager_free(p);
+    }
+}
+
 static void test_pins(void) {
     /* 2 slots: two experts in use are never evicted by a third prefetched layer's reads */
     mr_pager *p = mr_pager_create(g, layers, NL, mr_pager_min_budget(g, layers, NL), NULL);
@@ -350,6 +426,8 @@ int main(void) {
     RUN(test_faults);
     RUN(test_pins);
     RUN(test_hints);
+    RUN(test_guess_priority);
+    RUN(test_guess_waste);
     RUN(test_decode_counters);
     RUN(test_prefetch_twice);
     mr_gguf_close(g);

@@ -46,6 +46,12 @@ typedef struct {
     int expert;
 } io_job;
 
+/* a FIFO of read jobs (a ring with room for every job of every slot) */
+typedef struct {
+    io_job *j;
+    int cap, head, len;
+} jobq;
+
 typedef struct {
     int active, n, cap;
     int *ids, *slot;
@@ -74,8 +80,10 @@ struct mr_pager {
     pthread_mutex_t mu;
     pthread_cond_t cv_job, cv_done;
     int mu_init;
-    io_job *q;
-    int q_cap, q_head, q_len;
+    /* demanded reads, and reads of guesses: a guess job starts only while no demanded job is queued or
+     * in flight, at most GUESS_IN_FLIGHT at once, so a demanded read never queues behind a guess */
+    jobq dq, gq;
+    int demand_busy, guess_busy;
     int fault_kind;
     uint64_t fault_at, read_seq;
     int slow_ms;              /* fault slow:MS */
@@ -88,6 +96,8 @@ struct mr_pager {
     /* hints (mr_pager_hint): hinted[key] = 1 from the hint's read until the key's layer is prefetched;
      * soon = the same array, given to the policy so hinted experts are evicted last */
     int guess;                /* read ahead on guesses (mr_pager_params.no_guess off) */
+    int guess_keep;           /* guesses per hint (the first ones, most likely first), set by the waste */
+    double waste_ema;         /* share of a decode eval's bytes read for guesses never used (running) */
     uint8_t *hinted;
     int **hint_keys, *n_hint; /* per layer: the keys hinted for its next batch */
     /* the evaluation in progress (mr_pager_eval_begin): decode or not, its start and counters then */
@@ -96,6 +106,37 @@ struct mr_pager {
     uint64_t ev_miss0, ev_read0;
     double ev_busy0;
 };
+
+/* guess jobs in flight at once; the waste share decode aims under (guesses per hint shrink above
+ * GUESS_WASTE_HIGH and grow back below GUESS_WASTE_LOW) */
+#define GUESS_IN_FLIGHT 2
+#define GUESS_WASTE_HIGH 0.04
+#define GUESS_WASTE_LOW 0.02
+#define GUESS_KEEP_MAX 64
+
+static void jobq_push(jobq *q, const io_job *j) { q->j[(q->head + q->len++) % q->cap] = *j; }
+static io_job jobq_pop(jobq *q) {
+    io_job j = q->j[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->len--;
+    return j;
+}
+/* remove slot s's jobs from q, appending them to `to` (NULL: drop them); returns how many */
+static int jobq_take_slot(jobq *q, int s, jobq *to) {
+    int kept = 0, moved = 0;
+    for (int i = 0; i < q->len; i++) {
+        io_job j = q->j[(q->head + i) % q->cap];
+        if (j.slot == s) {
+            if (to) jobq_push(to, &j);
+            moved++;
+            continue;
+        }
+        q->j[(q->head + kept) % q->cap] = j;
+        kept++;
+    }
+    q->len = kept;
+    return moved;
+}
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -228,11 +269,15 @@ static void *io_main(void *arg) {
     mr_pager *p = arg;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->q_len == 0) pthread_cond_wait(&p->cv_job, &p->mu);
-        if (p->q_len == 0) break;
-        io_job j = p->q[p->q_head];
-        p->q_head = (p->q_head + 1) % p->q_cap;
-        p->q_len--;
+        int can_guess;
+        while (!(can_guess = p->gq.len > 0 && p->dq.len == 0 && p->demand_busy == 0 && p->guess_busy < GUESS_IN_FLIGHT) &&
+               !p->stop && p->dq.len == 0)
+            pthread_cond_wait(&p->cv_job, &p->mu);
+        if (p->dq.len == 0 && !can_guess) break; /* stopping */
+        int guess = p->dq.len == 0;
+        io_job j = jobq_pop(guess ? &p->gq : &p->dq);
+        if (guess) p->guess_busy++;
+        else p->demand_busy++;
         uint64_t seq = ++p->read_seq;
         int fault = p->fault_kind != FAULT_NONE && seq == p->fault_at ? p->fault_kind : FAULT_NONE;
         if (p->in_flight++ == 0) p->busy_t0 = mr_now();
@@ -248,6 +293,9 @@ static void *io_main(void *arg) {
 
         pthread_mutex_lock(&p->mu);
         if (--p->in_flight == 0) p->cnt.io_busy_s += mr_now() - p->busy_t0;
+        if (guess) p->guess_busy--;
+        else p->demand_busy--;
+        if (p->gq.len > 0) pthread_cond_broadcast(&p->cv_job); /* the device may be free for guesses now */
         slot_io *s = &p->sl[j.slot];
         p->cnt.reads++;
         p->cnt.bytes_read += bytes;
@@ -300,6 +348,7 @@ static int io_settings(mr_pager *p, const mr_pager_params *pp) {
     }
     p->chunk = pp->chunk < 0 ? 0 : pp->chunk == 0 ? MR_PAGER_CHUNK : align_up((uint64_t)pp->chunk, PAGE);
     p->guess = !pp->no_guess;
+    p->guess_keep = GUESS_KEEP_MAX; /* the waste of decode evals lowers it */
     return 0;
 }
 
@@ -364,11 +413,12 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
     p->sl = mr_calloc((size_t)p->n_slots, sizeof *p->sl);
     uint64_t jobs = 0;
     for (int m = 0; m < MR_PAGER_MATS; m++) jobs += area[m] ? jobs_for(p, area[m]) : 0;
-    p->q_cap = (int)jobs * p->n_slots;
-    p->q = mr_malloc(sizeof *p->q * (size_t)p->q_cap);
+    p->dq.cap = p->gq.cap = (int)jobs * p->n_slots;
+    p->dq.j = mr_malloc(sizeof(io_job) * (size_t)p->dq.cap);
+    p->gq.j = mr_malloc(sizeof(io_job) * (size_t)p->gq.cap);
     p->l_hits = mr_calloc((size_t)n_layers, sizeof(uint64_t));
     p->l_miss = mr_calloc((size_t)n_layers, sizeof(uint64_t));
-    if (!p->arena || !p->sl || !p->q || !p->l_hits || !p->l_miss) goto oom;
+    if (!p->arena || !p->sl || !p->dq.j || !p->gq.j || !p->l_hits || !p->l_miss) goto oom;
     p->hinted = mr_calloc((size_t)n_layers * (size_t)p->e_max, 1);
     p->hint_keys = mr_calloc((size_t)n_layers, sizeof *p->hint_keys);
     p->n_hint = mr_calloc((size_t)n_layers, sizeof *p->n_hint);
@@ -444,7 +494,7 @@ void mr_pager_free(mr_pager *p) {
     if (p->hint_keys)
         for (int l = 0; l < p->n_layers; l++) free(p->hint_keys[l]);
     free(p->hint_keys); free(p->n_hint); free(p->hinted);
-    free(p->sl); free(p->q); free(p->l_hits); free(p->l_miss); free(p->trace);
+    free(p->sl); free(p->dq.j); free(p->gq.j); free(p->l_hits); free(p->l_miss); free(p->trace);
     free(p->layers);
     free(p);
 }
@@ -462,7 +512,8 @@ int mr_pager_uses_direct_io(const mr_pager *p) { return p->any_direct; }
 int mr_pager_huge_pages(const mr_pager *p) { return p->arena_huge; }
 
 /* ---- slots ---- */
-static void start_load(mr_pager *p, int s, int layer, int e) {
+/* queue the reads of expert e of layer into slot s: demanded, or a guess (low priority) */
+static void start_load(mr_pager *p, int s, int layer, int e, int guess) {
     const mr_pager_layer *pl = &p->layers[layer];
     slot_io *io = &p->sl[s];
     uint8_t *base = p->arena + (size_t)s * p->slot_bytes;
@@ -489,8 +540,7 @@ static void start_load(mr_pager *p, int s, int layer, int e) {
                         .need = end >= pos + len ? len : end - pos, .dst = base + p->mat_off[m] + pos,
                         .slice_off = off, .slice_len = slice, .name = t->name,
                         .path = mr_gguf_shard_path(p->g, t->shard), .expert = e};
-            p->q[(p->q_head + p->q_len) % p->q_cap] = j;
-            p->q_len++;
+            jobq_push(guess ? &p->gq : &p->dq, &j);
             io->pending++;
         }
     }
@@ -547,6 +597,9 @@ static int acquire(mr_pager *p, int layer, int i) {
     if (hit && wait_state(p, s) == SLOT_ERROR) hit = 0; /* an earlier read of it failed: read again */
     if (hit && p->sl[s].by_hint) { /* read ahead by a hint: a miss whose read started early */
         p->sl[s].by_hint = 0;
+        pthread_mutex_lock(&p->mu); /* demanded now: its reads not yet started go first */
+        if (jobq_take_slot(&p->gq, s, &p->dq)) pthread_cond_broadcast(&p->cv_job);
+        pthread_mutex_unlock(&p->mu);
         p->cnt.hint_used++;
         p->cnt.miss_bytes += p->sl[s].bytes;
         record(p, layer, key, 0);
@@ -555,7 +608,7 @@ static int acquire(mr_pager *p, int layer, int i) {
         wait_slot(p, s); /* a released batch may still be reading into it */
         if (p->sl[s].by_hint) p->cnt.hint_wasted++; /* a guess evicted before its layer came */
         p->sl[s].by_hint = 0;
-        start_load(p, s, layer, e);
+        start_load(p, s, layer, e, 0);
         p->cnt.miss_bytes += p->sl[s].bytes;
     }
     b->slot[i] = s;
@@ -611,16 +664,9 @@ static int batch_reserve(batch *b, int n) {
     return 0;
 }
 
-/* drop the queued (not started) read jobs of slot s; returns how many */
+/* drop the queued (not started) guess jobs of slot s; returns how many */
 static int cancel_queued(mr_pager *p, int s) {
-    int kept = 0, dropped = 0;
-    for (int i = 0; i < p->q_len; i++) {
-        io_job j = p->q[(p->q_head + i) % p->q_cap];
-        if (j.slot == s) { dropped++; continue; }
-        p->q[(p->q_head + kept) % p->q_cap] = j;
-        kept++;
-    }
-    p->q_len = kept;
+    int dropped = jobq_take_slot(&p->gq, s, NULL);
     p->sl[s].pending -= dropped;
     return dropped;
 }
@@ -658,7 +704,7 @@ int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n) {
         mr_set_error("pager: out of memory");
         return -1;
     }
-    for (int i = 0; i < n && p->n_hint[layer] < E; i++) {
+    for (int i = 0; i < n && i < p->guess_keep && p->n_hint[layer] < E; i++) {
         if (ids[i] < 0 || ids[i] >= E) { mr_set_error("pager: expert %d out of range [0, %d) in layer %d", ids[i], E, layer); return -1; }
         int key = layer * p->e_max + ids[i], hit, ev;
         if (p->hinted[key] || mr_cache_find(p->cache, key) >= 0) continue; /* resident or already coming */
@@ -666,7 +712,7 @@ int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n) {
         if (s < 0) return 0; /* every slot pinned: nothing to read ahead into */
         wait_slot(p, s);     /* a released batch may still be reading into it */
         if (p->sl[s].by_hint) p->cnt.hint_wasted++;
-        start_load(p, s, layer, ids[i]);
+        start_load(p, s, layer, ids[i], 1);
         p->sl[s].by_hint = 1;
         mr_cache_unpin(p->cache, s);
         p->hinted[key] = 1;
@@ -844,7 +890,15 @@ void mr_pager_eval_end(mr_pager *p) {
     p->cnt.decode_miss_bytes += p->cnt.miss_bytes - p->ev_miss0;
     p->cnt.decode_bytes_read += p->cnt.bytes_read - p->ev_read0;
     p->cnt.decode_io_busy_s += p->cnt.io_busy_s - p->ev_busy0;
+    uint64_t read = p->cnt.bytes_read - p->ev_read0, miss = p->cnt.miss_bytes - p->ev_miss0;
     pthread_mutex_unlock(&p->mu);
+    /* the eval's bytes read for guesses never used (or not yet: the next layer's) steer how many of
+     * the next guesses are read */
+    double w = read > miss ? (double)(read - miss) / (double)read : 0;
+    p->waste_ema = 0.8 * p->waste_ema + 0.2 * w;
+    if (p->waste_ema > GUESS_WASTE_HIGH && p->guess_keep > 0) /* from one token's worth down */
+        p->guess_keep = (p->guess_keep > p->floor_slots ? p->floor_slots : p->guess_keep) - 1;
+    else if (p->waste_ema < GUESS_WASTE_LOW && p->guess_keep < GUESS_KEEP_MAX) p->guess_keep++;
 }
 
 /* ---- statistics ---- */
