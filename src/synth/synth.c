@@ -239,7 +239,7 @@ static const synth_shape synth_shapes[] = {
 };
 
 /* ftype: LLAMA_FTYPE_ALL_F32 0, LLAMA_FTYPE_MOSTLY_{Q4_0 2, Q8_0 7, Q4_K_M 15, IQ4_XS 30, IQ3_S 26, IQ2_XXS 19, MXFP4_MOE 38, Q2_0 41,
- * Q2_K 10, Q5_K_M 17, Q6_K 18, IQ3_XXS 23, IQ4_NL 25} (llama.h) */
+ * Q2_K 10, Q5_K_M 17, Q6_K 18, IQ3_XXS 23, IQ4_NL 25, BF16 32} (llama.h) */
 static const synth_mix synth_mixes[] = {
     {"f32", MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, MR_TYPE_F32, 0},
     {"q4_0", MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, MR_TYPE_Q4_0, 2},
@@ -259,6 +259,7 @@ static const synth_mix synth_mixes[] = {
     {"iq3_xxs", MR_TYPE_IQ3_XXS, MR_TYPE_IQ3_XXS, MR_TYPE_IQ3_XXS, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 23},
     {"iq3_s", MR_TYPE_IQ3_S, MR_TYPE_IQ3_S, MR_TYPE_IQ3_S, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 26},
     {"q2_0", MR_TYPE_Q2_0, MR_TYPE_Q2_0, MR_TYPE_Q2_0, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 41},
+    {"bf16", MR_TYPE_BF16, MR_TYPE_BF16, MR_TYPE_BF16, MR_TYPE_Q4_K, MR_TYPE_Q6_K, 32},
     /* the DeepSeek-V4 CPU guide's files: iq2xxs-q2k with attention and shared experts in Q2_0
      * (labelled LLAMA_FTYPE_MOSTLY_Q2_0 = 41) */
     {"q2_0-iq2xxs", MR_TYPE_Q2_0, MR_TYPE_IQ2_XXS, MR_TYPE_Q2_K, MR_TYPE_Q8_0, MR_TYPE_Q8_0, 41},
