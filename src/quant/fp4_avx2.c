@@ -138,6 +138,7 @@ static inline void f4a_rows(const void *wv, size_t stride, size_t qoff, int nb, 
     F4A_UNROLL for (int c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)b * stride;
+        mr_rp_prefetch(blk, stride);
         __m256i s[4], t16[4];
         F4A_UNROLL for (int c = 0; c < 4; c++) s[c] = t16[c] = _mm256_setzero_si256();
         F4A_UNROLL for (int m = 0; m < 4; m++) {
@@ -277,6 +278,7 @@ static inline void f4a_xs_rows(const f4a_xs8 *w, int nb, const mr_block_q8_k *co
     F4A_UNROLL for (int c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const f4a_xs8 *b = &w[i];
+        mr_rp_prefetch(b, sizeof *b);
         __m256i s[4];
         F4A_UNROLL for (int c = 0; c < 4; c++) s[c] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {

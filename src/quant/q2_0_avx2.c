@@ -119,6 +119,7 @@ static inline __m256i q2a_rp_isum(const __m256i *u, const q2a_act *a) {
         __m256 acc[NC];                                                                                  \
         Q2A_UNROLL for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();                           \
         for (int b = 0; b < nb; b++) {                                                                   \
+            mr_rp_prefetch(&w[b], sizeof(q2a_blk));                                                      \
             __m256 part[NC];                                                                             \
             Q2A_UNROLL for (int h = 0; h < 2; h++) {                                                     \
                 __m256i u[8];                                                                            \
