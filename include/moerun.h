@@ -128,16 +128,19 @@ int mr_session_n_past(const mr_session *s);           /* tokens evaluated so far
 int mr_session_can_truncate(const mr_session *s);      /* 1 if mr_session_truncate can cut the state back */
 int mr_session_n_ctx(const mr_session *s);
 mr_model *mr_session_model(const mr_session *s);
-/* Drafts from the model's own MTP block (deepseek4 with nextn_predict_layers, loaded with
- * mr_model_params.mtp = 1; mainline llama.cpp's DECODER_MTP graph, docs/SPECULATIVE.md "MTP drafts"):
+/* Drafts from an MTP block (deepseek4 with nextn_predict_layers, loaded with mr_model_params.mtp = 1;
+ * mainline llama.cpp's DECODER_MTP graph, docs/SPECULATIVE.md "MTP drafts"): the model's own (mtp NULL)
+ * or an MTP sidecar's (mtp: a session of the sidecar, a file with the block and no trunk; s's model
+ * loaded with mtp = 1 too, so that its sessions keep the hidden states the block reads):
  * kmax greedy tokens to follow `last`, the token after the session's evaluated ones (not yet
  * evaluated). The block first catches up on the positions evaluated since its last call (each pairs
  * the token with the trunk's hidden state of the position before), then step i runs it on draft token
  * i-1 (step 0: last) at position n_past + i with the previous step's output state. logits (may be
  * NULL): [kmax][n_vocab], the block's logits of each step. The session itself is unchanged. Returns
  * the number of drafts (kmax cut to the context), -1 with an error (no MTP block, ...). */
-int mr_session_mtp_draft(mr_session *s, int32_t last, int kmax, int32_t *out, float *logits);
-int mr_model_n_mtp(const mr_model *m); /* MTP blocks loaded (0: none or not asked for) */
+int mr_session_mtp_draft(mr_session *s, mr_session *mtp, int32_t last, int kmax, int32_t *out, float *logits);
+int mr_model_n_mtp(const mr_model *m); /* MTP blocks loaded (0: none or not asked for); a sidecar has
+                                          mr_model_n_layer 0 */
 /* Evaluate n tokens after the ones already in the session (n > 1: one batch; n == 1: decode step).
  * logits (may be NULL): all_logits ? [n][n_vocab] : [n_vocab] of the last token. Fails (-1) if a
  * token id is out of range or n_past + n > n_ctx. */
@@ -568,7 +571,7 @@ typedef struct {
      * (calls_after) start only after the reasoning. The strings are copied by mr_gen_new. */
     const mr_chat_think *think;
     int think_budget;
-    mr_session *draft;
+    mr_session *draft;           /* (a session of an MTP sidecar: drafts from its block, mr_session_mtp_draft) */
     int mtp;                     /* 1: drafts from the model's own MTP block (mr_session_mtp_draft) */
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow
      * hist[0..n_hist) (the context: prompts and accepted tokens) to out, return how many (0: none) */

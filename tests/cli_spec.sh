@@ -33,3 +33,10 @@ if "$MOERUN" run -m "$TMPD/mtp.gguf" -p "And God said" --temp 0 -n 24 -t 1 --sho
    [ "$(sed -n 's/^ids: //p' "$TMPD/o")" = "$(sed -n 's/^ids: //p' "$TMPD/plain")" ] && grep -q "^speculative: MTP drafts .* drafted" "$TMPD/e"; then
   ok run_spec_mtp_same_ids; else fail run_spec_mtp_same_ids "$(head -c 300 "$TMPD/e")"; fi
 expect_err run_spec_mtp_without_block "MTP block" "$MOERUN" run -m "$K" -p hi --spec-mtp
+# an MTP sidecar (mainline's convert --mtp: the block without a trunk) given with -md drafts the same way
+"$MOERUN" synth --shape deepseek-v4-tiny-di64 --mix f32 --seed 2 --layout trunk -o "$TMPD/trunk.gguf" >/dev/null 2>&1
+"$MOERUN" synth --shape deepseek-v4-tiny-di64 --mix f32 --seed 2 --layout mtp-only -o "$TMPD/side.gguf" >/dev/null 2>&1
+if "$MOERUN" run -m "$TMPD/trunk.gguf" -p "And God said" --temp 0 -n 24 -t 1 --show-ids -md "$TMPD/side.gguf" >"$TMPD/o" 2>"$TMPD/e" &&
+   [ "$(sed -n 's/^ids: //p' "$TMPD/o")" = "$(sed -n 's/^ids: //p' "$TMPD/plain")" ] && grep -q "^speculative: MTP drafts .* drafted" "$TMPD/e"; then
+  ok run_spec_mtp_sidecar_same_ids; else fail run_spec_mtp_sidecar_same_ids "$(head -c 300 "$TMPD/e")"; fi
+expect_err run_mtp_sidecar_alone "MTP sidecar" "$MOERUN" run -m "$TMPD/side.gguf" -p hi -n 2

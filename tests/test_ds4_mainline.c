@@ -15,10 +15,11 @@
 #define DIR "tests/golden/ds4-mainline/"
 
 typedef struct {
-    char name[64], model[128], mix[32], layout[32], golden[64], cls[32], hash[32], shape[64];
+    char name[64], model[128], mix[32], layout[32], golden[64], cls[32], hash[32], shape[64], side_hash[32];
     unsigned long long seed;
     float shexp;
-    int mtp; /* also the MTP block's draft logits (mr_session_mtp_draft), loaded with params.mtp */
+    int mtp; /* also the MTP block's draft logits (mr_session_mtp_draft), loaded with params.mtp: 1 the
+                file's own block, 2 a sidecar's (layout mtp-only, same shape/mix/seed, hash side_hash) */
 } ml_entry;
 
 static int read_manifest(ml_entry *e, int max) {
@@ -30,9 +31,11 @@ static int read_manifest(ml_entry *e, int max) {
         if (line[0] == '#' || line[0] == '\n') continue;
         snprintf(e[n].shape, sizeof e[n].shape, "deepseek-v4-tiny");
         e[n].mtp = 0;
-        int k = sscanf(line, "%63s %127s %31s %llu %31s %f %63s %31s %31s %63s %d", e[n].name, e[n].model, e[n].mix,
-                       &e[n].seed, e[n].layout, &e[n].shexp, e[n].golden, e[n].cls, e[n].hash, e[n].shape, &e[n].mtp);
-        if (k == 9 || k == 11) n++;
+        snprintf(e[n].side_hash, sizeof e[n].side_hash, "-");
+        int k = sscanf(line, "%63s %127s %31s %llu %31s %f %63s %31s %31s %63s %d %31s", e[n].name, e[n].model, e[n].mix,
+                       &e[n].seed, e[n].layout, &e[n].shexp, e[n].golden, e[n].cls, e[n].hash, e[n].shape, &e[n].mtp,
+                       e[n].side_hash);
+        if (k == 9 || k == 11 || k == 12) n++;
     }
     fclose(f);
     return n;
@@ -76,10 +79,12 @@ static float *eval_ids(mr_model *m, const int32_t *ids, int n, int decode) {
 }
 
 /* compare the golden rows; returns 1 pass, 0 fail (why filled) */
-static int check(const ml_entry *e, const char *path, const float *lg, int n, int V, const char *cls, char *why, size_t wl,
+/* compare with the golden file DIR base.path.lgts (base: the entry's golden name, its own name for the
+ * MTP files) */
+static int check(const char *base, const char *path, const float *lg, int n, int V, const char *cls, char *why, size_t wl,
                  mr_logits_cmp *c) {
     char rel[256];
-    snprintf(rel, sizeof rel, DIR "%.63s.%.16s.lgts", e->golden, path);
+    snprintf(rel, sizeof rel, DIR "%.63s.%.16s.lgts", base, path);
     int nr, nv;
     int32_t *pos;
     float *ref;
@@ -101,17 +106,17 @@ static int check(const ml_entry *e, const char *path, const float *lg, int n, in
  * evaluated ids[0..p) as one batch in a fresh session, so the block catches up on the whole window at
  * once; mtp-decode: one session stepping token by token, a one-step draft before each token): [n][V],
  * rows of other positions zero. */
-static float *mtp_rows(mr_model *m, const ml_entry *e, const char *path, const int32_t *ids, int n) {
+static float *mtp_rows(mr_model *m, mr_model *side, const ml_entry *e, const char *path, const int32_t *ids, int n) {
     char rel[256];
-    snprintf(rel, sizeof rel, DIR "%.63s.%.16s.lgts", e->golden, path);
+    snprintf(rel, sizeof rel, DIR "%.63s.%.16s.lgts", e->name, path);
     int nr, nv, decode = !strcmp(path, "mtp-decode");
     int32_t *pos, out;
     float *ref, *lg = NULL;
     if (mr_lgts_read(rel, &nr, &nv, &pos, &ref)) return NULL;
     const int V = mr_model_n_vocab(m);
     lg = calloc((size_t)n * (size_t)V, sizeof(float));
-    mr_session *s = decode ? mr_session_new(m, n + 8) : NULL;
-    int rc = !lg || (decode && !s);
+    mr_session *s = decode ? mr_session_new(m, n + 8) : NULL, *ms = side ? mr_session_new(side, n + 8) : NULL;
+    int rc = !lg || (decode && !s) || (side && !ms);
     for (int r = 0; !rc && r < nr; r++) {
         const int p = pos[r];
         if (p < 0 || p >= n) { rc = 1; break; }
@@ -119,13 +124,14 @@ static float *mtp_rows(mr_model *m, const ml_entry *e, const char *path, const i
             s = mr_session_new(m, n + 8);
             rc = !s || (p > 0 && mr_session_eval(s, ids, p, NULL, 0));
         } else {
-            for (int q = mr_session_n_past(s); !rc && q < p; q++) rc = mr_session_mtp_draft(s, ids[q], 1, &out, NULL) != 1 ||
+            for (int q = mr_session_n_past(s); !rc && q < p; q++) rc = mr_session_mtp_draft(s, ms, ids[q], 1, &out, NULL) != 1 ||
                                                                         mr_session_eval(s, ids + q, 1, NULL, 0);
         }
-        if (!rc) rc = mr_session_mtp_draft(s, ids[p], 1, &out, lg + (size_t)p * V) != 1;
+        if (!rc) rc = mr_session_mtp_draft(s, ms, ids[p], 1, &out, lg + (size_t)p * V) != 1;
         if (!decode) { mr_session_free(s); s = NULL; }
     }
     mr_session_free(s);
+    mr_session_free(ms);
     free(pos); free(ref);
     if (rc) { free(lg); return NULL; }
     return lg;
@@ -133,11 +139,11 @@ static float *mtp_rows(mr_model *m, const ml_entry *e, const char *path, const i
 
 /* draft chains (NAME.chain.txt: position p, then mainline's 4 greedy drafts after the trunk took
  * ids[0..p); NAME.chain.lgts: each step's logits): the same drafts and logits in the strict class */
-static void check_chain(const ml_entry *e, mr_model *m, const int32_t *ids, int n, int paged) {
+static void check_chain(const ml_entry *e, mr_model *m, mr_model *side, const int32_t *ids, int n, int paged) {
     char rel[256];
-    snprintf(rel, sizeof rel, DIR "%.63s.chain.txt", e->golden);
+    snprintf(rel, sizeof rel, DIR "%.63s.chain.txt", e->name);
     FILE *f = fopen(rel, "r");
-    snprintf(rel, sizeof rel, DIR "%.63s.chain.lgts", e->golden);
+    snprintf(rel, sizeof rel, DIR "%.63s.chain.lgts", e->name);
     int nr = 0, nv = 0, row = 0, bad = 0, p, want[4];
     int32_t *pos = NULL;
     float *ref = NULL;
@@ -146,15 +152,17 @@ static void check_chain(const ml_entry *e, mr_model *m, const int32_t *ids, int 
     float *lg = malloc(sizeof(float) * (size_t)nr * (size_t)V);
     char why[512] = "";
     while (lg && fscanf(f, "%d %d %d %d %d", &p, &want[0], &want[1], &want[2], &want[3]) == 5 && row + 4 <= nr && p < n) {
-        mr_session *s = mr_session_new(m, n + 8);
+        mr_session *s = mr_session_new(m, n + 8), *ms = side ? mr_session_new(side, n + 8) : NULL;
         int32_t got[4];
-        if (!s || mr_session_eval(s, ids, p, NULL, 0) || mr_session_mtp_draft(s, ids[p], 4, got, lg + (size_t)row * V) != 4) {
+        if (!s || (side && !ms) || mr_session_eval(s, ids, p, NULL, 0) ||
+            mr_session_mtp_draft(s, ms, ids[p], 4, got, lg + (size_t)row * V) != 4) {
             snprintf(why, sizeof why, "draft at %d: %s", p, mr_last_error());
             bad = 1;
         }
         for (int i = 0; !bad && i < 4; i++)
             if (got[i] != want[i]) { snprintf(why, sizeof why, "at %d draft %d is %d, mainline's %d", p, i, got[i], want[i]); bad = 1; }
         mr_session_free(s);
+        mr_session_free(ms);
         row += 4;
     }
     fclose(f);
@@ -167,36 +175,42 @@ static void check_chain(const ml_entry *e, mr_model *m, const int32_t *ids, int 
     free(lg); free(pos); free(ref);
 }
 
-static void check_mtp(const ml_entry *e, mr_model *m, const int32_t *ids, int n, int paged) {
+static void check_mtp(const ml_entry *e, mr_model *m, mr_model *side, const int32_t *ids, int n, int paged) {
     for (int d = 0; d < 2; d++) {
         const char *path = d ? "mtp-decode" : "mtp-prefill";
-        float *lg = mtp_rows(m, e, path, ids, n);
+        float *lg = mtp_rows(m, side, e, path, ids, n);
         char why[512];
         mr_logits_cmp c;
         if (!lg) { printf("FAIL %s.%s: %s\n", e->name, path, mr_last_error()); t_failed++; continue; }
-        int ok = check(e, path, lg, n, mr_model_n_vocab(m), e->cls, why, sizeof why, &c);
+        int ok = check(e->name, path, lg, n, mr_model_n_vocab(m), e->cls, why, sizeof why, &c);
         printf("%s %s.%s.%s [%s] %s\n", ok ? "ok" : "FAIL", e->name, path, paged ? "paged" : "resident", e->cls, why);
         if (ok) t_passed++; else t_failed++;
         free(lg);
     }
-    check_chain(e, m, ids, n, paged);
+    check_chain(e, m, side, ids, n, paged);
+}
+
+/* the entry's model synthesized with `layout` into path, checked against the hash the goldens were made
+ * from; 0, or -1 (counted as a failure) */
+static int synth_checked(const ml_entry *e, const char *layout, const char *hash, const char *path) {
+    mr_synth_params sp = {.shape = e->shape, .mix = e->mix, .seed = e->seed, .layout = layout, .shexp_clamp = e->shexp};
+    if (mr_synth(path, &sp)) { printf("FAIL %s: synth: %s\n", e->name, mr_last_error()); t_failed++; return -1; }
+    unsigned long long h = fnv1a_file(path), want = strtoull(hash, NULL, 16);
+    if (h == want) return 0;
+    printf("FAIL %s: the synthesized %s file's hash is %016llx, the goldens were made from %016llx: moerun synth "
+           "changed; regenerate the goldens (" DIR "README.md)\n", e->name, layout, h, want);
+    t_failed++;
+    unlink(path);
+    return -1;
 }
 
 static void run_entry(const ml_entry *e, const char *tmpdir) {
-    char model[512];
+    char model[512], side_path[512];
+    snprintf(side_path, sizeof side_path, "%.200s/%.63s-sidecar.gguf", tmpdir, e->name);
     if (!strcmp(e->model, "synth")) {
         snprintf(model, sizeof model, "%.200s/%.63s.gguf", tmpdir, e->name);
-        mr_synth_params sp = {.shape = e->shape, .mix = e->mix, .seed = e->seed, .layout = e->layout,
-                              .shexp_clamp = e->shexp};
-        if (mr_synth(model, &sp)) { printf("FAIL %s: synth: %s\n", e->name, mr_last_error()); t_failed++; return; }
-        unsigned long long h = fnv1a_file(model), want = strtoull(e->hash, NULL, 16);
-        if (h != want) {
-            printf("FAIL %s: the synthesized file's hash is %016llx, the goldens were made from %016llx: moerun synth "
-                   "changed; regenerate the goldens (" DIR "README.md)\n", e->name, h, want);
-            t_failed++;
-            unlink(model);
-            return;
-        }
+        if (synth_checked(e, e->layout, e->hash, model)) return;
+        if (e->mtp == 2 && synth_checked(e, "mtp-only", e->side_hash, side_path)) { unlink(model); return; }
     } else {
         snprintf(model, sizeof model, "%s", t_shared(e->model));
     }
@@ -206,12 +220,19 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
     mr_model_params_default(&mp);
     mp.n_threads = 1;
     mp.graph = MR_GRAPH_MAINLINE;
-    mp.mtp = e->mtp;
-    mr_pager_model_info pi;
-    if (mr_pager_model_sizes(model, &pi) || pi.min_budget == 0) { printf("FAIL %s: pager sizes: %s\n", e->name, mr_last_error()); t_failed++; }
+    mp.mtp = e->mtp != 0;
+    mr_pager_model_info pi, si = {0};
+    if (mr_pager_model_sizes(model, &pi) || pi.min_budget == 0 || (e->mtp == 2 && mr_pager_model_sizes(side_path, &si))) {
+        printf("FAIL %s: pager sizes: %s\n", e->name, mr_last_error());
+        t_failed++;
+    }
     for (int paged = 0; ids && paged < 2; paged++) {
         mp.ram_budget = paged ? pi.min_budget : 0;
-        mr_model *m = mr_model_load(model, &mp);
+        mr_model *m = mr_model_load(model, &mp), *side = NULL;
+        if (m && e->mtp == 2) {
+            mp.ram_budget = paged ? si.min_budget : 0;
+            if (!(side = mr_model_load(side_path, &mp))) { mr_model_free(m); m = NULL; }
+        }
         if (!m) { printf("FAIL %s: %s\n", e->name, mr_last_error()); t_failed++; continue; }
         const int V = mr_model_n_vocab(m);
         for (int d = 0; d < 2; d++) {
@@ -220,7 +241,7 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
             char why[512];
             mr_logits_cmp c;
             if (!lg) { printf("FAIL %s.%s: eval: %s\n", e->name, path, mr_last_error()); t_failed++; continue; }
-            if (check(e, path, lg, n, V, e->cls, why, sizeof why, &c)) {
+            if (check(e->golden, path, lg, n, V, e->cls, why, sizeof why, &c)) {
                 printf("ok %s.%s.%s [%s] %s\n", e->name, path, paged ? "paged" : "resident", e->cls, why);
                 t_passed++;
             } else {
@@ -229,7 +250,8 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
             }
             free(lg);
         }
-        if (e->mtp) check_mtp(e, m, ids, n, paged);
+        if (e->mtp) check_mtp(e, m, side, ids, n, paged);
+        mr_model_free(side);
         mr_pager_stats ps;
         if (paged && (mr_model_pager_stats(m, &ps) || !ps.paging || ps.misses == 0)) {
             printf("FAIL %s.paged: the pager did not page (budget %llu)\n", e->name, (unsigned long long)pi.min_budget);
@@ -245,7 +267,7 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
     char why[512];
     mr_logits_cmp c;
     if (!lg) { printf("FAIL %s.official: %s\n", e->name, mr_last_error()); t_failed++; }
-    else if (check(e, "prefill", lg, n, mr_model_n_vocab(m), "strict", why, sizeof why, &c)) {
+    else if (check(e->golden, "prefill", lg, n, mr_model_n_vocab(m), "strict", why, sizeof why, &c)) {
         printf("FAIL %s.official: the official graph matches mainline strictly (%s)\n", e->name, why);
         t_failed++;
     } else {
@@ -256,6 +278,7 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
     mr_model_free(m);
     free(ids);
     if (!strcmp(e->model, "synth")) unlink(model);
+    if (e->mtp == 2) unlink(side_path);
 }
 
 int main(void) {

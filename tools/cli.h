@@ -182,7 +182,8 @@ typedef struct {
 void mr_cli_spec_default(mr_cli_spec *o);
 int mr_cli_opt_spec(const char *opt, const char *v, void *dst);   /* dst: mr_cli_spec */
 #define MR_CLI_OPTS_SPEC(o) MR_CLI_OPTS_SPEC_NGRAM(o), \
-    {.names = "-md, --model-draft", .arg = "FILE", .help = "draft with a smaller model of the same vocabulary (turns --spec on)", \
+    {.names = "-md, --model-draft", .arg = "FILE", .help = "draft with a smaller model of the same vocabulary, or a DeepSeek-V4\n" \
+     "MTP sidecar (turns --spec on)", \
      .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}, \
     {.names = "--spec-mtp", .help = "draft with the model's own MTP block (deepseek4 files with nextn_predict_layers;\n" \
      "like mainline llama.cpp's draft-mtp speculative type; turns --spec on)", .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}

@@ -34,6 +34,7 @@ int mr_cli_spec_setup(mr_cli_spec *o, int n_threads, int n_ctx, mr_gen_params *g
     mr_model_params_default(&dp);
     mr_cli_env_apply(&dp);
     dp.n_threads = n_threads;
+    dp.mtp = 1; /* a DeepSeek-V4 MTP sidecar loads as its block (other models ignore it) */
     o->draft_model = mr_model_load(o->draft_path, &dp);
     if (!o->draft_model) { fprintf(stderr, "error: draft model: %s\n", mr_last_error()); return -1; }
     o->draft = mr_session_new(o->draft_model, n_ctx);
@@ -51,7 +52,7 @@ void mr_cli_spec_report(const mr_cli_spec *o, const mr_gen *g, FILE *out) {
     mr_gen_stats gs;
     mr_gen_get_stats(g, &gs);
     fprintf(out, "speculative: %s drafts of up to %d, %d verification steps, %d drafted, %d accepted (%.1f%%), %.2f tokens per step\n",
-            o->mtp ? "MTP" : o->draft_path ? "draft-model" : "n-gram", o->max, gs.n_spec_steps, gs.n_drafted, gs.n_draft_accepted,
+            o->mtp || (o->draft_model && !mr_model_n_layer(o->draft_model)) ? "MTP" : o->draft_path ? "draft-model" : "n-gram", o->max, gs.n_spec_steps, gs.n_drafted, gs.n_draft_accepted,
             gs.n_drafted ? 100.0 * gs.n_draft_accepted / gs.n_drafted : 0.0,
             gs.n_spec_steps ? (double)(gs.n_spec_steps + gs.n_draft_accepted) / gs.n_spec_steps : 0.0);
 }

@@ -317,7 +317,7 @@ static int cmd_bench(int argc, char **argv) {
     for (int ti = 0; ti < b.threads.n && rc == 0; ti++) {
         b.c.mp.n_threads = b.threads.v[ti];
         int intr;
-        b.c.mp.mtp |= b.spec.mtp;
+        b.c.mp.mtp |= b.spec.mtp || b.spec.draft_path; /* an MTP sidecar as -md reads the trunk's states */
         mr_model *m = mr_cli_load(&b.c, NULL, &intr);
         if (!m) { rc = intr ? 130 : 1; break; }
         snprintf(arch, sizeof arch, "%s", mr_model_arch(m));

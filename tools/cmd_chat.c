@@ -187,7 +187,7 @@ static int cmd_chat(int argc, char **argv) {
     mr_cli_catch_sigint();
     mr_cli_pick_seed(&a.c);
     int intr;
-    a.c.mp.mtp |= a.spec.mtp;
+    a.c.mp.mtp |= a.spec.mtp || a.spec.draft_path; /* an MTP sidecar as -md reads the trunk's states */
     mr_model *m = mr_cli_load(&a.c, NULL, &intr);
     if (!m) { if (intr) rc = 130; goto done; }
     const char *tmpl_name = a.tmpl ? a.tmpl : mr_chat_template_detect(m);

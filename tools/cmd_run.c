@@ -88,7 +88,7 @@ static int cmd_run(int argc, char **argv) {
     mr_cli_pick_seed(&r.c);
     if (r.stats_path && !(stats = fopen(r.stats_path, "w"))) { fprintf(stderr, "error: cannot write %s\n", r.stats_path); goto done; }
     int intr;
-    r.c.mp.mtp |= r.spec.mtp;
+    r.c.mp.mtp |= r.spec.mtp || r.spec.draft_path; /* an MTP sidecar as -md reads the trunk's states */
     m = mr_cli_load(&r.c, NULL, &intr);
     if (!m) { if (intr) rc = 130; goto done; }
     mr_model_pager_stats(m, &pst_prev);

@@ -58,3 +58,5 @@ fail:
     *d_past = 0;
     return -1;
 }
+
+int mr_draft_is_mtp(const mr_model *m) { return mr_model_n_mtp(m) > 0 && mr_model_n_layer(m) == 0; }

@@ -14,4 +14,8 @@ int mr_draft_ngram(const int32_t *hist, int n_hist, int nmax, int nmin, int kmax
  * the number of drafts written to out, -1 on error (d is then reset and *d_past is 0). */
 int mr_draft_model(mr_session *d, const int32_t *hist, int n_hist, int *d_past, int n_batch, int kmax, int32_t *out);
 
+/* 1 if m is an MTP sidecar (an MTP block without a trunk): a draft session of it drafts through
+ * mr_session_mtp_draft, not as a model of its own */
+int mr_draft_is_mtp(const mr_model *m);
+
 #endif

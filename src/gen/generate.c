@@ -326,7 +326,7 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
             mr_set_error("generate: n-gram sizes %d..%d are not within 1..64", g->p.spec_ngram_min, g->p.spec_ngram);
             goto fail;
         }
-        if (g->p.mtp && !mr_model_n_mtp(mr_session_model(s))) {
+        if (g->p.mtp && !g->p.draft && !mr_model_n_mtp(mr_session_model(s))) {
             mr_set_error("generate: MTP drafts need a model with its MTP block loaded (a deepseek4 file with "
                          "nextn_predict_layers, loaded with mr_model_params.mtp = 1)");
             goto fail;
@@ -684,9 +684,9 @@ static int make_draft(mr_gen *g) {
     if (g->p.draft_fn) {
         k = g->p.draft_fn(g->p.draft_user, g->hist, g->n_hist, kmax, g->dbuf);
         k = k < 0 ? 0 : k > kmax ? kmax : k;
-    } else if (g->p.mtp) {
+    } else if (g->p.mtp || (g->p.draft && mr_draft_is_mtp(mr_session_model(g->p.draft)))) {
         /* the block drafts after the one pending token (the trunk's state holds everything before it) */
-        k = g->n_pending == 1 ? mr_session_mtp_draft(g->s, g->pending[0], kmax, g->dbuf, NULL) : 0;
+        k = g->n_pending == 1 ? mr_session_mtp_draft(g->s, g->p.mtp ? NULL : g->p.draft, g->pending[0], kmax, g->dbuf, NULL) : 0;
     } else if (!g->p.draft) {
         k = mr_draft_ngram(g->hist, g->n_hist, g->p.spec_ngram, g->p.spec_ngram_min, kmax, g->dbuf);
     } else {

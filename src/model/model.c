@@ -177,7 +177,7 @@ mr_model *mr_model_load(const char *path, const mr_model_params *params) {
         mr_log(2, "%s: no usable tokenizer: %s\n", path, mr_get_error());
     }
     mr_clear_error();
-    if (m->n_vocab <= 0 || m->n_embd <= 0 || m->n_layer <= 0) {
+    if (m->n_vocab <= 0 || m->n_embd <= 0 || (m->n_layer <= 0 && m->n_mtp <= 0)) { /* an MTP sidecar: no trunk */
         mr_set_error("%s: architecture loader left n_vocab/n_embd/n_layer unset", path);
         goto fail;
     }
@@ -259,19 +259,35 @@ int mr_session_truncate(mr_session *s, int n) {
     return 0;
 }
 
-int mr_session_mtp_draft(mr_session *s, int32_t last, int kmax, int32_t *out, float *logits) {
-    if (!s->m->n_mtp || !s->m->arch->mtp_draft) {
-        mr_set_error("mtp: %s has no MTP block loaded (a deepseek4 file with nextn_predict_layers, loaded with "
-                     "mr_model_params.mtp = 1)", s->m->path);
+int mr_session_mtp_draft(mr_session *s, mr_session *mtp, int32_t last, int kmax, int32_t *out, float *logits) {
+    if (!mtp) mtp = s;
+    if (!mtp->m->n_mtp || !s->m->arch->mtp_draft || mtp->m->arch != s->m->arch) {
+        mr_set_error("mtp: %s has no MTP block loaded for %s (a deepseek4 file with nextn_predict_layers, or its "
+                     "sidecar, loaded with mr_model_params.mtp = 1)", mtp->m->path, s->m->path);
         return -1;
     }
     if (last < 0 || last >= s->m->n_vocab) { mr_set_error("mtp: token %d is out of range", last); return -1; }
     if (kmax > s->n_ctx - s->n_past) kmax = s->n_ctx - s->n_past;
+    if (kmax > mtp->n_ctx - s->n_past) kmax = mtp->n_ctx - s->n_past;
     if (kmax <= 0) return 0;
-    return s->m->arch->mtp_draft(s->m, s->st, last, kmax, out, logits);
+    if (mr_model_check_files(s->m) || mr_model_check_files(mtp->m)) return -1;
+    mr_moe_approx_begin_eval(mtp->m);
+    const int isa_prev = mr_isa_enter(mtp->m->isa);
+    mr_pager_eval_begin(mtp->m->pager, 1);
+    const int rc = s->m->arch->mtp_draft(s->m, s->st, mtp->m, mtp->st, last, kmax, out, logits);
+    mr_pager_eval_end(mtp->m->pager);
+    mr_isa_leave(isa_prev);
+    if (rc < 0) mr_model_pager_release_all(mtp->m);
+    return rc;
 }
 
 int mr_model_n_mtp(const mr_model *m) { return m->n_mtp; }
+
+/* after a failed eval: a layer that failed between its prefetch and its experts (e.g. out of memory)
+ * left its batch pinned; unpin every layer, or the next eval finds the slots taken */
+void mr_model_pager_release_all(mr_model *m) {
+    for (int l = 0; m->pager && l < m->n_exp_layers; l++) mr_pager_release(m->pager, l);
+}
 
 int mr_session_n_past(const mr_session *s) { return s->n_past; }
 int mr_session_can_truncate(const mr_session *s) { return s->m->arch->state_truncate != NULL; }
@@ -303,8 +319,7 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     if (rc) {
         /* a layer that failed between its prefetch and its experts (e.g. out of memory) left its
          * batch pinned: unpin every layer, or the next eval finds the slots taken */
-        if (s->m->pager)
-            for (int l = 0; l < s->m->n_layer; l++) mr_pager_release(s->m->pager, l);
+        mr_model_pager_release_all(s->m);
         return -1;
     }
     mr_prof_tokens(phase, n); /* the caller (bench) records the wall time of its evals */

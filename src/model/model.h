@@ -60,8 +60,10 @@ struct mr_arch {
                       float *logits);
     /* the evaluation state at n_past positions through io (above); returns what io->fn returned */
     int (*state_io)(mr_model *m, void *st, int n_past, mr_state_io *io);
-    /* optional: mr_session_mtp_draft (moerun.h) on a state at n_past positions; NULL: no MTP block */
-    int (*mtp_draft)(mr_model *m, void *st, int32_t last, int kmax, int32_t *out, float *logits);
+    /* optional: mr_session_mtp_draft (moerun.h): the trunk's state st at n_past positions, the MTP block
+     * of model mm (m, or a sidecar of the same arch) with its state mst (st, or the sidecar session's) */
+    int (*mtp_draft)(mr_model *m, void *st, mr_model *mm, void *mst, int32_t last, int kmax, int32_t *out,
+                     float *logits);
     /* refuse a file with a tensor the loader did not look up (mainline loads optional biases, LongRoPE
      * factors, NVFP4 ".scale" tensors...: ignoring one would compute something else), except the blocks
      * past n_layer (MTP heads, skipped on purpose) */
@@ -152,6 +154,8 @@ int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out);
 int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers);
 /* the same for n layers of routed experts: the n_layer trunk layers and blocks run outside them (MTP) */
 int mr_model_init_pager_n(mr_model *m, const mr_pager_layer *layers, int n);
+/* unpin every pager layer's batch (after a failed eval) */
+void mr_model_pager_release_all(mr_model *m);
 
 /* ---- debug taps ---- */
 /* If params.dump selects `name` ("all" or a comma-separated list of names), print to stderr

@@ -35,7 +35,10 @@ typedef struct {
     int n_mtp;                  /* nextn_predict_layers with the blocks present (never run as layers) */
     int mtp;                    /* params.mtp: the (first) MTP block is loaded as layers[L], run only by
                                    ds4_mtp_draft; sessions keep the trunk's last output streams */
-    int n_run;                  /* layers loaded: L + mtp */
+    int n_run;                  /* layers: L + mtp (a sidecar loads only the last) */
+    int sidecar;                /* an MTP-only file (mainline's convert --mtp, loaded with params.mtp): no
+                                   trunk (n_layer 0), it drafts for another model's sessions */
+    int keep_h;                 /* params.mtp on a model with a trunk: sessions keep its last streams */
     mr_weight eh_proj, mtp_head;        /* nextn.eh_proj {2d -> d}; nextn.shared_head_head, else output */
     const float *enorm, *hnorm, *mtp_norm; /* nextn.enorm, hnorm; shared_head_norm, else output_norm */
     const mr_gguf_tensor *mtp_embd;     /* nextn.embed_tokens, else token_embd */
@@ -123,7 +126,8 @@ int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float 
 int ds4_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *tok, int n, const uint8_t *want,
                    float *logits);
 /* forward.c: the mr_arch mtp_draft (mr_session_mtp_draft in moerun.h) */
-int ds4_mtp_draft(mr_model *m, void *st, int32_t last, int kmax, int32_t *out, float *logits);
+int ds4_mtp_draft(mr_model *m, void *st, mr_model *mm, void *mst, int32_t last, int kmax, int32_t *out,
+                  float *logits);
 /* rows of the MTP block's window ring: the window, the cut-back slack and the longest draft */
 #define DS4_MTP_RING_EXTRA (DS4_CUT_SLACK + 64)
 

@@ -1015,7 +1015,7 @@ static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const 
         if (ds4_attention(m, st, pos, il, n, X, &B)) goto done;
         if (ds4_ffn(m, il, tok, n, X, &B, &st[0]->moe_ws)) goto done;
     }
-    for (int t = 0; M->mtp && t < n; t++) { /* the MTP block's input pairs (ds4_mtp_draft) */
+    for (int t = 0; M->keep_h && t < n; t++) { /* the MTP block's input pairs (ds4_mtp_draft) */
         ds4_state *s = st[t];
         memcpy(s->h + (int64_t)(pos[t] % s->hcap) * hd, X + t * hd, sizeof(float) * (size_t)hd);
         s->htok[pos[t] % s->hcap] = tok[t];
@@ -1040,8 +1040,16 @@ done:
  * for V4-Flash q and the attention output alone are 256 KiB per token). Every path computes the same
  * numbers (see the top of load.c), so the split does not change the logits. */
 #define DS4_MAX_BATCH 256
+/* an MTP sidecar has no trunk to run */
+static int ds4_no_trunk(const mr_model *m) {
+    if (!((const ds4_model *)m->priv)->sidecar) return 0;
+    mr_set_error("%s: an MTP sidecar has no trunk layers: it only drafts for the main model's sessions", m->path);
+    return -1;
+}
+
 int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float *logits, int all_logits) {
     const int nv = ((ds4_model *)m->priv)->V;
+    if (ds4_no_trunk(m)) return -1;
     ds4_state *st[DS4_MAX_BATCH];
     int pos[DS4_MAX_BATCH];
     for (int i = 0; i < n; i += DS4_MAX_BATCH) {
@@ -1057,6 +1065,7 @@ int ds4_eval(mr_model *m, void *stp, const int32_t *tok, int n, int pos0, float 
 int ds4_eval_multi(mr_model *m, void *const *stp, const int *pos, const int32_t *tok, int n, const uint8_t *want,
                    float *logits) {
     const int nv = ((ds4_model *)m->priv)->V;
+    if (ds4_no_trunk(m)) return -1;
     size_t row = 0; /* logits rows written by the earlier pieces */
     for (int i = 0; i < n; i += DS4_MAX_BATCH) {
         const int len = n - i < DS4_MAX_BATCH ? n - i : DS4_MAX_BATCH;
@@ -1123,20 +1132,34 @@ static int32_t ds4_argmax(const float *l, int n) {
     return b;
 }
 
-/* mr_session_mtp_draft. Catch-up: the block's ring gets the positions evaluated since its last call
+/* mr_session_mtp_draft: the trunk's streams and tokens from (m, st), the block of (mm, mst): the same
+ * model and state for a bundled block, an MTP sidecar's otherwise. Catch-up: the block's ring gets the
+ * positions evaluated since its last call
  * (at most the window before n_past: older rows are never read again), each the token at q with the
  * trunk's streams at q - 1 (zero before position 0), as mainline's draft-mtp driver feeds it after
  * every target batch. Then the chain: step i at position n_past + i, the previous step's output
  * streams (step 0: the trunk's at n_past - 1), greedy. The chain's ring rows are left behind as
  * scratch: mtp_past stays n_past, so the next catch-up writes those positions first. */
-int ds4_mtp_draft(mr_model *m, void *stp, int32_t last, int kmax, int32_t *out, float *logits) {
-    ds4_model *M = m->priv;
-    ds4_state *st = stp;
+int ds4_mtp_draft(mr_model *m, void *stp, mr_model *mm, void *mstp, int32_t last, int kmax, int32_t *out,
+                  float *logits) {
+    const ds4_model *M = m->priv, *MM = mm->priv;
+    ds4_state *st = stp, *mst = mstp;
     const int n = st->n_past, V = M->V;
     const int64_t hd = (int64_t)M->Nh * M->d;
+    if (!M->keep_h) {
+        mr_set_error("%s: load the main model with mr_model_params.mtp = 1 so that its sessions keep the hidden "
+                     "states the MTP block reads", m->path);
+        return -1;
+    }
+    if (MM->d != M->d || MM->Nh != M->Nh || MM->V != M->V) {
+        mr_set_error("%s: the MTP block (width %d, %d streams, %d tokens) does not fit %s (%d, %d, %d)", mm->path, MM->d,
+                     MM->Nh, MM->V, m->path, M->d, M->Nh, M->V);
+        return -1;
+    }
     if (kmax > 64) kmax = 64;
-    int from = st->mtp_past < st->h_low ? st->mtp_past : st->h_low;
-    if (from < n - M->W) from = n - M->W;
+    if (mst->mtp_past > n) mst->mtp_past = n; /* a sidecar's state does not see the trunk cut back */
+    int from = mst->mtp_past < st->h_low ? mst->mtp_past : st->h_low;
+    if (from < n - MM->W) from = n - MM->W;
     if (from < 0) from = 0;
     const int nc = n - from;
     float *h = mr_calloc((size_t)(hd * (nc + 2)), sizeof(float)), *lg = mr_malloc(sizeof(float) * (size_t)V);
@@ -1147,15 +1170,15 @@ int ds4_mtp_draft(mr_model *m, void *stp, int32_t last, int kmax, int32_t *out, 
         tk[q - from] = st->htok[q % st->hcap];
         if (q > 0) memcpy(h + (q - from) * hd, st->h + (int64_t)((q - 1) % st->hcap) * hd, sizeof(float) * (size_t)hd);
     }
-    if (nc > 0 && ds4_mtp_run(m, st, tk, nc, from, h, NULL, NULL)) goto done;
-    st->mtp_past = st->h_low = n;
+    if (nc > 0 && ds4_mtp_run(mm, mst, tk, nc, from, h, NULL, NULL)) goto done;
+    mst->mtp_past = st->h_low = n;
     float *hc = h, *hn = h + hd;
     memset(hc, 0, sizeof(float) * (size_t)hd);
     if (n > 0) memcpy(hc, st->h + (int64_t)((n - 1) % st->hcap) * hd, sizeof(float) * (size_t)hd);
     for (int i = 0; i < kmax; i++) {
         const int32_t t = i ? out[i - 1] : last;
         float *l = logits ? logits + (size_t)i * (size_t)V : lg;
-        if (ds4_mtp_run(m, st, &t, 1, n + i, hc, l, hn)) goto done;
+        if (ds4_mtp_run(mm, mst, &t, 1, n + i, hc, l, hn)) goto done;
         out[i] = ds4_argmax(l, V);
         float *x = hc; hc = hn; hn = x;
     }

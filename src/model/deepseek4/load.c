@@ -105,10 +105,14 @@ static int ds4_read_nextn(mr_model *m, ds4_model *M) {
         if (!mr_gguf_find_tensor(m->gguf, name)) n = 0;
     }
     if (n > 0 && !mr_gguf_find_tensor(m->gguf, "blk.0.attn_norm.weight")) {
-        mr_set_error("%s: this is a DeepSeek-V4 MTP sidecar (%u next-token-prediction block%s, no trunk layers: "
-                     "nextn_predict_layers with block_count %d); it drafts for the main model and does not run alone, "
-                     "and moerun does not use MTP sidecars: load the main model", m->path, n, n > 1 ? "s" : "", M->L_all);
-        return -1;
+        if (!m->params.mtp) {
+            mr_set_error("%s: this is a DeepSeek-V4 MTP sidecar (%u next-token-prediction block%s, no trunk layers: "
+                         "nextn_predict_layers with block_count %d); it drafts for the main model and does not run "
+                         "alone: give it as the draft model (-md; mr_model_params.mtp = 1)", m->path, n, n > 1 ? "s" : "",
+                         M->L_all);
+            return -1;
+        }
+        M->sidecar = 1;
     }
     if (n == 0) {
         snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", M->L_all - 1);
@@ -122,6 +126,7 @@ static int ds4_read_nextn(mr_model *m, ds4_model *M) {
     M->L = M->L_all - (int)n;
     M->mtp = m->params.mtp && n > 0; /* the first block: mainline drafts with one (graph_mtp) */
     M->n_run = M->L + M->mtp;
+    M->keep_h = m->params.mtp && !M->sidecar;
     if (n > 0) mr_log(2, "%s: %u MTP block%s (blk.%d) recognised and not run as a layer\n", m->path, n, n > 1 ? "s" : "", M->L);
     return 0;
 }
@@ -435,7 +440,7 @@ static int ds4_load_tensors(mr_model *m, ds4_model *M, mr_pager_layer *pl) {
     M->out_hc_scale = ds4_vec(m, 1, 1, "output_hc_scale.weight", 0);
     M->out_norm = ds4_vec(m, 1, d, "output_norm.weight", 0);
     M->output = ds4_mat(m, 1, d, M->V, "output.weight", 0);
-    for (int l = 0; l < M->n_run; l++)
+    for (int l = M->sidecar ? M->L : 0; l < M->n_run; l++)
         if (ds4_load_layer(m, M, l, &pl[l])) return -1;
     if (M->mtp && ds4_load_nextn(m, M)) return -1;
     return m->load_err ? -1 : 0;
@@ -461,7 +466,7 @@ static int ds4_load(mr_model *m) {
     if (ds4_load_tensors(m, M, pl)) goto fail;
     m->n_vocab = M->V;
     m->n_embd = M->d;
-    m->n_layer = M->L;
+    m->n_layer = M->sidecar ? 0 : M->L;
     m->n_mtp = M->mtp;
     m->n_ctx_train = M->n_ctx_train;
     if (mr_model_init_pager_n(m, pl, M->n_run)) goto fail;
@@ -477,10 +482,10 @@ fail:
 /* per-sequence state (§4.2) */
 
 static void ds4_state_free(mr_model *m, void *p) {
-    (void)m;
+    const ds4_model *M = m->priv;
     ds4_state *s = p;
     if (!s) return;
-    for (int l = 0; s->l && l < s->n_layers + (s->h != NULL); l++) {
+    for (int l = 0; s->l && l < M->n_run; l++) {
         ds4_lstate *ls = &s->l[l];
         free(ls->raw.data); free(ls->comp.data); free(ls->icomp.data);
         free(ls->kvs); free(ls->scs); free(ls->ikvs); free(ls->iscs);
@@ -499,12 +504,13 @@ static void ds4_state_reset(mr_model *m, void *p) {
     ds4_model *M = m->priv;
     ds4_state *s = p;
     s->n_past = 0;
-    if (s->h) { /* the MTP block's ring; the trunk's streams of position -1 are zero (mainline's first pair) */
-        ds4_lstate *ls = &s->l[s->n_layers];
+    if (M->mtp) { /* the MTP block's ring */
+        ds4_lstate *ls = &s->l[M->L];
         memset(ls->raw.data, 0, (size_t)(ls->raw.width * ls->raw.cap) * (ls->raw.f16 ? 2 : 4));
-        memset(s->h, 0, sizeof(float) * (size_t)s->hcap * (size_t)M->Nh * (size_t)M->d);
-        s->h_low = s->mtp_past = 0;
     }
+    /* the trunk's streams of position -1 are zero (mainline's first pair) */
+    if (s->h) memset(s->h, 0, sizeof(float) * (size_t)s->hcap * (size_t)M->Nh * (size_t)M->d);
+    s->h_low = s->mtp_past = 0;
     for (int l = 0; l < s->n_layers; l++) {
         ds4_lstate *ls = &s->l[l];
         const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
@@ -598,14 +604,15 @@ static void *ds4_state_new(mr_model *m, int n_ctx) {
     s->n_ctx = n_ctx;
     s->l = mr_calloc((size_t)M->n_run, sizeof(ds4_lstate));
     if (!s->l) goto oom;
-    s->n_layers = M->L;
-    if (M->mtp) {
+    s->n_layers = M->sidecar ? 0 : M->L;
+    if (M->keep_h) {
         s->hcap = M->W + DS4_CUT_SLACK + 2;
         s->h = mr_calloc((size_t)s->hcap * (size_t)M->Nh * (size_t)M->d, sizeof(float));
         s->htok = mr_calloc((size_t)s->hcap, sizeof(int32_t));
-        if (!s->h || !s->htok || ds4_rows_init(&s->l[M->L].raw, M->D, M->W + DS4_MTP_RING_EXTRA, M->kv_f16)) goto oom;
+        if (!s->h || !s->htok) goto oom;
     }
-    for (int l = 0; l < M->L; l++) {
+    if (M->mtp && ds4_rows_init(&s->l[M->L].raw, M->D, M->W + DS4_MTP_RING_EXTRA, M->kv_f16)) goto oom;
+    for (int l = 0; l < s->n_layers; l++) {
         ds4_lstate *ls = &s->l[l];
         const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
         if (ds4_rows_init(&ls->raw, M->D, M->W + DS4_CUT_SLACK, M->kv_f16)) goto oom;
