@@ -133,7 +133,7 @@ static int rewrite(const char *src, const char *dst, const char *drop, const cha
 
 /* variants of the keys: an MTP block the metadata does not announce is refused (it would run as a
  * layer); expert_feed_forward_length as a per-layer array loads when its trunk entries agree and is
- * refused when they do not; clamp arrays must have block_count entries */
+ * refused when they do not, and so does expert_used_count; clamp arrays must have block_count entries */
 static void test_ds4_layout_key_variants(void) {
     const char *t = make("trunk", 0), *b = make("mtp", 0);
     CHECK(t && b, "synth");
@@ -142,11 +142,15 @@ static void test_ds4_layout_key_variants(void) {
     snprintf(dst, sizeof dst, "%s/variant.gguf", dir);
     const uint32_t ff_same[5] = {256, 256, 256, 256, 256}, ff_diff[5] = {256, 256, 128, 256, 256};
     const float clamp4[4] = {10, 10, 10, 10};
+    const uint32_t k_same[5] = {2, 2, 2, 2, 2}, k_diff[5] = {2, 2, 2, 1, 2};
     struct { const char *src, *drop, *set; int type; uint64_t n; const void *vals; const char *want; } cases[] = {
         {b, "deepseek4.nextn_predict_layers", NULL, 0, 0, NULL, "does not say so"},
         {b, NULL, "deepseek4.expert_feed_forward_length", MR_GGUF_U32, 5, ff_same, NULL},
         {b, NULL, "deepseek4.expert_feed_forward_length", MR_GGUF_U32, 5, ff_diff, "differs between layers"},
         {b, NULL, "deepseek4.swiglu_clamp_shexp", MR_GGUF_F32, 4, clamp4, "expected 5 (block_count)"},
+        /* expert_used_count per layer (mainline get_key_or_arr, applied as entry 0 everywhere) */
+        {b, NULL, "deepseek4.expert_used_count", MR_GGUF_U32, 5, k_same, NULL},
+        {b, NULL, "deepseek4.expert_used_count", MR_GGUF_U32, 5, k_diff, "expert_used_count differs between layers"},
     };
     int V = 0;
     float *ref = logits_of(t, MR_GRAPH_OFFICIAL, &V);

@@ -66,25 +66,38 @@ static int ds4_read_clamps(mr_model *m, ds4_model *M) {
     return 0;
 }
 
-/* expert_feed_forward_length: u32 or u32[block_count]. Mainline sizes every layer's experts with
- * entry 0 (n_ff_exp()), so an array whose trunk entries differ is refused rather than mis-read. */
-static int ds4_read_ffexp(mr_model *m, ds4_model *M) {
+/* A per-layer key mainline reads with get_key_or_arr but applies as its entry 0 to every layer (u32 or
+ * u32[block_count]): the entries of the layers that run (trunk, and the MTP block when loaded) must
+ * agree, else the file is refused with `why` rather than mis-read. *dst = the value (def if absent). */
+static int ds4_read_uniform(mr_model *m, const ds4_model *M, const char *suffix, int required, uint32_t def,
+                            const char *why, int *dst) {
     uint32_t *w = mr_malloc(sizeof *w * (size_t)M->L_all);
     if (!w) { mr_set_error("deepseek4: out of memory"); return -1; }
-    int rc = mr_model_hp_u32_layers(m, "expert_feed_forward_length", 1, 0, w, M->L_all);
-    for (int l = 1; !rc && l < M->L; l++)
-        if (w[l] != w[0]) {
-            mr_set_error("%s: %s.expert_feed_forward_length differs between layers (%u at layer 0, %u at layer %d); "
-                         "DeepSeek V4 (and mainline llama.cpp) size every layer's experts alike", m->path,
-                         m->arch_name, w[0], w[l], l);
+    int rc = mr_model_hp_u32_layers(m, suffix, required, def, w, M->L_all);
+    const int b = M->sidecar ? M->L : 0; /* the first layer that runs */
+    for (int l = b + 1; !rc && l < M->n_run; l++)
+        if (w[l] != w[b]) {
+            mr_set_error("%s: %s.%s differs between layers (%u at layer %d, %u at layer %d); %s", m->path, m->arch_name,
+                         suffix, w[b], b, w[l], l, why);
             rc = -1;
         }
-    if (!rc) {
-        if (w[0] > 0x7fffffff) { mr_set_error("%s: expert_feed_forward_length %u is too large", m->path, w[0]); rc = -1; }
-        else M->F = (int)w[0];
-    }
+    const uint32_t v = w[b];
+    if (!rc && v > 0x7fffffff) { mr_set_error("%s: %s.%s = %u is too large", m->path, m->arch_name, suffix, v); rc = -1; }
+    if (!rc) *dst = (int)v;
     free(w);
     return rc;
+}
+
+/* expert_feed_forward_length and expert_used_count: mainline sizes every layer's experts with entry 0
+ * (n_ff_exp()) and routes every layer to n_expert_used() (entry 0 too) */
+static int ds4_read_ffexp(mr_model *m, ds4_model *M) {
+    return ds4_read_uniform(m, M, "expert_feed_forward_length", 1, 0,
+                            "DeepSeek V4 (and mainline llama.cpp) size every layer's experts alike", &M->F) ||
+                   ds4_read_uniform(m, M, "expert_used_count", 0, 0,
+                                    "mainline llama.cpp routes every DeepSeek V4 layer to the first entry's number of "
+                                    "experts, so a file with different counts per layer is refused rather than run "
+                                    "either way", &M->K)
+               ? -1 : 0;
 }
 
 /* nextn_predict_layers (mainline load_arch_hparams): the last n of block_count blocks are MTP blocks
@@ -213,7 +226,6 @@ static int ds4_read_hparams(mr_model *m, ds4_model *M, ds4_hp *hp) {
     U32("embedding_length", 1, 0, M->d);
     U32("block_count", 1, 0, M->L_all);
     U32("expert_count", 0, 0, M->E);
-    U32("expert_used_count", 0, 0, M->K);
     U32("expert_group_count", 0, 0, hp->n_group);
     U32("attention.head_count", 0, 0, head_count);
     M->H = head_count;
