@@ -36,7 +36,7 @@ static void mr_unsupported_arch(const mr_model *m, const char *arch) {
         const int dspark = mr_gguf_find_tensor(m->gguf, "markov_w1.weight") != NULL;
         mr_set_error("%s: this is a %s speculative-decoding drafter (general.architecture 'dflash'), a sidecar that "
                      "drafts for its target model from the target's hidden states; it does not run alone and moerun "
-                     "does not use it (-md takes a complete model)", m->path, dspark ? "DSpark" : "DFlash");
+                     "does not run it (-md takes a complete model or a DeepSeek-V4 MTP sidecar; docs/DEEPSEEK4.md)", m->path, dspark ? "DSpark" : "DFlash");
     } else if (!strcmp(arch, "deepseek41")) {
         mr_set_error("%s: this is a DeepSeek-V4.1 model (general.architecture 'deepseek41', with Engram tables), "
                      "which moerun does not support; DeepSeek-V4-Flash files are 'deepseek4'", m->path);
