@@ -138,7 +138,7 @@ static float *mtp_rows(mr_model *m, mr_model *side, const ml_entry *e, const cha
 }
 
 /* draft chains (NAME.chain.txt: position p, then mainline's 4 greedy drafts after the trunk took
- * ids[0..p); NAME.chain.lgts: each step's logits): the same drafts and logits in the strict class */
+ * ids[0..p); NAME.chain.lgts: each step's logits): the same drafts, the logits in the entry's class */
 static void check_chain(const ml_entry *e, mr_model *m, mr_model *side, const int32_t *ids, int n, int paged) {
     char rel[256];
     snprintf(rel, sizeof rel, DIR "%.63s.chain.txt", e->name);
@@ -168,9 +168,9 @@ static void check_chain(const ml_entry *e, mr_model *m, mr_model *side, const in
     fclose(f);
     mr_logits_cmp c;
     if (!bad && (row != nr || !lg || nv != V)) { snprintf(why, sizeof why, "chain files do not fit (%d of %d rows)", row, nr); bad = 1; }
-    if (!bad && (mr_logits_compare(ref, lg, nr, V, &c) || mr_logits_check_class("strict", &c, why, sizeof why) != 1)) bad = 1;
-    printf("%s %s.chain.%s [strict] %d chains of 4 drafts %s\n", bad ? "FAIL" : "ok", e->name, paged ? "paged" : "resident",
-           nr / 4, why);
+    if (!bad && (mr_logits_compare(ref, lg, nr, V, &c) || mr_logits_check_class(e->cls, &c, why, sizeof why) != 1)) bad = 1;
+    printf("%s %s.chain.%s [%s] %d chains of 4 drafts %s\n", bad ? "FAIL" : "ok", e->name, paged ? "paged" : "resident",
+           e->cls, nr / 4, why);
     if (bad) t_failed++; else t_passed++;
     free(lg); free(pos); free(ref);
 }
