@@ -697,6 +697,8 @@ typedef struct {
     int spec_max;        /* speculative decoding with n-gram drafts (mr_gen_params.spec_max; 0: off unless a
                             request asks with "speculative.n_max") */
     int spec_ngram;      /* n-gram size of the drafts (default 3) */
+    int spec_mtp;        /* drafts from the model's MTP block instead (mr_gen_params.mtp; the model loaded with
+                            mr_model_params.mtp) */
 } mr_server_params;
 #define MR_SERVER_STEP_PROMPT 32
 void mr_server_params_default(mr_server_params *p);

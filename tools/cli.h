@@ -185,6 +185,8 @@ int mr_cli_opt_spec(const char *opt, const char *v, void *dst);   /* dst: mr_cli
     {.names = "-md, --model-draft", .arg = "FILE", .help = "draft with a smaller model of the same vocabulary, or a DeepSeek-V4\n" \
      "MTP sidecar (turns --spec on)", \
      .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}, \
+    MR_CLI_OPT_SPEC_MTP(o)
+#define MR_CLI_OPT_SPEC_MTP(o) \
     {.names = "--spec-mtp", .help = "draft with the model's own MTP block (deepseek4 files with nextn_predict_layers;\n" \
      "like mainline llama.cpp's draft-mtp speculative type; turns --spec on)", .kind = MR_OPT_FN, .dst = (o), .fn = mr_cli_opt_spec}
 /* without a draft model (the server's) */

@@ -49,7 +49,7 @@ static int opt_template(const char *opt, const char *v, void *dst) {
      "approximations while serving (default: MOERUN_ADMIN_KEY, else the API\nkey; with neither the endpoint answers 403)", \
      .kind = MR_OPT_STR, .dst = &(a)->sp.admin_key}, \
     MR_CLI_OPT_OFFICIAL(&(a)->c), \
-    MR_CLI_OPTS_SPEC_NGRAM(&(a)->spec), \
+    MR_CLI_OPTS_SPEC_NGRAM(&(a)->spec), MR_CLI_OPT_SPEC_MTP(&(a)->spec), \
     MR_CLI_OPTS_APPROX(&(a)->c), \
     MR_CLI_OPT_APPROX_FILE(&(a)->c), \
     MR_CLI_OPTS_IGNORED
@@ -93,6 +93,8 @@ static int cmd_server(int argc, char **argv) {
     a.sp.n_ctx = a.c.mp.n_ctx;
     a.sp.spec_max = a.spec.max;
     a.sp.spec_ngram = a.spec.ngram;
+    a.sp.spec_mtp = a.spec.mtp;
+    a.c.mp.mtp |= a.spec.mtp;
     /* the server polls its control file itself (before every evaluation, for all slots) */
     a.sp.approx_file = a.c.approx_path;
     a.c.approx_path = NULL;

@@ -186,6 +186,7 @@ static void gen_params(cctx *c, mr_gen_params *gp) {
     if (c->cf->n_slots > 1) gp->n_batch = 128; /* prefill in chunks: decode steps of the other slots go between */
     gp->spec_max = q->spec_max >= 0 ? q->spec_max : c->cf->spec_max;
     gp->spec_ngram = c->cf->spec_ngram;
+    gp->mtp = c->cf->spec_mtp;
     gp->json_object = q->json_object;
     gp->json_schema = q->json_schema;
     if (c->calls.n) {

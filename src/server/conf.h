@@ -10,6 +10,7 @@ typedef struct {
     struct srv_store *store;   /* the Responses API's past responses (responses.h; locks itself) */
     int n_ctx, n_vocab, n_slots;
     int spec_max, spec_ngram;  /* speculative decoding: the server's default draft length (0: off), n-gram size */
+    int spec_mtp;              /* drafts from the model's MTP block instead of n-grams */
     double started;            /* mr_now() at start (uptime) */
     long started_wall;         /* time(NULL) at start ("created" of the model) */
 } srv_conf;

@@ -352,7 +352,7 @@ static void log_listening(const srv_server *st, const mr_server_params *p) {
                  p->step_prompt > 0 ? p->step_prompt : MR_SERVER_STEP_PROMPT);
     char spec[160] = "";
     if (cf->spec_max)
-        snprintf(spec, sizeof spec, ", speculative decoding: n-gram drafts of up to %d%s", cf->spec_max,
+        snprintf(spec, sizeof spec, ", speculative decoding: %s drafts of up to %d%s", cf->spec_mtp ? "MTP" : "n-gram", cf->spec_max,
                  srv_sched_can_truncate(st->sc) ? "" : " (off: this architecture's state cannot be cut back)");
     mr_log(1, "listening on http://%s:%d (model %s, %s, chat template %s, context %d, %d threads, %d slot%s%s%s%s%s)\n",
            p->host, p->port, cf->model_name, mr_model_arch(cf->m), cf->tmpl, cf->n_ctx, mr_model_n_threads(cf->m), cf->n_slots,
@@ -388,6 +388,12 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
     }
     cf->spec_max = p->spec_max;
     cf->spec_ngram = p->spec_ngram;
+    cf->spec_mtp = p->spec_mtp;
+    if (cf->spec_mtp && !mr_model_n_mtp(m)) {
+        mr_set_error("server: MTP drafts need a model with its MTP block loaded (a deepseek4 file with "
+                     "nextn_predict_layers, loaded with mr_model_params.mtp = 1)");
+        goto done;
+    }
     cf->n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
     srv_sched_params sp = {.n_slots = cf->n_slots, .n_ctx = p->n_ctx, .step_prompt = p->step_prompt, .approx_file = p->approx_file};
     if (!(st.sc = srv_sched_new(m, &sp))) goto done;
