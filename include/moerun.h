@@ -678,6 +678,9 @@ int mr_pager_model_sizes(const char *model_path, mr_pager_model_info *info);
  * room when smaller, minus dense
  * weights, KV cache for n_ctx, scratch and a 10% margin; 0 = no paging when all experts fit). */
 int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint64_t *out);
+/* A size: a number with an optional K/M/G/T (binary multiples; "KiB", "MB" spell the same), e.g.
+ * "512M", "1.5G", "0": 0, or -1 if the whole string is not one. */
+int mr_size_parse(const char *s, uint64_t *out);
 
 /* ---- OpenAI-compatible server ---- */
 typedef struct {
@@ -699,7 +702,16 @@ typedef struct {
     int spec_ngram;      /* n-gram size of the drafts (default 3) */
     int spec_mtp;        /* drafts from the model's MTP block instead (mr_gen_params.mtp; the model loaded with
                             mr_model_params.mtp) */
+    /* The prompt cache shared by all slots (mr_pcache, docs/SERVER.md "Prompt cache"): snapshots at the
+     * chat template's message boundaries, every cache_every tokens of a prompt, where a prompt diverged
+     * from the slot's history, and after each reply. Off when cache_ram is 0 and cache_dir is NULL. */
+    uint64_t cache_ram;     /* RAM for snapshots (bytes) */
+    const char *cache_dir;  /* directory of snapshot files (they survive a restart); also where POST
+                               /slots/N?action=save|restore keeps its files; NULL: none */
+    uint64_t cache_disk;    /* bound of the files in cache_dir (0: unbounded) */
+    int cache_every;        /* a snapshot every N tokens of a long prompt (0: MR_SERVER_CACHE_EVERY) */
 } mr_server_params;
+#define MR_SERVER_CACHE_EVERY 1024
 #define MR_SERVER_STEP_PROMPT 32
 void mr_server_params_default(mr_server_params *p);
 /* Binds and listens: the socket, or -1 (mr_last_error) when the address is taken or invalid. */

@@ -26,6 +26,17 @@ static int opt_template(const char *opt, const char *v, void *dst) {
     return 0;
 }
 
+/* --cache-ram / --cache-disk: a size ("512M", "2G"); a bare number is MiB, as llama-server's --cache-ram */
+static int opt_cache_size(const char *opt, const char *v, void *dst) {
+    uint64_t b;
+    char *end;
+    double mib = strtod(v, &end);
+    if (end != v && !*end && mib >= 0 && mib < 1e12) b = (uint64_t)(mib * 1048576.0);
+    else if (mr_size_parse(v, &b)) { fprintf(stderr, "error: bad value '%s' for %s (want a size: 512M, 2G; a number is MiB)\n", v, opt); return -1; }
+    *(uint64_t *)dst = b;
+    return 0;
+}
+
 #define SERVER_OPTS(a) \
     MR_CLI_OPT_MODEL(&(a)->c), \
     {.names = "--host", .arg = "H", .help = "address to listen on (default 127.0.0.1)", .kind = MR_OPT_STR, .dst = &(a)->sp.host}, \
@@ -48,6 +59,15 @@ static int opt_template(const char *opt, const char *v, void *dst) {
     {.names = "--admin-key", .arg = "KEY", .help = "key for GET/POST /v1/admin/moe, which shows / changes the MoE\n" \
      "approximations while serving (default: MOERUN_ADMIN_KEY, else the API\nkey; with neither the endpoint answers 403)", \
      .kind = MR_OPT_STR, .dst = &(a)->sp.admin_key}, \
+    {.names = "-cram, --cache-ram", .arg = "SIZE", .help = "prompt cache shared by all slots: RAM for snapshots of the evaluation\n" \
+     "state (e.g. 2G; a number is MiB; default 0 = none unless --cache-dir); a\nprompt restores the longest cached prefix and reads only the rest", \
+     .kind = MR_OPT_FN, .dst = &(a)->sp.cache_ram, .fn = opt_cache_size}, \
+    {.names = "--cache-dir", .arg = "DIR", .help = "prompt cache files in DIR (created if missing): they survive a restart;\n" \
+     "POST /slots/N?action=save|restore keeps its files there too", .kind = MR_OPT_STR, .dst = &(a)->sp.cache_dir}, \
+    {.names = "--cache-disk", .arg = "SIZE", .help = "bound of the prompt cache files in --cache-dir, least recently used\n" \
+     "removed first (default 0 = unbounded)", .kind = MR_OPT_FN, .dst = &(a)->sp.cache_disk, .fn = opt_cache_size}, \
+    {.names = "--cache-every", .arg = "N", .help = "prompt cache: a snapshot every N tokens of a long prompt, besides the\n" \
+     "message boundaries (default 1024)", .kind = MR_OPT_INT, .dst = &(a)->sp.cache_every, .lo = 1, .hi = 0x7fffffff}, \
     MR_CLI_OPT_OFFICIAL(&(a)->c), \
     MR_CLI_OPTS_SPEC_NGRAM(&(a)->spec), MR_CLI_OPT_SPEC_MTP(&(a)->spec), \
     MR_CLI_OPTS_APPROX(&(a)->c), \
@@ -66,8 +86,10 @@ static void server_usage(FILE *f) {
                "constrained sampling. Fields the server cannot honour (JSON schemas, images) are refused with 400.\n"
                "Each connection has its own thread (keep-alive, Expect: 100-continue, read deadlines); requests\n"
                "that generate take one of --parallel slots in arrival order. A prompt that shares a prefix with\n"
-               "a slot re-uses its evaluated tokens (prompt cache; deepseek4 only when the prompt extends the\n"
-               "whole cached sequence). The address is bound before the model loads. See docs/SERVER.md.\n"
+               "a slot re-uses its evaluated tokens (deepseek4 only when the prompt extends the whole sequence);\n"
+               "with --cache-ram or --cache-dir, snapshots taken at message boundaries, every --cache-every\n"
+               "tokens and after each reply serve any slot, diverging prompts and restarts (POST /slots/N?\n"
+               "action=save|restore too). The address is bound before the model loads. See docs/SERVER.md.\n"
                "Responses name the active MoE approximation: \"moerun\":{\"approx\":SPEC} and an X-Moerun-Approx\n"
                "header; --moe-approx-file is checked before every evaluation (docs/APPROX.md).\n"
                "With --ep (expert parallelism: an MPI build under mpirun; docs/MULTIHOST.md) rank 0 serves HTTP,\n"

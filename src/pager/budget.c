@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- --ram-budget ---- */
-static int parse_size(const char *s, uint64_t *out) {
+/* ---- sizes ---- */
+int mr_size_parse(const char *s, uint64_t *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -108,7 +108,7 @@ int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint
     *out = 0;
     if (!strcmp(arg, "0") || !strcmp(arg, "off") || !strcmp(arg, "none")) return 0;
     if (strcmp(arg, "auto")) {
-        if (parse_size(arg, out) || *out == 0) {
+        if (mr_size_parse(arg, out) || *out == 0) {
             mr_set_error("bad RAM budget '%s' (want a size like 8G or 512M, or auto)", arg);
             return -1;
         }

@@ -33,6 +33,7 @@ typedef struct {
     const char *call_names[SRV_MAX_TOOLS], *call_schemas[SRV_MAX_TOOLS];
     int thinks;                  /* the reply may hold reasoning, as think says (srv_chat_opts) */
     mr_chat_think think;
+    int *marks, n_marks;         /* the template's message boundaries in the prompt (srv_prompt_marks) */
     mr_sbuf reply;               /* the choice being generated: forced + generated text */
     size_t sent;                 /* bytes of reply already given to the writer */
     size_t r_sent;               /* bytes of its reasoning already given to the writer */
@@ -153,23 +154,48 @@ static void choice_end(cctx *c, int finish) {
     mr_chat_tool_calls_free(calls, n_calls);
 }
 
-/* The prompt tokens [from, n) through the batched steps, a piece per step beside the other slots'
- * decode tokens; then g starts its reply from the last token's logits. A streamed reply gets a
- * keep-alive comment at most once a second; a client that left ends the prefill between pieces.
- * 0 done, 1 the client left, -1 error. */
-static int prefill_batched(cctx *c, mr_gen *g, const int32_t *prompt, int from, int n) {
+/* Prompt tokens [from, to) through the batched steps, a piece per step beside the other slots'
+ * decode tokens (c->blog gets the last one's logits). A streamed reply gets a keep-alive comment at
+ * most once a second; a client that left ends the prefill between pieces. 0 done, 1 the client
+ * left, -1 error. */
+static int span_batched(cctx *c, const int32_t *prompt, int from, int to) {
     double t_comment = mr_now();
-    for (int done = from; done < n;) {
+    for (int done = from; done < to;) {
         if (mr_http_client_gone(c->r)) return 1;
-        int k = srv_batch_prompt(c->sc, c->slot, prompt + done, n - done, c->blog);
+        int k = srv_batch_prompt(c->sc, c->slot, prompt + done, to - done, c->blog);
         if (k < 0) return -1;
         done += k;
-        if (done < n && c->r->streaming && mr_now() - t_comment >= 1.0) {
+        if (done < to && c->r->streaming && mr_now() - t_comment >= 1.0) {
             mr_http_sse_comment(c->r, "prefill");
             t_comment = mr_now();
         }
     }
-    return mr_gen_prefill_evaluated(g, prompt + from, n - from, c->blog) ? -1 : 0;
+    return 0;
+}
+
+/* The same without batched steps: the model taken for chunks of the span, handed to whoever waits
+ * between them (on_prefill). */
+static int span_unbatched(cctx *c, const int32_t *prompt, int from, int to) {
+    const int chunk = c->cf->n_slots > 1 ? 128 : 512;
+    int rc = 0;
+    srv_model_lock(c->sc);
+    for (int done = from; done < to && rc == 0;) {
+        int k = to - done < chunk ? to - done : chunk;
+        if (mr_session_eval(c->slot->s, prompt + done, k, c->blog, 0)) rc = -1;
+        else if ((done += k) < to && on_prefill(c, done, to)) rc = 1;
+    }
+    srv_model_unlock(c->sc);
+    return rc;
+}
+
+/* The next position in (from, n) where the prompt cache takes a snapshot: a message boundary of the
+ * template, a multiple of cache_every, or where the prompt diverged from the slot's history; 0 if none. */
+static int next_mark(const cctx *c, int from, int n, int diverge) {
+    int p = (from / c->cf->cache_every + 1) * c->cf->cache_every;
+    for (int i = 0; i < c->n_marks; i++)
+        if (c->marks[i] > from) { p = c->marks[i] < p ? c->marks[i] : p; break; }
+    if (diverge > from && diverge < p) p = diverge;
+    return p < n ? p : 0;
 }
 
 /* The request's parameters as the generation's, for choice c->w.choice. */
@@ -202,16 +228,26 @@ static void gen_params(cctx *c, mr_gen_params *gp) {
     gp->spec_min = q->spec_min < gp->spec_max ? q->spec_min : gp->spec_max;
 }
 
-/* The prompt from reuse on (batched steps, or the model taken for mr_gen_prefill's chunks); the slot's
- * cache follows what the session holds. 0 done, 1 the client left, -1 error. */
-static int prefill(cctx *c, mr_gen *g, const int32_t *prompt, int reuse, int n_prompt) {
-    for (int j = 0; j < reuse; j++) mr_sampler_accept(mr_gen_sampler(g), prompt[j]);
+/* The prompt from reuse on: up to each snapshot position (next_mark) evaluated and stored in the
+ * prompt cache, the rest through mr_gen (batched steps, or the model taken for mr_gen_prefill's
+ * chunks); the slot's cache follows what the session holds. 0 done, 1 the client left, -1 error. */
+static int prefill(cctx *c, mr_gen *g, const int32_t *prompt, int reuse, int n_prompt, int diverge) {
+    mr_pcache *pc = srv_sched_pcache(c->sc);
+    const int batched = srv_sched_can_batch(c->sc);
     const double t_pre = mr_now(); /* wall time, waits for the model or the steps included */
-    int rc;
-    if (srv_sched_can_batch(c->sc)) rc = prefill_batched(c, g, prompt, reuse, n_prompt);
-    else {
+    int rc = 0, from = reuse;
+    for (int p; pc && rc == 0 && (p = next_mark(c, from, n_prompt, diverge)) > 0; from = p) {
+        rc = batched ? span_batched(c, prompt, from, p) : span_unbatched(c, prompt, from, p);
+        /* a snapshot that cannot be taken (no memory) costs only the snapshot */
+        if (rc == 0 && mr_pcache_store(pc, c->slot->s, prompt)) mr_log(1, "prompt cache: %s\n", mr_last_error());
+    }
+    for (int j = 0; j < from && rc == 0; j++) mr_sampler_accept(mr_gen_sampler(g), prompt[j]);
+    if (rc == 0 && batched) {
+        rc = span_batched(c, prompt, from, n_prompt);
+        if (rc == 0 && mr_gen_prefill_evaluated(g, prompt + from, n_prompt - from, c->blog)) rc = -1;
+    } else if (rc == 0) {
         srv_model_lock(c->sc);
-        rc = mr_gen_prefill(g, prompt + reuse, n_prompt - reuse);
+        rc = mr_gen_prefill(g, prompt + from, n_prompt - from);
         srv_model_unlock(c->sc);
     }
     c->w.t_prefill += mr_now() - t_pre;
@@ -219,6 +255,32 @@ static int prefill(cctx *c, mr_gen *g, const int32_t *prompt, int reuse, int n_p
     else if (rc < 0) srv_cache_forget(c->slot);
     else srv_cache_prompt(c->slot, prompt, reuse, n_prompt);
     return rc;
+}
+
+/* What of the prompt the session holds before the prefill: the slot's own history (cut back to the
+ * common prefix where the state allows), or the longest prefix in the prompt cache beyond it.
+ * *diverge: where the prompt leaves the slot's history (a snapshot position). */
+static int cache_lookup(cctx *c, const int32_t *prompt, int n_prompt, int *diverge) {
+    srv_slot *sl = c->slot;
+    mr_pcache *pc = srv_sched_pcache(c->sc);
+    int d = 0, held = sl->n_cache;
+    while (d < sl->n_cache && d < n_prompt - 1 && sl->cache[d] == prompt[d]) d++;
+    *diverge = d;
+    int reuse = srv_cache_reuse(sl, prompt, n_prompt);
+    if (!pc) return reuse;
+    const double t0 = mr_now();
+    if (reuse == d && d > 0 && held > d && mr_pcache_store(pc, sl->s, prompt)) /* the history cut back: keep its common part */
+        mr_log(1, "prompt cache: %s\n", mr_last_error());
+    int k = mr_pcache_restore(pc, sl->s, prompt, n_prompt - 1, reuse);
+    if (k > 0) {
+        srv_cache_prompt(sl, prompt, 0, k);
+        reuse = k;
+    } else if (k < 0) { /* refused (logged): the session is empty, the prompt is read from the start */
+        srv_cache_forget(sl);
+        reuse = 0;
+    }
+    c->w.t_prefill += mr_now() - t0;
+    return reuse;
 }
 
 /* Decode steps until the choice finishes (*step), the text given to the writer as it becomes
@@ -260,12 +322,12 @@ static int decode(cctx *c, mr_gen *g, mr_gen_step *step) {
 
 /* Generates choice c->w.choice. 0 done, 1 the client left, -1 error (session reset, error set). */
 static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
-    int reuse = srv_cache_reuse(c->slot, prompt, n_prompt);
+    int diverge, reuse = cache_lookup(c, prompt, n_prompt, &diverge);
     mr_gen_params gp;
     gen_params(c, &gp);
     mr_gen *g = mr_gen_new(c->slot->s, &gp);
     if (!g) return -1;
-    int rc = prefill(c, g, prompt, reuse, n_prompt);
+    int rc = prefill(c, g, prompt, reuse, n_prompt, diverge);
     if (rc != 0) {
         mr_gen_free(g);
         return rc > 0 ? 1 : -1;
@@ -286,6 +348,8 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     int ng = mr_gen_tokens(g, &ids);
     srv_cache_reply(c->slot, n_prompt, ids, ng);
     mr_gen_free(g);
+    mr_pcache *pc = srv_sched_pcache(c->sc); /* the next turn of the conversation starts here */
+    if (pc && mr_pcache_store(pc, c->slot->s, c->slot->cache)) mr_log(1, "prompt cache: %s\n", mr_last_error());
     if (step.finish == MR_GEN_ABORTED) return 1;
     choice_end(c, step.finish);
     return 0;
@@ -442,11 +506,14 @@ void srv_complete(const srv_conf *cf, srv_sched *sc, mr_http_req *r, int api) {
     if (call_constraint(&c) || thinking(&c)) goto done;
     c.blog = mr_malloc(sizeof(float) * (size_t)cf->n_vocab);
     if (!c.blog) { srv_error(r, 500, "out of memory"); goto done; }
+    if (srv_sched_pcache(sc) && q.n_msgs > 0 && (c.marks = mr_malloc(sizeof(int) * (size_t)q.n_msgs)))
+        c.n_marks = srv_prompt_marks(cf, &q, toks, n, c.marks, q.n_msgs);
     c.slot = srv_acquire(sc, toks, n, client_gone, r);
     if (!c.slot) goto done; /* the client left while queued */
     run(&c, toks, n);
     srv_release(sc, c.slot);
 done:
+    free(c.marks);
     free(c.blog);
     mr_sbuf_free(&c.reply);
     srv_reply_free(&c.w);

@@ -11,6 +11,8 @@ typedef struct {
     int n_ctx, n_vocab, n_slots;
     int spec_max, spec_ngram;  /* speculative decoding: the server's default draft length (0: off), n-gram size */
     int spec_mtp;              /* drafts from the model's MTP block instead of n-grams */
+    int cache_every;           /* prompt cache: a snapshot every N prompt tokens */
+    const char *cache_dir;     /* its directory (also the slot files'), or NULL */
     double started;            /* mr_now() at start (uptime) */
     long started_wall;         /* time(NULL) at start ("created" of the model) */
 } srv_conf;

@@ -50,6 +50,13 @@ static int completion_prompt(const srv_conf *cf, const srv_req *q, int32_t **tok
     return q->n_prompt_ids;
 }
 
+/* 1 if the tokenizer adds a BOS before text (srv_prompt_build: not when the template starts with it) */
+static int add_bos(const srv_conf *cf, const char *text) {
+    int32_t bos = mr_tokenizer_bos(cf->tok);
+    const char *bos_text = bos >= 0 ? mr_token_text(cf->tok, bos) : NULL;
+    return !(bos_text && *bos_text && !strncmp(text, bos_text, strlen(bos_text)));
+}
+
 int srv_prompt_build(const srv_conf *cf, const srv_req *q, char **forced, int32_t **toks) {
     if (q->api == SRV_API_COMPLETIONS) return completion_prompt(cf, q, toks);
     char *text = srv_render_chat(cf, q, 1);
@@ -69,12 +76,86 @@ int srv_prompt_build(const srv_conf *cf, const srv_req *q, char **forced, int32_
         *forced = fo;
     }
     /* the template may already start with the BOS text; do not add a second one */
-    int32_t bos = mr_tokenizer_bos(cf->tok);
-    const char *bos_text = bos >= 0 ? mr_token_text(cf->tok, bos) : NULL;
-    int add = !(bos_text && *bos_text && !strncmp(text, bos_text, strlen(bos_text)));
-    int n = srv_tokenize(cf, text, add, toks);
+    int n = srv_tokenize(cf, text, add_bos(cf, text), toks);
     free(text);
     return n;
+}
+
+/* The bytes the tokens spell (special tokens as their text) into *text; end[i]: the byte offset
+ * where token i ends. 0, or -1 when out of memory or a piece cannot be rendered. */
+static int token_text(const srv_conf *cf, const int32_t *toks, int n, mr_sbuf *text, size_t *end) {
+    char piece[512];
+    for (int i = 0; i < n; i++) {
+        int k = mr_token_to_piece(cf->tok, toks[i], piece, sizeof piece, 1);
+        if (k < 0) return -1;
+        mr_sbuf_add(text, piece, (size_t)k);
+        end[i] = text->n;
+    }
+    return text->oom ? -1 : 0;
+}
+
+/* the token count whose text ends at byte `at` (end[] ascending), or -1 */
+static int token_at(const size_t *end, int n, size_t at) {
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (end[mid] == at) return mid + 1;
+        if (end[mid] < at) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+/* The token count after which the prompt toks[0..n) holds exactly the text part (len bytes), or -1:
+ * from the tokens' text when it spells the template's text from byte *shift on (found with the first
+ * part: after a BOS the tokenizer added and an SPM dummy-prefix space, if any); otherwise, when
+ * tokenize is set, by tokenizing part and comparing. */
+static int part_end(const srv_conf *cf, const int32_t *toks, int n, const mr_sbuf *text, const size_t *end, int *shift,
+                    const char *part, size_t len, int tokenize) {
+    const size_t b0 = toks[0] == mr_tokenizer_bos(cf->tok) ? end[0] : 0;
+    const size_t starts[4] = {0, 1, b0, b0 + 1};
+    for (int i = 0; i < 4 && *shift < 0; i++)
+        if (starts[i] + len <= text->n && !memcmp(part, text->p + starts[i], len)) *shift = (int)starts[i];
+    if (*shift >= 0 && (size_t)*shift + len <= text->n && !memcmp(part, text->p + *shift, len)) {
+        int at = token_at(end, n, len + (size_t)*shift);
+        if (at > 0) return at;
+    }
+    if (!tokenize) return -1;
+    int32_t *ids = NULL;
+    int m = srv_tokenize(cf, part, add_bos(cf, part), &ids);
+    int at = m > 0 && m <= n && !memcmp(ids, toks, sizeof(int32_t) * (size_t)m) ? m : -1;
+    free(ids);
+    return at;
+}
+
+int srv_prompt_marks(const srv_conf *cf, const srv_req *q, const int32_t *toks, int n, int *marks, int max) {
+    if (q->api == SRV_API_COMPLETIONS || q->n_msgs < 1 || n < 2 || max < 1) return 0;
+    size_t *end = mr_malloc(sizeof *end * (size_t)n);
+    mr_sbuf text = {0};
+    int nm = 0, shift = -1;
+    if (!end || token_text(cf, toks, n, &text, end)) goto done;
+    const char *const *tools = (const char *const *)q->tools;
+    mr_chat_opts o;
+    mr_chat_think t;
+    srv_chat_opts(cf, q, &o, &t);
+    char *part = NULL;
+    for (int k = 1; k <= q->n_msgs && nm < max; k++) {
+        int len = mr_chat_render_opts(cf->m, cf->tmpl, q->msgs, k, tools, q->n_tools, &o, 0, NULL, 0);
+        if (len <= 0 || (size_t)len >= text.n + 2) continue;
+        char *np = mr_realloc(part, (size_t)len + 1);
+        if (!np) break;
+        part = np;
+        mr_chat_render_opts(cf->m, cf->tmpl, q->msgs, k, tools, q->n_tools, &o, 0, part, len + 1);
+        /* tokenizing a prefix costs about what the prompt's tokenization did: only for the end of the
+         * system prompt and the last messages (the earlier ones were the last of earlier requests) */
+        int at = part_end(cf, toks, n, &text, end, &shift, part, (size_t)len, k == 1 || k > q->n_msgs - 4);
+        if (at > 0 && at < n && (nm == 0 || at > marks[nm - 1])) marks[nm++] = at;
+    }
+    free(part);
+done:
+    free(end);
+    mr_sbuf_free(&text);
+    return nm;
 }
 
 int srv_cache_reuse(srv_slot *sl, const int32_t *prompt, int n_prompt) {

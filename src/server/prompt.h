@@ -18,6 +18,13 @@ char *srv_render_chat(const srv_conf *cf, const srv_req *q, int add_assistant);
  * with (malloc'd; part of the prompt), else stays NULL. Token count, or -1 with mr_last_error(). */
 int srv_prompt_build(const srv_conf *cf, const srv_req *q, char **forced, int32_t **toks);
 
+/* The chat template's message boundaries in the prompt toks[0..n) of q, for the prompt cache's
+ * snapshots: after message k (1..n_msgs) where the rendering of messages [0, k) (tools included, no
+ * assistant start) is a prefix of the prompt's text and ends where a token ends. Up to max token
+ * counts, ascending, into marks; returns how many (0 for completions or a tokenizer whose pieces do
+ * not spell the text back). */
+int srv_prompt_marks(const srv_conf *cf, const srv_req *q, const int32_t *toks, int n, int *marks, int max);
+
 /* How much of the slot's cache the prompt re-uses (its session cut back to that, or reset): the
  * longest common prefix, the last prompt token excluded (evaluated again for its logits); 0 when the
  * session cannot be cut there (deepseek4 unless the prompt extends the whole cached sequence). */

@@ -16,6 +16,7 @@ struct srv_waiter { srv_waiter *next; int granted; };
 
 struct srv_sched {
     mr_model *m;
+    mr_pcache *pcache;       /* shared by the slots, or NULL */
     srv_slot *slots;
     int n_slots;
     int can_batch;           /* steps of the slots (decode tokens and prompt pieces) go through one mr_sessions_eval_rows */
@@ -86,6 +87,7 @@ srv_sched *srv_sched_new(mr_model *m, const srv_sched_params *p) {
         sc->n_ctx = mr_session_n_ctx(sc->slots[i].s);
         if (!(sc->slots[i].cache = mr_malloc(sizeof(int32_t) * (size_t)sc->n_ctx))) { mr_set_error("server: out of memory"); goto fail; }
     }
+    if ((p->cache.ram_bytes || p->cache.dir) && !(sc->pcache = mr_pcache_new(m, &p->cache))) goto fail;
     mr_approx_params ap;
     mr_model_get_approx(m, &ap);
     mr_approx_format(&ap, sc->approx, sizeof sc->approx);
@@ -108,6 +110,7 @@ void srv_sched_free(srv_sched *sc) {
         mr_session_free(sc->slots[i].s);
     }
     free(sc->slots);
+    mr_pcache_free(sc->pcache);
     mr_approx_file_free(sc->approx_file);
     pthread_mutex_destroy(&sc->qmu);
     pthread_cond_destroy(&sc->qcv);
@@ -121,6 +124,7 @@ void srv_sched_free(srv_sched *sc) {
 int srv_sched_n_ctx(const srv_sched *sc) { return sc->n_ctx; }
 int srv_sched_can_batch(const srv_sched *sc) { return sc->can_batch; }
 int srv_sched_can_truncate(const srv_sched *sc) { return mr_session_can_truncate(sc->slots[0].s); }
+mr_pcache *srv_sched_pcache(const srv_sched *sc) { return sc->pcache; }
 const char *srv_sched_approx_file(const srv_sched *sc) { return sc->approx_file ? mr_approx_file_path(sc->approx_file) : NULL; }
 
 /* ---- slots ---- */
@@ -183,6 +187,18 @@ void srv_release(srv_sched *sc, srv_slot *slot) {
         pthread_cond_broadcast(&sc->qcv);
     } else sc->n_busy--;
     pthread_mutex_unlock(&sc->qmu);
+}
+
+srv_slot *srv_acquire_slot(srv_sched *sc, int i) {
+    srv_slot *sl = NULL;
+    pthread_mutex_lock(&sc->qmu);
+    if (i >= 0 && i < sc->n_slots && !sc->slots[i].busy && sc->n_busy < sc->n_slots && !sc->head) {
+        sc->n_busy++; /* a permit, as srv_acquire takes: srv_release hands it on */
+        sl = &sc->slots[i];
+        sl->busy = 1;
+    }
+    pthread_mutex_unlock(&sc->qmu);
+    return sl;
 }
 
 unsigned long srv_sched_next_id(srv_sched *sc) {

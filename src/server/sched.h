@@ -25,6 +25,7 @@ typedef struct {
     int n_ctx;               /* context of each (0: the model's) */
     int step_prompt;         /* prompt tokens per batched step (the budget the prefilling slots share) */
     const char *approx_file; /* the approximation control file (polled when the model is taken), or NULL */
+    mr_pcache_params cache;  /* the prompt cache shared by the slots: none when ram_bytes is 0 and dir NULL */
 } srv_sched_params;
 
 /* NULL with mr_last_error() on failure. The model outlives the scheduler. */
@@ -36,12 +37,16 @@ int srv_sched_n_ctx(const srv_sched *sc);
 int srv_sched_can_batch(const srv_sched *sc);
 /* the architecture's state can be cut back (speculative decoding) */
 int srv_sched_can_truncate(const srv_sched *sc);
+/* the prompt cache shared by the slots (thread-safe), or NULL */
+mr_pcache *srv_sched_pcache(const srv_sched *sc);
 
 /* ---- a request's turn ---- */
 /* A free slot for the prompt (the one holding the longest prefix of it), waiting in arrival order;
  * NULL if gone(user) said the client left while waiting. */
 srv_slot *srv_acquire(srv_sched *sc, const int32_t *prompt, int n, int (*gone)(void *), void *user);
 void srv_release(srv_sched *sc, srv_slot *slot);
+/* Slot i if it is free and no request waits for a slot (release it with srv_release); NULL if busy. */
+srv_slot *srv_acquire_slot(srv_sched *sc, int i);
 /* the next request id (1, 2, ...) */
 unsigned long srv_sched_next_id(srv_sched *sc);
 /* Takes the model (a ticket lock: in arrival order); then polls the approximation control file, so a

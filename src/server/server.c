@@ -188,6 +188,22 @@ static void ep_metrics(srv_server *st, mr_http_req *r) {
     M("decode_tokens_per_second", "gauge", "Tokens generated per second (whole run).", "%.3f", c.decode_s > 0 ? (double)c.n_gen / c.decode_s : 0.0);
     M("kv_cache_tokens", "gauge", "Tokens held in the slots' sessions (the prompt caches).", "%d", c.kv);
     M("kv_cache_capacity_tokens", "gauge", "Context length of all slots.", "%d", c.n_ctx * c.n_slots);
+    mr_pcache *pc = srv_sched_pcache(st->sc);
+    if (pc) {
+        mr_pcache_stats ps;
+        mr_pcache_stats_get(pc, &ps);
+        M("prompt_cache_hits_total", "counter", "Prompts that restored a snapshot of the prompt cache.", "%llu", (unsigned long long)ps.hits);
+        M("prompt_cache_misses_total", "counter", "Lookups that found no snapshot beyond what the slot held.", "%llu", (unsigned long long)ps.misses);
+        M("prompt_cache_tokens_restored_total", "counter", "Prompt tokens restored from snapshots.", "%llu", (unsigned long long)ps.tokens_restored);
+        M("prompt_cache_stores_total", "counter", "Snapshots taken.", "%llu", (unsigned long long)ps.stores);
+        M("prompt_cache_disk_reads_total", "counter", "Snapshots restored from a file.", "%llu", (unsigned long long)ps.disk_reads);
+        M("prompt_cache_disk_writes_total", "counter", "Snapshot files written.", "%llu", (unsigned long long)ps.disk_writes);
+        M("prompt_cache_evictions_total", "counter", "Snapshot copies dropped for the RAM or disk bound.", "%llu", (unsigned long long)ps.evictions);
+        M("prompt_cache_bad_files_total", "counter", "Snapshots refused (checksum, size, header, tokens) and removed.", "%llu", (unsigned long long)ps.bad_files);
+        M("prompt_cache_entries", "gauge", "Snapshots held (in RAM, on disk or both).", "%d", ps.n_entries);
+        M("prompt_cache_ram_bytes", "gauge", "Bytes of snapshots in RAM.", "%llu", (unsigned long long)ps.ram_bytes);
+        M("prompt_cache_disk_bytes", "gauge", "Bytes of snapshot files.", "%llu", (unsigned long long)ps.disk_bytes);
+    }
     mr_pager_stats ps;
     if (mr_model_pager_stats(st->cf.m, &ps) == 0 && ps.paging) {
         M("pager_hits_total", "counter", "Expert uses served from RAM.", "%llu", (unsigned long long)ps.hits);
@@ -215,6 +231,69 @@ static void ep_metrics(srv_server *st, mr_http_req *r) {
     if (b.oom) { srv_error(r, 500, "out of memory"); mr_sbuf_free(&b); return; }
     mr_http_reply(r, 200, "text/plain; version=0.0.4", b.p ? b.p : "", b.n);
     mr_sbuf_free(&b);
+}
+
+/* A file name for POST /slots/N: letters, digits, '.', '_', '-', not starting with '.', not a prompt
+ * cache file (*.mrsnap), at most 200 bytes; so it stays in the cache directory. */
+static int slot_file_ok(const char *f) {
+    size_t n = strlen(f);
+    if (n == 0 || n > 200 || f[0] == '.' || (n >= 7 && !strcmp(f + n - 7, ".mrsnap"))) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((f[i] >= 'a' && f[i] <= 'z') || (f[i] >= 'A' && f[i] <= 'Z') || (f[i] >= '0' && f[i] <= '9') || strchr("._-", f[i]))) return 0;
+    return 1;
+}
+
+/* POST /slots/N?action=save|restore|erase as llama-server: {"filename": F} saves the slot's session
+ * (its snapshot with the token ids) into the cache directory as F, or restores it from there; erase
+ * empties the slot. The slot must be free (503 otherwise). */
+static void ep_slot_action(srv_server *st, mr_http_req *r) {
+    char *end;
+    long id = strtol(r->path + 7, &end, 10);
+    if (end == r->path + 7 || *end || id < 0 || id >= st->cf.n_slots) { srv_error(r, 404, "no such slot"); return; }
+    if (strcmp(r->method, "POST")) { srv_error(r, 405, "use POST"); return; }
+    const char *a = r->query;
+    int act = !strcmp(a, "action=save") ? 1 : !strcmp(a, "action=restore") ? 2 : !strcmp(a, "action=erase") ? 3 : 0;
+    if (!act) { srv_error(r, 400, "the query must be action=save, action=restore or action=erase"); return; }
+    char path[4096] = "";
+    const char *fname = "";
+    mr_json *j = NULL;
+    if (act != 3) {
+        if (!st->cf.cache_dir) { srv_error(r, 501, "slot files need a directory: start the server with --cache-dir DIR"); return; }
+        j = mr_json_parse(r->body, r->body_len);
+        const mr_json *f = j && j->type == MR_JSON_OBJ ? mr_json_get(j, "filename") : NULL;
+        if (!f || f->type != MR_JSON_STR || strlen(f->str) != f->len || !slot_file_ok(f->str)) {
+            mr_json_free(j);
+            srv_error(r, 400, "'filename' must be a file name (letters, digits, '.', '_', '-'; not starting with '.', not *.mrsnap)");
+            return;
+        }
+        fname = f->str;
+        snprintf(path, sizeof path, "%s/%s", st->cf.cache_dir, fname);
+    }
+    srv_slot *sl = srv_acquire_slot(st->sc, (int)id);
+    if (!sl) { mr_json_free(j); srv_error(r, 503, "the slot is busy"); return; }
+    const double t0 = mr_now();
+    int n = sl->n_cache, rc = 0;
+    if (act == 1) rc = mr_session_save_file(sl->s, sl->cache, path);
+    else if (act == 2) {
+        n = mr_session_restore_file(sl->s, path, sl->cache, st->cf.n_ctx);
+        sl->n_cache = n > 0 ? n : 0;
+        rc = n < 0 ? -1 : 0;
+    } else srv_cache_forget(sl);
+    const size_t bytes = act == 3 || rc ? 0 : mr_session_save_size(sl->s, 1);
+    srv_release(st->sc, sl);
+    if (rc) { mr_json_free(j); srv_error(r, 400, mr_last_error()); return; }
+    mr_sbuf b = {0};
+    mr_sbuf_printf(&b, "{\"id_slot\":%ld", id);
+    if (act == 3) mr_sbuf_printf(&b, ",\"n_erased\":%d}", n);
+    else {
+        mr_sbuf_puts(&b, ",\"filename\":");
+        mr_sbuf_json_str(&b, fname, strlen(fname));
+        mr_sbuf_printf(&b, act == 1 ? ",\"n_saved\":%d,\"n_written\":%zu,\"timings\":{\"save_ms\":%.3f}}"
+                                    : ",\"n_restored\":%d,\"n_read\":%zu,\"timings\":{\"restore_ms\":%.3f}}",
+                       n, bytes, 1e3 * (mr_now() - t0));
+    }
+    mr_json_free(j);
+    srv_reply_json(r, &b);
 }
 
 /* POST /tokenize {"content": text, "add_special": false, "with_pieces": false} -> {"tokens": [...]} */
@@ -307,6 +386,7 @@ static void srv_handle(void *user, mr_http_req *r) {
     if (path_is(r->path, "/v1/models", "/models")) { ep_models(st, r); return; }
     if (path_is(r->path, "/props", NULL)) { ep_props(st, r); return; }
     if (path_is(r->path, "/slots", NULL)) { ep_slots(st, r); return; }
+    if (!strncmp(r->path, "/slots/", 7)) { ep_slot_action(st, r); return; }
     if (path_is(r->path, "/metrics", NULL)) { ep_metrics(st, r); return; }
     int api = -1, small = 0;
     if (path_is(r->path, "/v1/chat/completions", "/chat/completions")) api = SRV_API_CHAT;
@@ -357,6 +437,14 @@ static void log_listening(const srv_server *st, const mr_server_params *p) {
     mr_log(1, "listening on http://%s:%d (model %s, %s, chat template %s, context %d, %d threads, %d slot%s%s%s%s%s)\n",
            p->host, p->port, cf->model_name, mr_model_arch(cf->m), cf->tmpl, cf->n_ctx, mr_model_n_threads(cf->m), cf->n_slots,
            cf->n_slots > 1 ? "s" : "", steps, paging, spec, cf->api_key ? ", API key required" : "");
+    mr_pcache *pc = srv_sched_pcache(st->sc);
+    if (pc) {
+        mr_pcache_stats ps;
+        mr_pcache_stats_get(pc, &ps);
+        mr_log(1, "prompt cache: %.0f MiB RAM%s%s, a snapshot every %d prompt tokens and at message boundaries; %d files (%.1f MiB) found\n",
+               p->cache_ram / 1048576.0, cf->cache_dir ? ", directory " : "", cf->cache_dir ? cf->cache_dir : "", cf->cache_every,
+               ps.n_disk, ps.disk_bytes / 1048576.0);
+    }
     const char *file = srv_sched_approx_file(st->sc);
     if (cf->admin_key || cf->api_key || file) {
         char approx[SRV_APPROX_LEN];
@@ -395,7 +483,10 @@ int mr_server_run(mr_model *m, const mr_server_params *p) {
         goto done;
     }
     cf->n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
-    srv_sched_params sp = {.n_slots = cf->n_slots, .n_ctx = p->n_ctx, .step_prompt = p->step_prompt, .approx_file = p->approx_file};
+    cf->cache_every = p->cache_every > 0 ? p->cache_every : MR_SERVER_CACHE_EVERY;
+    cf->cache_dir = p->cache_dir && *p->cache_dir ? p->cache_dir : NULL;
+    srv_sched_params sp = {.n_slots = cf->n_slots, .n_ctx = p->n_ctx, .step_prompt = p->step_prompt, .approx_file = p->approx_file,
+                           .cache = {.ram_bytes = p->cache_ram, .dir = cf->cache_dir, .disk_bytes = p->cache_disk}};
     if (!(st.sc = srv_sched_new(m, &sp))) goto done;
     if (!(cf->store = srv_store_new(SRV_STORE_MAX, SRV_STORE_MAX_BYTES))) goto done;
     cf->n_ctx = srv_sched_n_ctx(st.sc);
