@@ -200,7 +200,7 @@ static void mr_rows_plain(const mr_mm_act *a, const mr_kern *k, const uint8_t *W
     const int n = (int)a->cols;
     const uint8_t *xs = a->Xq ? a->Xq : (const uint8_t *)a->X;
     const size_t x_row = a->Xq ? a->x_row : sizeof(float) * (size_t)a->ldx;
-    if (a->ncols == 1) {
+    if (a->ncols == 1 && !(a->Xq && k->gemm && k->gemm1)) {
         for (int64_t r = r0; r < r1; r++) k->dot(n, &Y[r], W + (size_t)r * w_row, xs);
         return;
     }

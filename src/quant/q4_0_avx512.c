@@ -221,7 +221,9 @@ static void q4r_pack16(const uint8_t *w, size_t w_row, size_t blk, size_t head, 
 }
 
 #define Q4R_CHUNK 16  /* blocks per pass: 16 rows x 16 x 18 bytes packed, 32 columns x 16 x 40 prepared (25 KB) */
-#define Q4R_OTF_NC 2  /* columns from which the rows are packed on the fly */
+/* columns from which the rows are packed on the fly: from one (the plain one-row kernel is one fma
+ * chain; 16 rows packed run 16 at once, so the GEMV on plain rows takes this block too, gemm1) */
+#define Q4R_OTF_NC 1
 
 /* mr_gemm_fn: a block of exactly 16 rows and >= Q4R_OTF_NC columns is packed a chunk of blocks at a
  * time (weights and the columns' prepared activations) and run through the repacked kernel, its

@@ -108,7 +108,7 @@ static void mr_kern_resolve(void) {
                 const mr_kern *k = mr_kern_isa(type, i);
                 if (!k) continue;
                 if (!have_dot && k->dot) {
-                    r->dot = k->dot; r->dot4 = k->dot4; r->dot4p = k->dot4p; r->gemm = k->gemm; r->rp = k->rp;
+                    r->dot = k->dot; r->dot4 = k->dot4; r->dot4p = k->dot4p; r->gemm = k->gemm; r->gemm1 = k->gemm1; r->rp = k->rp;
                     r->isa = i;
                     have_dot = 1;
                 }

@@ -140,9 +140,9 @@ const mr_kern mr_kern_avx512[MR_TYPE_COUNT] = {
     KP(Q5_0, q5_0), KP(Q4_1, q4_1), KP(Q5_1, q5_1), KP(NVFP4, nvfp4),
     /* IQ4_NL, MXFP4: the AVX2 block-sum kernels on plain rows (fp4_avx2.c), 16-row repacked layouts */
     [MR_TYPE_IQ4_NL] = {.dot = mr_vd_iq4_nl_bs_avx2, .dot4 = mr_vd4_iq4_nl_bs_avx2, .gemm = mr_gemm_iq4_nl_bs_avx512,
-                        .rp = &mr_rp_iq4_nl_avx512},
+                        .gemm1 = 1, .rp = &mr_rp_iq4_nl_avx512},
     [MR_TYPE_MXFP4] = {.dot = mr_vd_mxfp4_bs_avx2, .dot4 = mr_vd4_mxfp4_bs_avx2, .gemm = mr_gemm_mxfp4_bs_avx512,
-                       .rp = &mr_rp_mxfp4_avx512},
+                       .gemm1 = 1, .rp = &mr_rp_mxfp4_avx512},
     KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q4_K, q4_k), KX(Q5_K, q5_k), KX(Q6_K, q6_k),
     KG(IQ2_XXS, iq2_xxs), KG(IQ3_S, iq3_s), KG(IQ1_S, iq1_s), KG(IQ1_M, iq1_m),
     KG(IQ3_XXS, iq3_xxs), KG(IQ2_XS, iq2_xs), KG(IQ2_S, iq2_s),

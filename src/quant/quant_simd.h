@@ -68,6 +68,7 @@ typedef struct {
     mr_vec_dot_fn dot;
     mr_vec_dot_x4_fn dot4, dot4p;
     mr_gemm_fn gemm;
+    int gemm1;                /* gemm also beats dot on one column (matmul.c then uses it for GEMV) */
     const mr_repack_kern *rp;
     mr_from_float_fn from_float;
     mr_prep_fn prep, rprep;
