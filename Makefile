@@ -126,6 +126,13 @@ bench-dot: $(BUILD)/bench/bench_dot
 bench-vs-llama: $(BUILD)/bench/bench_mm
 	sh bench/vs_llama.sh $(BUILD)
 
+# a coding agent's conversation replayed against the server (bench/agent_replay.py; docs/SERVER.md
+# "Prompt cache"): make bench-replay MODEL=../shared/models/tiny-deepseek4.gguf REPLAY_ARGS="--scale 0.5"
+#   SERVER_ARGS="-c 16384 --parallel 2 --cache-ram 256M --cache-dir /tmp/replay-cache"
+.PHONY: bench-replay
+bench-replay: $(BUILD)/moerun
+	python3 bench/agent_replay.py --moerun $(BUILD)/moerun --model $(MODEL) $(REPLAY_ARGS) -- $(SERVER_ARGS)
+
 # paged inference on a V4-Flash-width model larger than the run's memory limit (bench/paged_scale.sh;
 # docs/PAGING.md): make bench-paged MODEL=/work/models/ds4-12L.gguf ARENAS="4G 6G 10G 16G"
 .PHONY: bench-paged
