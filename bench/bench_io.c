@@ -19,44 +19,6 @@
 
 #define PAGE 4096ull
 
-typedef struct {
-    int fd, seq, tid, qd;
-    uint64_t size, file_size, n_reads, bytes;
-    unsigned seed;
-    int err;
-} worker;
-
-static uint64_t next_rand(unsigned *s) {
-    *s = *s * 1664525u + 1013904223u;
-    uint64_t hi = *s;
-    *s = *s * 1664525u + 1013904223u;
-    return hi << 32 | *s;
-}
-
-static void *run(void *arg) {
-    worker *w = arg;
-    uint8_t *buf = mr_aligned_alloc(PAGE, (size_t)w->size);
-    if (!buf) { w->err = ENOMEM; return NULL; }
-    uint64_t span = w->file_size - w->size, slots = span / PAGE;
-    for (uint64_t i = 0; i < w->n_reads; i++) {
-        uint64_t off;
-        if (w->seq) /* thread t reads chunks t, t+qd, ... of one sequential sweep */
-            off = ((i * (uint64_t)w->qd + (uint64_t)w->tid) * w->size) % (span ? span : 1) / PAGE * PAGE;
-        else
-            off = slots ? next_rand(&w->seed) % slots * PAGE : 0;
-        uint64_t got = 0;
-        while (got < w->size) {
-            ssize_t r = pread(w->fd, buf + got, (size_t)(w->size - got), (off_t)(off + got));
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) { w->err = r < 0 ? errno : EIO; mr_aligned_free(buf); return NULL; }
-            got += (uint64_t)r;
-        }
-        w->bytes += got;
-    }
-    mr_aligned_free(buf);
-    return NULL;
-}
-
 static uint64_t parse_size(const char *s) {
     char *end;
     double v = strtod(s, &end);
@@ -90,32 +52,15 @@ int main(int argc, char **argv) {
            (double)st.st_size / (1ull << 30), seq ? "sequential" : "random", (double)size / (1 << 20),
            (unsigned long long)mb);
     printf("%4s %10s %9s\n", "qd", "GB/s", "ms/read");
-    for (int k = 0; k < nq; k++) {
-        int qd = qds[k] < 1 ? 1 : qds[k] > 256 ? 256 : qds[k];
-        uint64_t total = (mb << 20) / size, per = (total + (uint64_t)qd - 1) / (uint64_t)qd;
-        worker *w = calloc((size_t)qd, sizeof *w);
-        pthread_t *th = calloc((size_t)qd, sizeof *th);
-        if (!w || !th) { fprintf(stderr, "bench_io: out of memory\n"); return 1; }
-        double t0 = mr_now();
-        for (int t = 0; t < qd; t++) {
-            w[t] = (worker){.fd = fd, .seq = seq, .tid = t, .qd = qd, .size = size, .file_size = (uint64_t)st.st_size,
-                            .n_reads = per, .seed = 12345u + 7919u * (unsigned)t + 104729u * (unsigned)k};
-            if (pthread_create(&th[t], NULL, run, &w[t])) { fprintf(stderr, "bench_io: pthread_create failed\n"); return 1; }
-        }
-        uint64_t bytes = 0;
-        int err = 0;
-        for (int t = 0; t < qd; t++) {
-            pthread_join(th[t], NULL);
-            bytes += w[t].bytes;
-            if (w[t].err) err = w[t].err;
-        }
-        double dt = mr_now() - t0;
-        if (err) { fprintf(stderr, "bench_io: read failed: %s\n", strerror(err)); return 1; }
-        printf("%4d %10.2f %9.2f\n", qd, (double)bytes / dt / 1e9, dt * 1e3 / (double)per);
-        fflush(stdout);
-        free(w);
-        free(th);
-    }
     close(fd);
+    for (int k = 0; k < nq; k++) {
+        double gbs, ms;
+        if (mr_disk_read_rate(path, size, qds[k], mb << 20, seq, 12345u + 104729u * (unsigned)k, &gbs, &ms)) {
+            fprintf(stderr, "bench_io: %s\n", mr_get_error());
+            return 1;
+        }
+        printf("%4d %10.2f %9.2f\n", qds[k] < 1 ? 1 : qds[k] > 256 ? 256 : qds[k], gbs, ms);
+        fflush(stdout);
+    }
     return 0;
 }

@@ -45,32 +45,13 @@ static const int default_types[] = {
     MR_TYPE_Q3_K, MR_TYPE_Q4_K, MR_TYPE_Q5_K, MR_TYPE_Q6_K, MR_TYPE_IQ2_XXS, MR_TYPE_IQ3_S,
     MR_TYPE_IQ4_NL, MR_TYPE_IQ4_XS, MR_TYPE_MXFP4, MR_TYPE_NVFP4, MR_TYPE_IQ1_S, MR_TYPE_IQ1_M};
 
-/* ---- DRAM read bandwidth: XOR every 16-byte word of the buffer (plain C vectors) ---- */
-typedef long long bk_v2 __attribute__((vector_size(16)));
-typedef struct { const bk_v2 *p; size_t n; long long sink[64]; } bk_read_job;
-
-static void bk_read_worker(void *arg, int ith, int nth) {
-    bk_read_job *j = arg;
-    long lo, hi;
-    mr_split((long)(j->n / 8), ith, nth, &lo, &hi);
-    bk_v2 a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0;
-    for (long i = lo * 8; i < hi * 8; i += 8) {
-        a0 ^= j->p[i] ^ j->p[i + 4];
-        a1 ^= j->p[i + 1] ^ j->p[i + 5];
-        a2 ^= j->p[i + 2] ^ j->p[i + 6];
-        a3 ^= j->p[i + 3] ^ j->p[i + 7];
-    }
-    bk_v2 a = a0 ^ a1 ^ a2 ^ a3;
-    j->sink[ith & 63] = a[0] ^ a[1];
-}
-
+/* ---- DRAM read bandwidth: mr_dram_read_pass (src/base/measure.c), timed by bk_clock ---- */
 static double bk_dram(mr_pool *pool, const uint8_t *buf, size_t bytes, int reps) {
-    bk_read_job j = {(const bk_v2 *)buf, bytes / 16, {0}};
     double best = 0;
     bk_nth = mr_pool_size(pool);
     for (int r = 0; r < reps; r++) {
         double t = bk_clock();
-        mr_pool_run(pool, bk_read_worker, &j);
+        mr_dram_read_pass(pool, buf, bytes);
         t = bk_clock() - t;
         if (bytes / t > best) best = bytes / t;
     }

@@ -162,6 +162,41 @@ int mr_perplexity(mr_model *m, const int32_t *tokens, int n_tokens, int n_ctx, i
                   const char *save_path, const char *kl_base_path, mr_ppl_progress_fn progress, void *user,
                   mr_ppl_result *res);
 
+/* ---- moerun plan (src/eval/plan.c): a model's needs and predicted speed on this machine ---- */
+typedef struct {
+    char arch[32];
+    int n_layer, n_moe_layer, n_expert, n_expert_used;
+    int expert_type;               /* ggml type of the largest routed-expert tensor */
+    char expert_type_name[16];
+    uint64_t file_bytes, dense_bytes, routed_bytes, slot_bytes, min_budget;
+    double dense_per_token;        /* bytes of non-expert weights read per token (one embedding row) */
+    double routed_per_token;       /* bytes of the top-k experts of every MoE layer */
+    double active_params;          /* weights multiplied per token (prefill FLOPs = 2 x this) */
+    int n_types;                   /* the weight types a token multiplies (at most 8; the rest join the last) */
+    int type[8];
+    double type_bytes[8], type_params[8]; /* per token, by type */
+} mr_plan_model;
+typedef struct {
+    int cores, threads;
+    double dram_gbs;               /* read bandwidth over 512 MiB, `threads` threads (1e9 B/s) */
+    double cpu_gemv_gbs;           /* one column through the model's matrices, in cache, by the per-token
+                                      bytes of each type (gemv_gbs[i]: pm->type[i]) */
+    double cpu_gemm_gflops;        /* 64 columns (likewise by the per-token weights of each type) */
+    double gemv_gbs[8], gemm_gflops[8];
+    double disk_gbs;               /* O_DIRECT 1 MiB random reads, 8 threads, on the model's file; 0: none */
+    char disk_note[256];           /* why disk_gbs is 0 */
+} mr_plan_machine;
+typedef struct {
+    uint64_t arena;                /* expert arena (0: every expert resident) */
+    double cache_frac, hit_uniform, hit_skewed;
+    double decode_res, prefill_res, decode_paged_uniform, decode_paged_skewed, prefill_paged; /* tok/s */
+    const char *decode_res_bound, *decode_paged_bound, *prefill_bound; /* "DRAM", "CPU" or "disk" */
+} mr_plan_result;
+int mr_plan_read(const char *path, mr_plan_model *pm);
+int mr_plan_measure(const char *path, const mr_plan_model *pm, int threads, double seconds, mr_plan_machine *mc);
+void mr_plan_predict(const mr_plan_model *pm, const mr_plan_machine *mc, uint64_t arena, mr_plan_result *r);
+double mr_plan_hit_skewed(double cache_frac); /* the default policy on kjv-moe's real routing, 0..1 */
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,7 @@
 . tests/lib.sh
 A=$SHARED/models/aidreams260K.gguf
 
-CMDS="run chat logits perplexity server bench synth tokenize inspect quant-check cache-sim"
+CMDS="run chat logits perplexity server bench synth tokenize inspect quant-check cache-sim plan"
 
 # the command list names every command, and each has a --help
 "$MOERUN" --help >"$TMPD/top" 2>&1

@@ -100,6 +100,18 @@ void mr_format_bytes(char *buf, size_t n, double bytes);
 /* ---- time ---- */
 double mr_now(void);                   /* monotonic seconds */
 
+/* ---- machine measurements (measure.c; `moerun plan`, bench/) ----
+ * mr_dram_read_pass: one read of every byte of buf (bytes a multiple of 128), split over the pool
+ * (NULL: the calling thread); the caller times it. mr_disk_read_rate: the device's rate under a file
+ * as the pager reads it: qd threads each doing one blocking O_DIRECT pread of `size` bytes (rounded up
+ * to 4 KiB) at a time, at random 4 KiB-aligned offsets (seq: one sequential sweep), about `total`
+ * bytes in all; *gbs in 1e9 bytes/s, *ms_per_read (may be NULL) per thread. -1 with the error set
+ * (no O_DIRECT, a file smaller than two reads, a failed read). */
+struct mr_pool;
+void mr_dram_read_pass(struct mr_pool *pool, const void *buf, size_t bytes);
+int mr_disk_read_rate(const char *path, uint64_t size, int qd, uint64_t total, int seq, unsigned seed,
+                      double *gbs, double *ms_per_read);
+
 /* ---- heap allocation ----
  * Every allocation of the library goes through these (free with free() / mr_aligned_free), so a
  * test can make any one of them fail, as SQLite's tests do: mr_alloc_fail_at(n, sticky) resets

@@ -104,22 +104,17 @@ done:
     return rc;
 }
 
-int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint64_t *out) {
+int mr_ram_budget_auto(const char *model_path, uint64_t avail, int n_ctx, uint64_t *out) {
     *out = 0;
-    if (!strcmp(arg, "0") || !strcmp(arg, "off") || !strcmp(arg, "none")) return 0;
-    if (strcmp(arg, "auto")) {
-        if (mr_size_parse(arg, out) || *out == 0) {
-            mr_set_error("bad RAM budget '%s' (want a size like 8G or 512M, or auto)", arg);
-            return -1;
-        }
-        return 0;
-    }
     mr_pager_model_info mi;
     if (mr_pager_model_sizes(model_path, &mi)) return -1;
     if (!mi.expert_bytes) return 0; /* dense model: nothing to page */
-    uint64_t avail = mem_available(), room = mr_cgroup_mem_room();
-    if (!avail) { mr_set_error("--ram-budget auto: cannot read MemAvailable from /proc/meminfo"); return -1; }
-    if (room < avail) avail = room; /* a memory cgroup (container, systemd scope) allows less */
+    if (!avail) {
+        uint64_t room = mr_cgroup_mem_room();
+        avail = mem_available();
+        if (!avail) { mr_set_error("--ram-budget auto: cannot read MemAvailable from /proc/meminfo"); return -1; }
+        if (room < avail) avail = room; /* a memory cgroup (container, systemd scope) allows less */
+    }
     /* everything that stays resident: dense weights (page cache), KV cache, scratch, and a margin */
     uint64_t dense = mi.total_bytes - mi.expert_bytes;
     uint64_t kv = mi.kv_bytes_per_token * (uint64_t)(n_ctx > 0 ? n_ctx : 4096);
@@ -136,5 +131,16 @@ int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint
         return -1;
     }
     *out = budget;
+    return 0;
+}
+
+int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint64_t *out) {
+    *out = 0;
+    if (!strcmp(arg, "0") || !strcmp(arg, "off") || !strcmp(arg, "none")) return 0;
+    if (!strcmp(arg, "auto")) return mr_ram_budget_auto(model_path, 0, n_ctx, out);
+    if (mr_size_parse(arg, out) || *out == 0) {
+        mr_set_error("bad RAM budget '%s' (want a size like 8G or 512M, or auto)", arg);
+        return -1;
+    }
     return 0;
 }
