@@ -11,14 +11,15 @@ set -u
 # Package names are Debian 12's. Every entry is used: build = the compiler, make, libc headers and
 # PCRE2 (src/tokenizer/pretok.c); mpi = Open MPI's mpicc and mpirun (`make MPI=1`);
 # test = curl (tests/cli_server.sh talks HTTP to `moerun server`), python3 (cli_flags, cli_plots,
-# cli_server_params check files and replies with it) and the mpi group (tests/cli_ep.sh runs the
+# cli_server_params check files and replies with it), iproute2 (tests/cli_netsim.sh: network
+# namespaces as simulated hosts) and the mpi group (tests/cli_ep.sh runs the
 # `make MPI=1` build under mpirun); fuzz = clang (the unversioned `clang` the Makefile calls; it
 # pulls in clang-14) with libFuzzer and the sanitizer runtimes (`make fuzz`); aarch64 = the cross
 # compiler, qemu-aarch64 and PCRE2 for arm64 (`make test-aarch64`). NAME:ARCH is a foreign
 # architecture's package: its architecture is added to dpkg first when it is not there.
 pkgs_build="gcc make libc6-dev libpcre2-dev"
 pkgs_mpi="libopenmpi-dev openmpi-bin"
-pkgs_test="curl python3 $pkgs_mpi"
+pkgs_test="curl python3 iproute2 $pkgs_mpi"
 pkgs_fuzz="clang libclang-rt-14-dev"
 pkgs_aarch64="gcc-aarch64-linux-gnu qemu-user libpcre2-dev:arm64"
 

@@ -67,15 +67,15 @@ grep -q 'install .*libpcre2-dev$' "$APTLOG" && ok deps_foreign_arch_missing ||
 FAKE_INSTALLED="gcc make libc6-dev libpcre2-dev:all" run
 [ ! -s "$APTLOG" ] && ok deps_arch_all_present || fail deps_arch_all_present "apt=$(cat "$APTLOG")"
 
-# groups: test adds curl, python3 and Open MPI, fuzz adds clang; nothing missing twice
+# groups: test adds curl, python3, iproute2 and Open MPI, fuzz adds clang; nothing missing twice
 FAKE_INSTALLED=$ALL run test build
-[ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends curl python3 libopenmpi-dev openmpi-bin" ] && ok deps_group_test ||
+[ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends curl python3 iproute2 libopenmpi-dev openmpi-bin" ] && ok deps_group_test ||
     fail deps_group_test "apt=$(cat "$APTLOG")"
 # fuzz: the unversioned clang the Makefile calls (clang-14 alone has no `clang`)
 FAKE_INSTALLED="$ALL clang-14" run fuzz
 [ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev" ] && ok deps_group_fuzz ||
     fail deps_group_fuzz "apt=$(cat "$APTLOG")"
-FAKE_INSTALLED="$ALL curl python3" run mpi
+FAKE_INSTALLED="$ALL curl python3 iproute2" run mpi
 [ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends libopenmpi-dev openmpi-bin" ] && ok deps_group_mpi ||
     fail deps_group_mpi "apt=$(cat "$APTLOG")"
 # aarch64: the arm64 PCRE2 needs arm64 among dpkg's architectures; added once, before the update
