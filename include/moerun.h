@@ -258,11 +258,15 @@ int mr_chat_render_tools(const mr_model *m, const char *tmpl, const mr_chat_msg 
  * keep_reasoning 1: earlier assistant turns' reasoning is rendered where the template can keep it
  * (deepseek4's drop_thinking false); otherwise each template keeps what its reference does
  * (deepseek4: the turns after the last user turn, or all when tools are given or the conversation
- * has tool results). opts NULL: all defaults (the same as mr_chat_render_tools). */
+ * has tool results). gpt-oss is rendered as its harmony reference template (system message with the
+ * date and "Reasoning: EFFORT", default medium) when thinking or an effort is given or the model's
+ * template is that one, else as llama.cpp's built-in gpt-oss format. opts NULL: all defaults (the same
+ * as mr_chat_render_tools). */
 typedef struct {
     int thinking;
     const char *effort;
     int keep_reasoning;
+    const char *date;      /* gpt-oss: the "Current date" of its system message (YYYY-MM-DD; NULL: today, UTC) */
 } mr_chat_opts;
 int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *msgs, int n, const char *const *tools,
                         int n_tools, const mr_chat_opts *opts, int add_assistant, char *out, int size);
@@ -290,6 +294,9 @@ typedef struct {
     int done;
 } mr_chat_split;
 void mr_chat_split_reasoning(const mr_chat_think *t, const char *text, size_t len, int final, mr_chat_split *s);
+/* 1 when template tmpl's reply markers (tool calls, channels) are control tokens in its models'
+ * vocabularies, so a reply's text must show them (mr_gen_params.special_text): kimi-k2, gpt-oss. */
+int mr_chat_special_markers(const char *tmpl);
 /* The text that opens tool calls in a reply of template tmpl (NULL if it has none): text from it on
  * is held back while streaming. */
 const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl);
@@ -571,6 +578,10 @@ typedef struct {
      * (calls_after) start only after the reasoning. The strings are copied by mr_gen_new. */
     const mr_chat_think *think;
     int think_budget;
+    /* 1: control tokens other than end-of-generation ones are written into the reply's text (their
+     * text, as mr_token_to_piece with special 1); for templates whose markers are such tokens
+     * (mr_chat_special_markers). 0: they add no text. */
+    int special_text;
     mr_session *draft;           /* (a session of an MTP sidecar: drafts from its block, mr_session_mtp_draft) */
     int mtp;                     /* 1: drafts from the model's own MTP block (mr_session_mtp_draft) */
     /* or drafts from the caller (takes precedence): write up to kmax tokens that follow

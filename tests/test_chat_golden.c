@@ -47,6 +47,7 @@ static void run_case(const mr_json *c) {
     int n = 0, nc = 0, no = 0, nt = 0;
     mr_chat_opts o;
     if (case_opts(mr_json_get(c, "kwargs"), &o, name)) return;
+    o.date = mr_json_get_str(c, "date", "2026-01-01"); /* the reference's strftime_now in render.py */
     const mr_json *ms = mr_json_get(c, "messages"), *ts = mr_json_get(c, "tools");
     for (const mr_json *m = ms ? ms->child : NULL; m && n < MAX_MSGS; m = m->next, n++) {
         msgs[n] = (mr_chat_msg){.role = mr_json_get_str(m, "role", ""), .content = mr_json_get_str(m, "content", NULL),

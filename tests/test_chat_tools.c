@@ -50,6 +50,7 @@ static void round_trip(const char *tmpl, const char *open, const char *close) {
 
 static void test_round_trip(void) {
     round_trip("chatml", "<|im_start|>assistant\n", "<|im_end|>");
+    round_trip("kimi-k2", "<|im_assistant|>assistant<|im_middle|>", "<|im_end|>");
     round_trip("deepseek4", "</think>", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>");
 }
 

@@ -104,7 +104,7 @@ static const char *FN_SCHEMAS[] = {
     "{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}",
 };
 
-static void calls_model(const char *rel, const char *tmpl, int seeds) {
+static void calls_model(const char *rel, const char *tmpl, int seeds, int max_tokens) {
     mr_model_params mp;
     mr_model_params_default(&mp);
     mp.n_threads = 2;
@@ -127,7 +127,7 @@ static void calls_model(const char *rel, const char *tmpl, int seeds) {
         mr_gen_params_default(&p);
         p.sampler.temperature = 1.0f;
         p.sampler.seed = (uint64_t)seed * 104729u;
-        p.max_tokens = 200;
+        p.max_tokens = max_tokens;
         p.calls = &calls;
         mr_session_reset(s);
         mr_gen *g = mr_gen_new(s, &p);
@@ -240,10 +240,14 @@ static void lazy_model(const char *rel, const char *tmpl, int seeds) {
 static void test_lazy_kjv(void) { lazy_model("models/kjv-moe-q8_0.gguf", "chatml", 8); }
 static void test_lazy_ds4(void) { lazy_model("models/tiny-deepseek4.gguf", "deepseek4", 4); }
 
-static void test_calls_kjv(void) { calls_model("models/kjv-moe-q8_0.gguf", "chatml", 12); }
+static void test_calls_kjv(void) {
+    calls_model("models/kjv-moe-q8_0.gguf", "chatml", 12, 200);
+    calls_model("models/kjv-moe-q8_0.gguf", "kimi-k2", 6, 300); /* its markers are spelled out: longer */
+}
 static void test_calls_ds4(void) {
-    calls_model("models/tiny-deepseek4.gguf", "deepseek4", 12);
-    calls_model("models/tiny-deepseek4.gguf", "chatml", 6);
+    calls_model("models/tiny-deepseek4.gguf", "deepseek4", 12, 200);
+    calls_model("models/tiny-deepseek4.gguf", "chatml", 6, 200);
+    calls_model("models/tiny-deepseek4.gguf", "kimi-k2", 6, 400);
 }
 
 static void test_gen_schema_kjv(void) { gen_model("models/kjv-moe-q8_0.gguf", 10); }

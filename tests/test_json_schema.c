@@ -278,7 +278,7 @@ static void test_schema_object_like_json_object(void) {
     mr_jschema_free(sc);
 }
 
-/* tool calls (mr_gen_calls) in the chatml and deepseek4 (DSML) formats: random walks through the
+/* tool calls (mr_gen_calls) in the chatml, deepseek4 (DSML) and kimi-k2 formats: random walks through the
  * recogniser always end in one call that the template's own parser (mr_chat_parse_tool_calls) reads
  * back, of one of the functions, with arguments valid against its schema */
 static const char *FN_NAMES[] = {"get_weather", "add", "get", "noargs"};
@@ -363,6 +363,8 @@ static void calls_walks(const char *tmpl) {
     mr_jschema_free(sc);
 }
 
+static void test_calls_kimi(void) { calls_walks("kimi-k2"); }
+
 static void test_calls_chatml(void) {
     calls_walks("chatml");
     /* a call by hand, and ones that are not */
@@ -408,6 +410,7 @@ int main(void) {
     RUN(test_schema_numbers_end);
     RUN(test_schema_object_like_json_object);
     RUN(test_calls_chatml);
+    RUN(test_calls_kimi);
     RUN(test_calls_dsml);
     return t_finish();
 }

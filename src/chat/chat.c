@@ -4,12 +4,13 @@
 #include "moerun.h"
 #include "base/base.h"
 #include "json/json.h"
-#include "chat/think.h"
+#include "chat/chat_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *tmpl_names[] = {"chatml", "llama2", "llama3", "phi3", "gemma", "deepseek3", "deepseek4",
                                    "chatglm4", "gpt-oss", "kimi-k2", NULL};
@@ -41,10 +42,10 @@ int mr_chat_template_known(const char *name) {
     return 0;
 }
 
-typedef struct { char *buf; int size, len; } sbuf;
+typedef mr_chat_buf sbuf;
+#define put mr_chat_put
 
-static void put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(sbuf *b, const char *fmt, ...) {
+void mr_chat_put(sbuf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int room = b->len < b->size ? b->size - b->len : 0;
@@ -267,10 +268,28 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
         if (!known_role(msgs[i].role)) { mr_set_error("chat: unknown role '%s'", msgs[i].role); return -1; }
         uses_tools |= msgs[i].n_tool_calls > 0 || !strcmp(msgs[i].role, "tool");
     }
-    if (uses_tools && !ds4 && !chatml) { mr_set_error("chat: template %s has no tool calls here (chatml and deepseek4 do)", tmpl); return -1; }
-    if (ds4 || chatml) {
+    const int kimi = !strcmp(tmpl, "kimi-k2");
+    if (!strcmp(tmpl, "gpt-oss") && (o->thinking >= 0 || o->effort || mr_chat_template_has(m, "Reasoning: "))) {
+        if (uses_tools) { mr_set_error("chat: template gpt-oss has no tool calls here"); return -1; }
+        mr_chat_opts h = *o;
+        char date[32];
+        if (!h.date) { /* the reference's strftime_now: today */
+            time_t now = time(NULL);
+            struct tm tm;
+            strftime(date, sizeof date, "%Y-%m-%d", gmtime_r(&now, &tm));
+            h.date = date;
+        }
+        mr_chat_render_harmony(&b, msgs, n, &h, add_assistant);
+        return b.len;
+    }
+    if (uses_tools && !ds4 && !chatml && !kimi) {
+        mr_set_error("chat: template %s has no tool calls here (chatml, deepseek4 and kimi-k2 do)", tmpl);
+        return -1;
+    }
+    if (ds4 || chatml || kimi) {
         if (ds4) render_ds4(&b, msgs, n, tools, n_tools, o, add_assistant);
-        else render_chatml(&b, m, msgs, n, tools, n_tools, o, add_assistant);
+        else if (chatml) render_chatml(&b, m, msgs, n, tools, n_tools, o, add_assistant);
+        else mr_chat_render_kimi(&b, msgs, n, tools, n_tools, o->thinking > 0 || mr_chat_template_has(m, "<think>"), add_assistant);
         return b.len;
     }
     for (int i = 0; i < n; i++) {
@@ -297,8 +316,6 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
             put(&b, "<|%s|>\n%s", role, c);
         } else if (!strcmp(tmpl, "gpt-oss")) {
             put(&b, "<|start|>%s<|message|>%s%s", role, c, ass ? "<|return|>" : "<|end|>");
-        } else if (!strcmp(tmpl, "kimi-k2")) {
-            put(&b, "<|im_%s|>%s<|im_middle|>%s<|im_end|>", sys ? "system" : user ? "user" : "assistant", role, c);
         } else { /* deepseek3 */
             if (sys) put(&b, "%s\n\n", c);
             else if (user) put(&b, DS_USER "%s", c);
@@ -312,7 +329,6 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
         else if (!strcmp(tmpl, "deepseek3")) put(&b, DS_ASSISTANT);
         else if (!strcmp(tmpl, "chatglm4")) put(&b, "%s<|assistant|>\n", n == 0 ? "[gMASK]<sop>" : "");
         else if (!strcmp(tmpl, "gpt-oss")) put(&b, "<|start|>assistant");
-        else if (!strcmp(tmpl, "kimi-k2")) put(&b, "<|im_assistant|>assistant<|im_middle|>");
         /* llama2: the model answers right after [/INST] */
     }
     return b.len;
@@ -322,8 +338,11 @@ const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl) {
     if (!tmpl) tmpl = mr_chat_template_detect(m);
     if (!strcmp(tmpl, "chatml")) return "<tool_call>";
     if (!strcmp(tmpl, "deepseek4")) return DS4_CALLS_OPEN;
+    if (!strcmp(tmpl, "kimi-k2")) return "<|tool_calls_section_begin|>";
     return NULL;
 }
+
+int mr_chat_special_markers(const char *tmpl) { return tmpl && (!strcmp(tmpl, "kimi-k2") || !strcmp(tmpl, "gpt-oss")); }
 
 int mr_chat_tool_call_format(const mr_model *m, const char *tmpl, mr_chat_call_format *f) {
     if (!tmpl) tmpl = mr_chat_template_detect(m);
@@ -333,6 +352,9 @@ int mr_chat_tool_call_format(const mr_model *m, const char *tmpl, mr_chat_call_f
         *f = (mr_chat_call_format){"<tool_call>\n", "{\"name\": \"", "\", \"arguments\": ", "}", 0};
     } else if (!strcmp(tmpl, "deepseek4")) {
         *f = (mr_chat_call_format){"\n\n" DS4_CALLS_OPEN "\n", "<" DSML "invoke name=\"", "\">\n", "\n" DS4_CALLS_CLOSE, 1};
+    } else if (!strcmp(tmpl, "kimi-k2")) { /* the call's index: 0 (the first of the reply's calls in a fresh conversation) */
+        *f = (mr_chat_call_format){"<|tool_calls_section_begin|>", "<|tool_call_begin|>functions.", ":0<|tool_call_argument_begin|>",
+                                   "<|tool_call_end|>", 0};
     } else {
         mr_set_error("chat: template %s has no tool calls here", tmpl);
         return -1;
@@ -459,14 +481,14 @@ int mr_chat_parse_tool_calls(const mr_model *m, const char *tmpl, const char *te
     const char *at = memmem(text, len, marker, strlen(marker));
     if (!at) return 0;
     const char *end = text + len;
-    int ds4 = !strcmp(marker, DS4_CALLS_OPEN);
-    int n = ds4 ? parse_ds4(at, end, calls, max) : parse_chatml(at, end, calls, max);
+    int ds4 = !strcmp(marker, DS4_CALLS_OPEN), kimi = !ds4 && strcmp(marker, "<tool_call>");
+    int n = ds4 ? parse_ds4(at, end, calls, max) : kimi ? mr_chat_parse_kimi(at, end, calls, max) : parse_chatml(at, end, calls, max);
     if (n == -2) return -1;
     if (n <= 0) return n < 0 ? -1 : 0;
     /* the separator the renderer puts before the calls is not part of the content */
     size_t c = (size_t)(at - text);
     if (ds4 && c >= 2 && !memcmp(at - 2, "\n\n", 2)) c -= 2;
-    else if (!ds4 && c >= 1 && at[-1] == '\n') c -= 1;
+    else if (!ds4 && !kimi && c >= 1 && at[-1] == '\n') c -= 1;
     *content_len = c;
     return n;
 }

@@ -3,7 +3,7 @@
  * (mr_chat_split_reasoning). How the templates render thinking is in chat.c. */
 #include "moerun.h"
 #include "base/base.h"
-#include "chat/think.h"
+#include "chat/chat_impl.h"
 
 #include <string.h>
 
@@ -13,10 +13,12 @@ int mr_chat_qwen_opens_think(const mr_model *m) {
     return m && mr_model_arch(m) && !strcmp(mr_model_arch(m), "qwen35moe");
 }
 
-int mr_chat_qwen_thinks(const mr_model *m) {
+int mr_chat_template_has(const mr_model *m, const char *s) {
     const char *t = m ? mr_model_meta_str(m, "tokenizer.chat_template") : NULL;
-    return mr_chat_qwen_opens_think(m) || (t && strstr(t, "<think>"));
+    return t && strstr(t, s);
 }
+
+int mr_chat_qwen_thinks(const mr_model *m) { return mr_chat_qwen_opens_think(m) || mr_chat_template_has(m, "<think>"); }
 
 int mr_chat_thinking(const mr_model *m, const char *tmpl, const mr_chat_opts *o, mr_chat_think *t) {
     if (!tmpl) tmpl = mr_chat_template_detect(m);
@@ -28,14 +30,16 @@ int mr_chat_thinking(const mr_model *m, const char *tmpl, const mr_chat_opts *o,
         t->in_prompt = 1;
         return th > 0;
     }
-    if (th == 0) return 0;
-    if (!strcmp(tmpl, "chatml")) t->in_prompt = mr_chat_qwen_opens_think(m);
-    else if (!strcmp(tmpl, "deepseek3")) t->in_prompt = th > 0; /* V3.1: "<think>" in the prompt; R1 writes it */
-    else if (!strcmp(tmpl, "gpt-oss")) { /* harmony: the analysis channel, then the final one */
+    if (!strcmp(tmpl, "gpt-oss")) { /* harmony: the analysis channel (always written), then the final one */
         t->open = "<|channel|>analysis<|message|>";
         t->close = "<|end|><|start|>assistant";
         t->answer_prefix = "<|channel|>final<|message|>";
-    } else if (strcmp(tmpl, "chatglm4") && strcmp(tmpl, "kimi-k2")) return 0;
+        return 1;
+    }
+    if (th == 0) return 0;
+    if (!strcmp(tmpl, "chatml")) t->in_prompt = mr_chat_qwen_opens_think(m);
+    else if (!strcmp(tmpl, "deepseek3")) t->in_prompt = th > 0; /* V3.1: "<think>" in the prompt; R1 writes it */
+    else if (strcmp(tmpl, "chatglm4") && strcmp(tmpl, "kimi-k2")) return 0;
     return 1;
 }
 

@@ -136,14 +136,14 @@ static int json_pieces(mr_gen *g) {
     for (int32_t id = 0; id < g->n_vocab; id++) {
         g->poff[id] = (uint32_t)n;
         if (mr_tokenizer_is_eog(g->tok, id)) continue;
-        int pl = mr_token_to_piece(g->tok, id, g->pieces + n, (int)(cap - n < INT_MAX ? cap - n : INT_MAX), 0);
+        int pl = mr_token_to_piece(g->tok, id, g->pieces + n, (int)(cap - n < INT_MAX ? cap - n : INT_MAX), g->p.special_text);
         if (pl < 0 && pl != INT_MIN) { /* a long piece: grow and write it again */
             size_t need = n + (size_t)-pl + 256, c2 = 2 * cap > need ? 2 * cap : need;
             char *b = mr_realloc(g->pieces, c2);
             if (!b) goto oom;
             g->pieces = b;
             cap = c2;
-            pl = mr_token_to_piece(g->tok, id, g->pieces + n, (int)(cap - n < INT_MAX ? cap - n : INT_MAX), 0);
+            pl = mr_token_to_piece(g->tok, id, g->pieces + n, (int)(cap - n < INT_MAX ? cap - n : INT_MAX), g->p.special_text);
         }
         if (pl > 0) n += (size_t)pl;
         if (n > UINT32_MAX / 2) { mr_set_error("generate: the vocabulary's text is too large"); return -1; }
@@ -235,7 +235,7 @@ static int pieces_are(const mr_gen *g, const int32_t *ids, int n, const char *li
     size_t at = 0, ll = strlen(lit);
     for (int i = 0; i < n; i++) {
         char piece[256];
-        int pl = mr_token_to_piece(g->tok, ids[i], piece, sizeof piece, 1);
+        int pl = mr_token_to_piece(g->tok, ids[i], piece, sizeof piece, g->p.special_text);
         if (pl < 0 || at + (size_t)pl > ll || memcmp(lit + at, piece, (size_t)pl)) return 0;
         at += (size_t)pl;
     }
@@ -251,7 +251,7 @@ static int greedy_ids(const mr_gen *g, const char *lit, int32_t *out, int max) {
         int best = -1, best_len = 0;
         for (int32_t id = 0; id < g->n_vocab; id++) {
             char piece[256];
-            int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, 1);
+            int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, g->p.special_text);
             if (pl > best_len && (size_t)pl <= ll - at && !memcmp(lit + at, piece, (size_t)pl)) best = id, best_len = pl;
         }
         if (best < 0 || n == max) return -1;
@@ -280,7 +280,7 @@ static int think_init(mr_gen *g) {
     g->think_ids = mr_malloc(sizeof(int32_t) * (cl + 1));
     if (!g->think_ids) { mr_set_error("generate: out of memory"); return -1; }
     g->n_think_ids = greedy_ids(g, t->close, g->think_ids, (int)cl);
-    if (g->n_think_ids <= 0) { mr_set_error("generate: the vocabulary cannot write the thinking close marker"); return -1; }
+    if (g->n_think_ids <= 0) { mr_set_error("generate: the vocabulary cannot write the thinking close marker%s", g->p.special_text ? "" : " (without special_text)"); return -1; }
     return 0;
 }
 
@@ -614,11 +614,11 @@ static int accept_one(mr_gen *g, int32_t id) {
     mr_sampler_accept(g->smp, id);
     g->st.n_gen++;
     char piece[256];
-    int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, 0);
+    int pl = mr_token_to_piece(g->tok, id, piece, sizeof piece, g->p.special_text);
     if (pl < 0 && pl != INT_MIN) { /* a piece longer than the stack buffer */
         char *big = mr_malloc((size_t)-pl);
         if (!big) { mr_set_error("generate: out of memory"); return -1; }
-        int bl = mr_token_to_piece(g->tok, id, big, -pl, 0);
+        int bl = mr_token_to_piece(g->tok, id, big, -pl, g->p.special_text);
         int rc = bl > 0 ? text_add(g, big, (size_t)bl) : 0;
         free(big);
         if (rc) return -1;

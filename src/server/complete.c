@@ -223,6 +223,8 @@ static void gen_params(cctx *c, mr_gen_params *gp) {
         gp->think = &c->think;
         gp->think_budget = q->think_budget;
     }
+    /* templates whose markers are control tokens: their text is part of the reply, to be parsed */
+    if (q->api != SRV_API_COMPLETIONS) gp->special_text = mr_chat_special_markers(c->cf->tmpl ? c->cf->tmpl : mr_chat_template_detect(c->cf->m));
     if (gp->sampler.repeat_last_n < 0) gp->sampler.repeat_last_n = c->cf->n_ctx; /* llama-server's -1 */
     if (q->logprobs) gp->spec_max = 0; /* a verification step accepts several tokens; logprobs are per token */
     gp->spec_min = q->spec_min < gp->spec_max ? q->spec_min : gp->spec_max;
