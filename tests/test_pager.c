@@ -271,6 +271,17 @@ static void test_prefetch_twice(void) {
     mr_pager_free(p);
 }
 
+/* serves the n experts of layer's prefetched batch, checking their bytes, then releases it */
+static void serve_layer(mr_pager *p, int layer, int n) {
+    for (int i = 0; i < n; i++) {
+        const void *ptrs[MR_PAGER_MATS];
+        int e;
+        CHECK(mr_pager_next(p, layer, &e, ptrs) == 0 && check_ptrs(layer, e, ptrs) == 0, "%s", mr_get_error());
+        mr_pager_done(p, layer, e);
+    }
+    mr_pager_release(p, layer);
+}
+
 static void test_hints(void) {
     uint64_t slot = mr_pager_slot_bytes(g, layers, NL);
     mr_pager *p = mr_pager_create(g, layers, NL, 8 * slot, NULL);
@@ -279,13 +290,7 @@ static void test_hints(void) {
     int guess[3] = {0, 1, 2}, ids[3] = {1, 2, 3};
     CHECK(mr_pager_hint(p, 1, guess, 3) == 0, "%s", mr_get_error());
     CHECK(mr_pager_prefetch(p, 1, ids, 3) == 0, "%s", mr_get_error());
-    for (int i = 0; i < 3; i++) {
-        const void *ptrs[MR_PAGER_MATS];
-        int e;
-        CHECK(mr_pager_next(p, 1, &e, ptrs) == 0 && check_ptrs(1, e, ptrs) == 0, "%s", mr_get_error());
-        mr_pager_done(p, 1, e);
-    }
-    mr_pager_release(p, 1);
+    serve_layer(p, 1, 3);
     mr_pager_counters c;
     mr_pager_counters_get(p, &c);
     CHECK(c.hint_reads == 3 && c.hint_used == 2 && c.hint_cancelled + c.hint_wasted == 1, "hints %llu used %llu "
@@ -333,13 +338,7 @@ static void test_guess_priority(void) {
     int guess[6] = {0, 1, 2, 3, 4, 5}, ids[2] = {6, 7};
     CHECK(mr_pager_hint(p, 1, guess, 6) == 0, "%s", mr_get_error());
     CHECK(mr_pager_prefetch(p, 1, ids, 2) == 0, "%s", mr_get_error());
-    for (int i = 0; i < 2; i++) {
-        const void *ptrs[MR_PAGER_MATS];
-        int e;
-        CHECK(mr_pager_next(p, 1, &e, ptrs) == 0 && check_ptrs(1, e, ptrs) == 0, "%s", mr_get_error());
-        mr_pager_done(p, 1, e);
-    }
-    mr_pager_release(p, 1);
+    serve_layer(p, 1, 2);
     mr_pager_counters c;
     mr_pager_counters_get(p, &c);
     CHECK(c.hint_reads == 6 && c.hint_cancelled >= 5 && c.hint_used == 0, "guesses %llu cancelled %llu used %llu",
