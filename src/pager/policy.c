@@ -521,17 +521,18 @@ static void record_use(mr_cache *c, int k) {
     c->last_round[k] = r;
 }
 
-int mr_cache_access(mr_cache *c, int key, int *hit, int *evicted) {
+/* access (use = 1) or reserve (use = 0: a slot for the key, nothing recorded) */
+static int cache_take(mr_cache *c, int key, int use, int *hit, int *evicted) {
     if (key < 0 || key >= c->n_keys) { mr_set_error("cache: key %d out of range", key); return -1; }
-    c->cur_layer = key_layer(c, key);
+    if (use) c->cur_layer = key_layer(c, key);
     *evicted = -1;
-    if (c->policy == MR_POLICY_HOT)
+    if (use && c->policy == MR_POLICY_HOT)
         for (int j = 0; j < HOT_SHARES; j++) hot_shadow_access(c, j, key);
     int s = c->key_slot[key];
     if (s >= 0) {
         *hit = 1;
-        if (c->policy == MR_POLICY_ARC) arc_push_mru(c, ARC_T2, key);
-        record_use(c, key);
+        if (use && c->policy == MR_POLICY_ARC) arc_push_mru(c, ARC_T2, key);
+        if (use) record_use(c, key);
         c->slot_pin[s]++;
         return s;
     }
@@ -556,10 +557,13 @@ int mr_cache_access(mr_cache *c, int key, int *hit, int *evicted) {
     c->key_slot[key] = s;
     if (c->layer_count) c->layer_count[key_layer(c, key)]++;
     if (c->policy == MR_POLICY_ARC) arc_after_insert(c, key, was_ghost);
-    record_use(c, key);
+    if (use) record_use(c, key);
     c->slot_pin[s]++;
     return s;
 }
+
+int mr_cache_access(mr_cache *c, int key, int *hit, int *evicted) { return cache_take(c, key, 1, hit, evicted); }
+int mr_cache_reserve(mr_cache *c, int key, int *hit, int *evicted) { return cache_take(c, key, 0, hit, evicted); }
 
 /* ---- Belady ---- */
 /* positions are int32 (n < 2^31): 8-byte heap entries keep the memory at ~16 bytes per access */

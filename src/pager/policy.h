@@ -43,6 +43,9 @@ int mr_cache_find(const mr_cache *c, int key);
  * and returns it with *hit = 0: the caller must fill it (or mr_cache_invalidate it on failure).
  * Returns -1 with mr_set_error if every slot is pinned. */
 int mr_cache_access(mr_cache *c, int key, int *hit, int *evicted);
+/* The same for a key read ahead of its use (a guess): takes and pins a slot but records no use, so the
+ * policy's statistics count only real uses (the use itself is then an mr_cache_access hit). */
+int mr_cache_reserve(mr_cache *c, int key, int *hit, int *evicted);
 void mr_cache_unpin(mr_cache *c, int slot);
 int mr_cache_pinned(const mr_cache *c, int slot);    /* pin count */
 /* Forget the slot's key (a failed read must not leave a key that claims to be resident). Keeps pins. */
