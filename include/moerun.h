@@ -47,7 +47,10 @@ typedef struct {
     int no_direct;          /* 1: buffered reads even where the file system allows O_DIRECT */
     int no_guess;           /* 1: no read-ahead of the next layer's guessed experts */
     int no_huge;            /* 1: the arena in 4 KiB pages faulted in as first used (default: its own
-                               mapping on transparent huge pages where available, faulted in at load) */
+                               mapping in 4 KiB pages, faulted in at load) */
+    int huge;               /* 1: the arena's mapping on transparent huge pages where available, faulted
+                               in at load (where the kernel compacts memory for them on fault, this
+                               costs several times the system time of 4 KiB pages: docs/PAGING.md) */
     const char *fault;      /* tests: "eio:N" or "short:N" (the N-th read, 1-based, fails with EIO or
                                comes back short) or "slow:MS" (every read first waits MS <= 10000
                                milliseconds); NULL or "": none. A malformed spec fails the load. */

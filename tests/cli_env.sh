@@ -20,11 +20,15 @@ MOERUN_PAGER_FAULT=slow:1 MOERUN_PAGER_POLICY=lru MOERUN_PAGER_NO_DIRECT=1 MOERU
     MOERUN_PAGER_IO_THREADS=3 expect_ok env_pager_all lg -o "$TMPD/paged.lgts" --ram-budget $OK
 if cmp -s "$TMPD/plain.lgts" "$TMPD/paged.lgts"; then ok env_pager_identical; else fail env_pager_identical "logits differ"; fi
 if grep -q "^pager: .*buffered" "$TMPD/e"; then ok env_pager_no_direct; else fail env_pager_no_direct "$(grep '^pager' "$TMPD/e")"; fi
-# the arena: huge pages where the kernel has them (from 2 MiB up), 4 KiB pages with MOERUN_PAGER_HUGE=0
+# the arena: 4 KiB pages pre-faulted (default), faulted as used with MOERUN_PAGER_HUGE=0, huge pages
+# where the kernel has them (from 2 MiB up) with MOERUN_PAGER_HUGE=1
 MOERUN_PAGER_HUGE=0 expect_ok env_pager_no_huge lg -o "$TMPD/paged.lgts" --ram-budget $OK
 if cmp -s "$TMPD/plain.lgts" "$TMPD/paged.lgts" && grep -q "^pager: [0-9]* slots" "$TMPD/e" && ! grep -q "huge pages" "$TMPD/e"
 then ok env_pager_no_huge_summary; else fail env_pager_no_huge_summary "$(grep '^pager' "$TMPD/e")"; fi
-expect_ok env_pager_huge lg -o "$TMPD/paged.lgts" --ram-budget $OK
+expect_ok env_pager_default_arena lg -o "$TMPD/paged.lgts" --ram-budget $OK
+if cmp -s "$TMPD/plain.lgts" "$TMPD/paged.lgts" && grep -q "^pager: [0-9]* slots" "$TMPD/e" && ! grep -q "huge pages" "$TMPD/e"
+then ok env_pager_default_arena_summary; else fail env_pager_default_arena_summary "$(grep '^pager' "$TMPD/e")"; fi
+MOERUN_PAGER_HUGE=1 expect_ok env_pager_huge lg -o "$TMPD/paged.lgts" --ram-budget $OK
 if ! cmp -s "$TMPD/plain.lgts" "$TMPD/paged.lgts"; then fail env_pager_huge_identical "logits differ"
 elif grep -q "^pager: .*huge pages" "$TMPD/e"; then ok env_pager_huge_identical
 elif grep -Eq '\[(always|madvise)\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then

@@ -12,7 +12,8 @@
  *   MOERUN_PAGER_CHUNK=SIZE          bytes per read job: 1M (default), 512K, ...; 0 = one per slice
  *   MOERUN_PAGER_NO_DIRECT=1         buffered reads instead of O_DIRECT
  *   MOERUN_PAGER_GUESS=0             no read-ahead of the next layer's guessed experts
- *   MOERUN_PAGER_HUGE=0              the arena in 4 KiB pages faulted as used (no huge pages, no pre-fault)
+ *   MOERUN_PAGER_HUGE=0 / 1          the arena faulted in as used / on transparent huge pages (default:
+ *                                    4 KiB pages pre-faulted at load)
  *   MOERUN_PAGER_FAULT=eio:N|short:N|slow:MS   tests: the N-th read fails / is short; slow reads
  *   MOERUN_API_KEY, MOERUN_ADMIN_KEY the server's keys (tools/cmd_server.c; docs/SERVER.md)
  *   MOERUN_ALLOC_FAIL=N[s], MOERUN_ALLOC_FAIL_TRACE=1   tests: allocation failures (docs/RELIABILITY.md) */
@@ -93,6 +94,7 @@ int mr_cli_env_read(void) {
     env.pager.no_guess = guess && !strcmp(guess, "0");
     const char *huge = env_get("MOERUN_PAGER_HUGE");
     env.pager.no_huge = huge && !strcmp(huge, "0");
+    env.pager.huge = huge && !strcmp(huge, "1");
     return read_pager_io();
 }
 
@@ -112,7 +114,8 @@ void mr_cli_env_help(FILE *f) {
                "  MOERUN_PAGER_CHUNK=SIZE  bytes per read, e.g. 512K (default 1M; 0: one read per expert slice)\n"
                "  MOERUN_PAGER_NO_DIRECT=1 buffered reads instead of O_DIRECT\n"
                "  MOERUN_PAGER_GUESS=0     no read-ahead of the next layer's guessed experts\n"
-               "  MOERUN_PAGER_HUGE=0      the expert arena in 4 KiB pages faulted as used (default: huge pages, pre-faulted)\n"
+               "  MOERUN_PAGER_HUGE=0|1    the expert arena faulted in as used / on huge pages, pre-faulted (default:\n"
+               "                           4 KiB pages, pre-faulted)\n"
                "  MOERUN_PAGER_FAULT=F     tests: eio:N or short:N (the N-th read fails), slow:MS (slow reads)\n"
                "  MOERUN_API_KEY, MOERUN_ADMIN_KEY  the server's keys (moerun server --help)\n"
                "  MOERUN_ALLOC_FAIL=N[s]   tests: the N-th allocation fails (s: and all after; docs/RELIABILITY.md)\n");

@@ -127,7 +127,7 @@ int mr_thp_available(void) {
 #endif
 }
 
-void *mr_big_alloc(size_t bytes, int prefault, int *huge) {
+void *mr_big_alloc(size_t bytes, int flags, int *huge) {
     if (huge) *huge = 0;
     if (mr_alloc_inject()) return NULL;
     const size_t n = bytes ? bytes : 1;
@@ -146,10 +146,10 @@ void *mr_big_alloc(size_t bytes, int prefault, int *huge) {
         if (end < n + extra) munmap(raw + end, n + extra - end);
         p = raw + head;
 #ifdef MADV_HUGEPAGE
-        if (mr_thp_available() && madvise(p, n, MADV_HUGEPAGE) == 0 && huge) *huge = 1;
+        if (!(flags & MR_BIG_NO_HUGE) && mr_thp_available() && madvise(p, n, MADV_HUGEPAGE) == 0 && huge) *huge = 1;
 #endif
     }
-    if (prefault) {
+    if (flags & MR_BIG_PREFAULT) {
         int done = 0;
 #ifdef MADV_POPULATE_WRITE
         if (madvise(p, n, MADV_POPULATE_WRITE) == 0) done = 1;

@@ -132,9 +132,12 @@ int mr_alloc_inject(void);
  * them (/sys/kernel/mm/transparent_hugepage/enabled not [never]; else 4 KiB pages, nothing else changes),
  * so gigabytes cost thousands of page faults instead of millions. prefault: every page is faulted in
  * now (MADV_POPULATE_WRITE, or one write per 4 KiB where the kernel lacks it) instead of when first
- * used. *huge (may be NULL) = 1 if huge pages were requested. NULL on failure (no error set); free
- * with mr_big_free and the same bytes. Counts as one allocation for mr_alloc_inject. */
-void *mr_big_alloc(size_t bytes, int prefault, int *huge);
+ * used; MR_BIG_NO_HUGE: no huge pages asked for (where populating huge pages means direct compaction,
+ * 4 KiB pages faulted in at once cost less kernel time). *huge (may be NULL) = 1 if huge pages were
+ * requested. NULL on failure (no error set); free with mr_big_free and the same bytes. Counts as one
+ * allocation for mr_alloc_inject. */
+enum { MR_BIG_PREFAULT = 1, MR_BIG_NO_HUGE = 2 };
+void *mr_big_alloc(size_t bytes, int flags, int *huge);
 void mr_big_free(void *p, size_t bytes);
 int mr_thp_available(void); /* 1 if madvise(MADV_HUGEPAGE) can give transparent huge pages */
 void mr_alloc_fail_at(long n, int sticky);

@@ -407,7 +407,8 @@ mr_pager *mr_pager_create(const mr_gguf *g, const mr_pager_layer *layers, int n_
      * decode's own compute (no_huge: plain pages faulted on first use) */
     if (pp->no_huge) p->arena = mr_aligned_alloc(PAGE, (size_t)(p->slot_bytes * (uint64_t)p->n_slots));
     else {
-        p->arena = mr_big_alloc((size_t)(p->slot_bytes * (uint64_t)p->n_slots), 1, &p->arena_huge);
+        p->arena = mr_big_alloc((size_t)(p->slot_bytes * (uint64_t)p->n_slots),
+                                MR_BIG_PREFAULT | (pp->huge ? 0 : MR_BIG_NO_HUGE), &p->arena_huge);
         p->arena_mapped = 1;
     }
     p->sl = mr_calloc((size_t)p->n_slots, sizeof *p->sl);
@@ -708,7 +709,7 @@ int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n) {
         if (ids[i] < 0 || ids[i] >= E) { mr_set_error("pager: expert %d out of range [0, %d) in layer %d", ids[i], E, layer); return -1; }
         int key = layer * p->e_max + ids[i], hit, ev;
         if (p->hinted[key] || mr_cache_find(p->cache, key) >= 0) continue; /* resident or already coming */
-        int s = mr_cache_access(p->cache, key, &hit, &ev);
+        int s = mr_cache_reserve(p->cache, key, &hit, &ev);
         if (s < 0) return 0; /* every slot pinned: nothing to read ahead into */
         wait_slot(p, s);     /* a released batch may still be reading into it */
         if (p->sl[s].by_hint) p->cnt.hint_wasted++;
