@@ -1,4 +1,7 @@
-/* Kimi-K2: the conversation as its reference templates render it (mainline's
+/* Templates rendered as their reference Jinja templates (tests/golden/chat): Kimi-K2, GLM-4.5/4.6,
+ * gpt-oss harmony.
+ *
+ * Kimi-K2: the conversation as its reference templates render it (mainline's
  * models/templates/Kimi-K2-Instruct.jinja, and Kimi-K2-Thinking.jinja with thinking), and its tool
  * calls: <|tool_calls_section_begin|> then per call
  * <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>{JSON}<|tool_call_end|>, then
@@ -139,4 +142,53 @@ void mr_chat_render_harmony(mr_chat_buf *b, const mr_chat_msg *msgs, int n, cons
         }
     }
     if (add_assistant) mr_chat_put(b, "<|start|>assistant");
+}
+
+/* text without leading and trailing whitespace (Python's strip()) */
+static void strip_ws(const char **p, size_t *n) {
+    while (*n && strchr(" \t\n\r\f\v", **p)) (*p)++, (*n)--;
+    while (*n && strchr(" \t\n\r\f\v", (*p)[*n - 1])) (*n)--;
+}
+
+/* GLM-4.5 / 4.6 as its reference template renders it (mainline's models/templates/GLM-4.6.jinja,
+ * without tools): every assistant turn opens "<think></think>", or "<think>REASONING</think>" after
+ * the last user turn (reasoning_content, or split from a content holding "</think>"); thinking off:
+ * user turns end "/nothink" and the generation prompt with an empty think block. */
+void mr_chat_render_glm(mr_chat_buf *b, const mr_chat_msg *msgs, int n, int thinking, int add_assistant) {
+    int last_user = -1;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(msgs[i].role, "user")) last_user = i;
+    mr_chat_put(b, "[gMASK]<sop>");
+    for (int i = 0; i < n; i++) {
+        const char *role = msgs[i].role, *c = msgs[i].content ? msgs[i].content : "";
+        size_t cn = strlen(c);
+        if (!strcmp(role, "user")) {
+            const int nothink = thinking == 0 && !(cn >= 8 && !memcmp(c + cn - 8, "/nothink", 8));
+            mr_chat_put(b, "<|user|>\n%s%s", c, nothink ? "/nothink" : "");
+        } else if (!strcmp(role, "system")) {
+            mr_chat_put(b, "<|system|>\n%s", c);
+        } else if (!strcmp(role, "assistant")) {
+            const char *r = msgs[i].reasoning, *close = strstr(c, "</think>");
+            size_t rn = r ? strlen(r) : 0;
+            if (!r && close) {
+                const char *after = c, *q, *o;
+                while ((q = strstr(after, "</think>"))) after = q + 8;
+                r = c;
+                rn = (size_t)(close - c);
+                while (rn && r[rn - 1] == '\n') rn--;
+                while ((o = memmem(r, rn, "<think>", 7))) rn -= (size_t)(o + 7 - r), r = o + 7;
+                while (rn && *r == '\n') r++, rn--;
+                c = after;
+                while (*c == '\n') c++;
+                cn = strlen(c);
+            }
+            if (r) strip_ws(&r, &rn);
+            mr_chat_put(b, "<|assistant|>");
+            if (i > last_user && rn) mr_chat_put(b, "\n<think>%.*s</think>", (int)rn, r);
+            else mr_chat_put(b, "\n<think></think>");
+            strip_ws(&c, &cn);
+            if (cn) mr_chat_put(b, "\n%.*s", (int)cn, c);
+        }
+    }
+    if (add_assistant) mr_chat_put(b, "<|assistant|>%s", thinking == 0 ? "\n<think></think>" : "");
 }
