@@ -269,6 +269,10 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
         uses_tools |= msgs[i].n_tool_calls > 0 || !strcmp(msgs[i].role, "tool");
     }
     const int kimi = !strcmp(tmpl, "kimi-k2");
+    if (!strcmp(tmpl, "deepseek3") && (o->thinking >= 0 || mr_chat_template_has(m, "thinking"))) {
+        mr_chat_render_ds31(&b, msgs, n, o->thinking, add_assistant); /* tools were refused above */
+        return b.len;
+    }
     if (!strcmp(tmpl, "chatglm4") && (o->thinking >= 0 || mr_chat_template_has(m, "<think>"))) {
         if (uses_tools) { mr_set_error("chat: template chatglm4 has no tool calls here"); return -1; }
         mr_chat_render_glm(&b, msgs, n, o->thinking, add_assistant);

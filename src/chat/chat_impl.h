@@ -24,6 +24,8 @@ void mr_chat_render_kimi(mr_chat_buf *b, const mr_chat_msg *msgs, int n, const c
 int mr_chat_parse_kimi(const char *p, const char *end, mr_chat_tool_call *calls, int max);
 /* GLM-4.5 / 4.6 (formats.c): as its reference template renders it (no tools); thinking -1 / 0 / 1 */
 void mr_chat_render_glm(mr_chat_buf *b, const mr_chat_msg *msgs, int n, int thinking, int add_assistant);
+/* DeepSeek-V3.1 (formats.c): as its reference template renders it (no tools); thinking -1 / 0 / 1 */
+void mr_chat_render_ds31(mr_chat_buf *b, const mr_chat_msg *msgs, int n, int thinking, int add_assistant);
 /* gpt-oss (formats.c): harmony as its reference template renders it (no tools) */
 void mr_chat_render_harmony(mr_chat_buf *b, const mr_chat_msg *msgs, int n, const mr_chat_opts *o, int add_assistant);
 #endif

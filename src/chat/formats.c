@@ -192,3 +192,36 @@ void mr_chat_render_glm(mr_chat_buf *b, const mr_chat_msg *msgs, int n, int thin
     }
     if (add_assistant) mr_chat_put(b, "<|assistant|>%s", thinking == 0 ? "\n<think></think>" : "");
 }
+
+/* DeepSeek-V3.1 as its reference template renders it (mainline's
+ * models/templates/deepseek-ai-DeepSeek-V3.1.jinja, without tools): the system messages first, joined
+ * by blank lines; an assistant turn after a user turn opens "<｜Assistant｜><think></think>" (earlier
+ * reasoning is never rendered, a content's "<think>...</think>" is cut), tool results are
+ * <｜tool▁output▁begin｜> blocks; the generation prompt after a user turn is "<｜Assistant｜>" and
+ * "<think>" (thinking) or "<think></think>". */
+void mr_chat_render_ds31(mr_chat_buf *b, const mr_chat_msg *msgs, int n, int thinking, int add_assistant) {
+    static const char user[] = "<\xef\xbd\x9c" "User\xef\xbd\x9c>", ass[] = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>",
+                      eos[] = "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>";
+    int first = 1, last_user = 0, is_tool = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(msgs[i].role, "system")) { mr_chat_put(b, "%s%s", first ? "" : "\n\n", msgs[i].content ? msgs[i].content : ""); first = 0; }
+    for (int i = 0; i < n; i++) {
+        const char *role = msgs[i].role, *c = msgs[i].content ? msgs[i].content : "";
+        if (!strcmp(role, "user")) {
+            mr_chat_put(b, "%s%s", user, c);
+            last_user = 1;
+            is_tool = 0;
+        } else if (!strcmp(role, "assistant")) {
+            if (last_user) mr_chat_put(b, "%s<think></think>", ass);
+            last_user = 0;
+            const char *cut = is_tool ? NULL : strstr(c, "</think>");
+            mr_chat_put(b, "%s%s", cut ? cut + 8 : c, eos);
+            is_tool = 0;
+        } else if (!strcmp(role, "tool")) {
+            mr_chat_put(b, "<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81" "begin\xef\xbd\x9c>%s<\xef\xbd\x9ctool\xe2\x96\x81output\xe2\x96\x81" "end\xef\xbd\x9c>", c);
+            last_user = 0;
+            is_tool = 1;
+        }
+    }
+    if (add_assistant && last_user && !is_tool) mr_chat_put(b, "%s%s", ass, thinking > 0 ? "<think>" : "<think></think>");
+}
