@@ -11,7 +11,8 @@
  *
  * Threads: one mutex over the entry table. Copying a snapshot in or out happens outside it; the
  * entry is pinned meanwhile so eviction leaves it alone. */
-#include "model/model.h"
+#include "moerun.h"
+#include "base/base.h"
 #include "base/hash.h"
 
 #include <dirent.h>
