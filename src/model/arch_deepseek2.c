@@ -424,12 +424,12 @@ static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
         MR_PROF_BEGIN(tp);
         if (M->q_lora > 0) {
             const mr_matmul_task tk[2] = {{.w = &l->wq_a, .X = h, .ncols = n, .Y = qa}, {.w = &l->wkv_a, .X = h, .ncols = n, .Y = kv}};
-            if (mr_matmul_many(m->pool, tk, 2)) return -1;
+            if (mr_model_matmul_many(m, tk, 2)) return -1;
             mr_rms_norm_rows(qa, qa, l->q_a_norm, M->q_lora, n, M->eps);
             if (mr_model_matmul(m, &l->wq_b, qa, n, q)) return -1;
         } else {
             const mr_matmul_task tk[2] = {{.w = &l->wq, .X = h, .ncols = n, .Y = q}, {.w = &l->wkv_a, .X = h, .ncols = n, .Y = kv}};
-            if (mr_matmul_many(m->pool, tk, 2)) return -1;
+            if (mr_model_matmul_many(m, tk, 2)) return -1;
         }
         MR_PROF_END(tp, "mm attn_q+kv_a");
         mr_model_dump(m, "kv_cmpr_pe", il, kv, kvd, n);

@@ -297,7 +297,7 @@ static int q35_linear_attn(mr_model *m, const q35_model *M, const q35_layer *l, 
     float *qkv = B->qkv, *z = B->z, *beta = B->beta, *alpha = B->alpha, *win = B->win, *o = B->lo, *delta = B->delta;
     const mr_matmul_task tk[4] = {{.w = &l->wqkv, .X = h, .ncols = n, .Y = qkv}, {.w = &l->wgate, .X = h, .ncols = n, .Y = z},
                                   {.w = &l->wbeta, .X = h, .ncols = n, .Y = beta}, {.w = &l->walpha, .X = h, .ncols = n, .Y = alpha}};
-    if (mr_matmul_many(m->pool, tk, 4)) return -1;
+    if (mr_model_matmul_many(m, tk, 4)) return -1;
     /* causal depthwise conv: input = the kept Kc-1 steps, then this batch */
     if (Kc > 1) memcpy(win, s->conv[il], sizeof(float) * (size_t)((Kc - 1) * C));
     memcpy(win + (Kc - 1) * C, qkv, sizeof(float) * (size_t)(n * C));
@@ -342,7 +342,7 @@ static int q35_attn(mr_model *m, const q35_model *M, const q35_layer *l, q35_sta
     float *qg = B->qg, *q = B->q, *k = B->k, *v = B->v, *att = B->att;
     const mr_matmul_task tk[3] = {{.w = &l->wq, .X = h, .ncols = n, .Y = qg}, {.w = &l->wk, .X = h, .ncols = n, .Y = k},
                                   {.w = &l->wv, .X = h, .ncols = n, .Y = v}};
-    if (mr_matmul_many(m->pool, tk, 3)) return -1;
+    if (mr_model_matmul_many(m, tk, 3)) return -1;
     for (int t = 0; t < n; t++) {
         for (int64_t hh = 0; hh < H; hh++) {
             float *qh = q + (t * H + hh) * hd;

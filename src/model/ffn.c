@@ -17,7 +17,7 @@ int mr_ffn(mr_model *m, const mr_weight *gate, const mr_weight *up, const mr_wei
     } else {
         MR_PROF_BEGIN(tf);
         const mr_matmul_task tk[2] = {{.w = up, .X = h, .ncols = n, .Y = u}, {.w = gate, .X = h, .ncols = n, .Y = g}};
-        if (mr_matmul_many(m->pool, tk, 2)) return -1;
+        if (mr_model_matmul_many(m, tk, 2)) return -1;
         MR_PROF_END(tf, "mm ffn_up+gate");
         mr_swiglu(g, g, u, n * gate->rows, 0.0f, 1.0f);
     }
@@ -56,7 +56,7 @@ int mr_moe_block(mr_model *m, int layer, const mr_moe_cfg *c, const mr_moe_layer
     const mr_matmul_task tk[3] = {{.w = ly->router, .X = h, .ncols = n, .Y = b->logits},
                                   {.w = ly->sh_gate, .X = h, .ncols = n, .Y = b->g},
                                   {.w = ly->sh_up, .X = h, .ncols = n, .Y = b->u}};
-    if (mr_matmul_many(m->pool, tk, shared && !sh_budget ? 3 : 1)) return -1;
+    if (mr_model_matmul_many(m, tk, shared && !sh_budget ? 3 : 1)) return -1;
     MR_PROF_END(ti, "mm ffn_in");
     if (ly->router_b)
         for (int t = 0; t < n; t++)

@@ -211,7 +211,7 @@ static int llm_qkv(mr_model *m, const mr_llm_layer *l, const float *h, int n, in
         const mr_matmul_task tk[3] = {{.w = &l->wq, .X = h, .ncols = n, .Y = att},
                                       {.w = &l->wk, .X = h, .ncols = n, .Y = kvt},
                                       {.w = &l->wv, .X = h, .ncols = n, .Y = kvt + n * nkv}};
-        if (mr_matmul_many(m->pool, tk, 3)) return -1;
+        if (mr_model_matmul_many(m, tk, 3)) return -1;
         MR_PROF_END(tp, "mm attn_q+k+v");
         for (int t = 0; t < n; t++) {
             memcpy(q + t * qs, att + t * nq, sizeof(float) * (size_t)nq);

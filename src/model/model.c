@@ -241,6 +241,7 @@ mr_session *mr_session_new(mr_model *m, int n_ctx) {
 void mr_session_free(mr_session *s) {
     if (!s) return;
     s->m->arch->state_free(s->m, s->st);
+    mr_scratch_free(&s->ws);
     free(s);
 }
 
@@ -313,7 +314,9 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     mr_moe_approx_begin_eval(s->m); /* approximation settings change only between evals */
     const int isa_prev = mr_isa_enter(s->m->isa);
     mr_pager_eval_begin(s->m->pager, n == 1);
+    s->m->ws = &s->ws;
     const int rc = s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits);
+    s->m->ws = NULL;
     mr_pager_eval_end(s->m->pager);
     mr_isa_leave(isa_prev);
     if (rc) {
@@ -358,7 +361,9 @@ int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, co
     mr_moe_approx_begin_eval(m);
     const int isa_prev = mr_isa_enter(m->isa);
     mr_pager_eval_begin(m->pager, decode);
+    m->ws = &s[0]->ws;
     const int eval_rc = m->arch->eval_multi(m, st, pos, tokens, n, want, logits);
+    m->ws = NULL;
     mr_pager_eval_end(m->pager);
     mr_isa_leave(isa_prev);
     if (eval_rc) goto done;
@@ -522,10 +527,12 @@ oom:
 int mr_model_matmul(mr_model *m, const mr_weight *w, const float *X, int64_t ncols, float *Y) {
     MR_PROF_BEGIN(t);
     const mr_matmul_task task = {w, X, ncols, Y, 0, 0};
-    int rc = mr_matmul_many(m->pool, &task, 1);
+    int rc = mr_model_matmul_many(m, &task, 1);
     if (mr_prof_on) mr_prof_add_matmul(w->name, mr_now() - t);
     return rc;
 }
+
+int mr_model_matmul_many(mr_model *m, const mr_matmul_task *t, int n) { return mr_matmul_many_in(m->pool, m->ws, t, n); }
 
 int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out) {
     if (row < 0 || row >= t->ne[1]) { mr_set_error("tensor %s: row %lld out of range", t->name, (long long)row); return -1; }

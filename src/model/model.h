@@ -75,6 +75,7 @@ struct mr_session {
     mr_model *m;
     void *st;
     int n_ctx, n_past;
+    mr_scratch ws; /* the arena of its evals' matrix products (mr_model_matmul_many) */
 };
 
 struct mr_model {
@@ -95,6 +96,8 @@ struct mr_model {
     void *priv;                 /* arch-private */
     struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); allocated at load (settings off) */
     const struct mr_moe_remote *moe_remote; /* experts computed elsewhere (moe.h); NULL: all local */
+    mr_scratch *ws;             /* during an eval, the arena of its session (the first one of a
+                                   multi-sequence eval): evaluations of a model do not overlap */
     int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
     uint8_t *t_used;            /* [n_tensors] found by mr_model_tensor during load (arch->check_tensors) */
     /* repacked copies (quant/repack.h), one per tensor, made by mr_model_weight / init_pager */
@@ -145,6 +148,9 @@ mr_weight mr_model_weight(mr_model *m, const mr_gguf_tensor *t);
 const mr_repacked *mr_model_expert_rp(const mr_model *m, int layer, int mat);
 /* Y[j][0..rows) = W X[j] for j < ncols (X columns of cols floats). Uses the model's pool. */
 int mr_model_matmul(mr_model *m, const mr_weight *w, const float *X, int64_t ncols, float *Y);
+/* mr_matmul_many on the model's threads, its buffers from the evaluating session's arena (m->ws;
+ * allocated per call outside an eval) */
+int mr_model_matmul_many(mr_model *m, const mr_matmul_task *t, int n);
 /* Row `row` of a (possibly quantized) 2-D tensor as floats (embedding lookup): out[ne0]. */
 int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out);
 

@@ -409,7 +409,7 @@ int mr_approx_ffn_budget(const mr_model *m, int kind) {
 static int approx_matmul(const mr_model *m, const mr_weight *w, const float *X, int n, float *Y) {
     MR_PROF_BEGIN(t);
     const mr_matmul_task task = {w, X, n, Y, 0, 0};
-    const int rc = mr_matmul_many(m->pool, &task, 1);
+    const int rc = mr_matmul_many_in(m->pool, m->ws, &task, 1);
     if (mr_prof_on) mr_prof_add_matmul(w->name, mr_now() - t);
     return rc;
 }

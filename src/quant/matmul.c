@@ -388,13 +388,23 @@ static int mr_task_same_x(const mr_matmul_task *a, const mr_matmul_task *b) {
            (a->ldx ? a->ldx : a->w->cols) == (b->ldx ? b->ldx : b->w->cols);
 }
 
-int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
+int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) { return mr_matmul_many_in(pool, NULL, t, n); }
+
+int mr_matmul_many_in(mr_pool *pool, mr_scratch *ws, const mr_matmul_task *t, int n) {
     if (n <= 0) return 0;
     int rc = -1, n_act = 0, n_parts = 0;
-    mr_mm_act *acts = mr_calloc((size_t)n, sizeof *acts);
-    mr_mm_part *parts = mr_calloc((size_t)n, sizeof *parts);
-    int *owner = mr_malloc(sizeof(int) * (size_t)n);
+    if (ws) mr_scratch_reset(ws);
+    /* the lists: on the stack for a few tasks (every caller in src/ has at most 8) */
+    enum { FEW = 8 };
+    mr_mm_act acts_s[FEW];
+    mr_mm_part parts_s[FEW];
+    int owner_s[FEW];
+    const int few = n <= FEW;
+    mr_mm_act *acts = few ? acts_s : ws ? mr_scratch_alloc(ws, sizeof *acts * (size_t)n) : mr_malloc(sizeof *acts * (size_t)n);
+    mr_mm_part *parts = few ? parts_s : ws ? mr_scratch_alloc(ws, sizeof *parts * (size_t)n) : mr_malloc(sizeof *parts * (size_t)n);
+    int *owner = few ? owner_s : ws ? mr_scratch_alloc(ws, sizeof *owner * (size_t)n) : mr_malloc(sizeof *owner * (size_t)n);
     if (!acts || !parts || !owner) { mr_set_error("matmul: out of memory"); goto out; }
+    memset(acts, 0, sizeof *acts * (size_t)n);
     for (int i = 0; i < n; i++) {
         const mr_mat *w = t[i].w;
         const mr_type_traits *wt = mr_type_get(w->type);
@@ -418,7 +428,7 @@ int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
                 if (kk && kk->dot4p) prep |= MR_PREP_X4;
                 if (t[k].w->rp) prep |= MR_PREP_RP;
             }
-            if (mr_act_make(pool, &acts[n_act], NULL, w->type, t[i].X, w->cols, t[i].ncols, t[i].ldx ? t[i].ldx : w->cols, prep))
+            if (mr_act_make(pool, &acts[n_act], ws, w->type, t[i].X, w->cols, t[i].ncols, t[i].ldx ? t[i].ldx : w->cols, prep))
                 goto out;
             owner[i] = n_act++;
         }
@@ -428,7 +438,7 @@ int mr_matmul_many(mr_pool *pool, const mr_matmul_task *t, int n) {
 out:
     if (acts)
         for (int k = 0; k < n_act; k++) mr_mm_act_free(&acts[k]);
-    free(acts); free(parts); free(owner);
+    if (!few && !ws) { free(acts); free(parts); free(owner); }
     return rc;
 }
 

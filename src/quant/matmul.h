@@ -123,6 +123,10 @@ typedef struct {
     int64_t ldx, ldy;
 } mr_matmul_task;
 int mr_matmul_many(mr_pool *pool, const mr_matmul_task *tasks, int n);
+/* The same with its buffers (converted activations, task lists) from the arena ws, which the call
+ * resets first: an arena no other buffer lives in while it runs (a model's evals use the session's,
+ * mr_model_matmul_many). ws NULL: allocated and freed per call, as mr_matmul_many. */
+int mr_matmul_many_in(mr_pool *pool, mr_scratch *ws, const mr_matmul_task *tasks, int n);
 
 /* ---- partial products (MoE approximations; matmul_sparse.c) ---- */
 /* Both take activations prepared by mr_mm_act_make / _convert for wtype (the MoE engine converts an

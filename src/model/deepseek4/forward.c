@@ -4,7 +4,7 @@
  * Threads. Everything runs over the model's pool with mr_pool_run_chunks (a worker that is busy or
  * descheduled on a shared machine is not waited for):
  *   - weight products that read the same input go out as one dispatch with the activations
- *     converted once per partner type (ds4_matmuls over mr_matmul_many): the attention input
+ *     converted once per partner type (ds4_matmuls over mr_model_matmul_many): the attention input
  *     projections (q_a, kv, compressor and indexer projections), q_b with the indexer's q_b, the
  *     eight output groups, the router with the shared expert's gate and up;
  *   - the routed experts (model/moe.c, the expert engine): gate+up+SwiGLU of every selected expert
@@ -51,7 +51,7 @@ static int ds4_matmuls(mr_model *m, const char *op, const ds4_mm *req, int nreq,
     mr_matmul_task tk[DS4_MM_MAX];
     if (nreq > DS4_MM_MAX) { mr_set_error("deepseek4: too many products in one dispatch"); return -1; }
     for (int i = 0; i < nreq; i++) tk[i] = (mr_matmul_task){req[i].w, req[i].X, n, req[i].Y, req[i].ldx, req[i].ldy};
-    const int rc = mr_matmul_many(m->pool, tk, nreq);
+    const int rc = mr_model_matmul_many(m, tk, nreq);
     if (mr_prof_on) mr_prof_add(op, mr_now() - t0);
     return rc;
 }
@@ -860,14 +860,12 @@ static int ds4_guess_next(void *ctx, int row, const float *x, int *next_layer, i
         for (int j = 0; j < K; j++) ids[j] = ly->tid2eid[(int64_t)tok * K + j];
         return K;
     }
-    float *lg = mr_malloc(sizeof(float) * (size_t)M->E);
+    float lg[1024]; /* [E]: the loader refuses more than 1024 experts */
     int32_t sel[64];
     float w[64];
-    if (!lg) { mr_set_error("deepseek4: out of memory"); return -1; }
     const mr_moe_cfg cfg = {.n_expert = M->E, .n_used = K, .gating = M->gating, .norm_w = M->norm_w,
                             .w_scale = M->ws};
     int rc = mr_model_matmul(gc->m, &ly->gate_inp, x, 1, lg) || mr_moe_route(&cfg, lg, ly->exp_bias, NULL, 1, sel, w) ? -1 : K;
-    free(lg);
     for (int j = 0; j < K && rc > 0; j++) ids[j] = sel[j];
     return rc;
 }
