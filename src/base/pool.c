@@ -58,20 +58,27 @@ static inline void mr_wait_step(int *spins) {
 
 /* Claim and run chunks of the current chunked job until none is left (worker: a pool thread, which
  * takes the job's ISA; the calling thread has it already). */
-static void mr_pool_claim_loop(mr_pool *p, int worker) {
+static _Thread_local int mr_pool_ith; /* mr_pool_worker_id: the thread's index in the job it runs */
+
+static void mr_pool_claim_loop(mr_pool *p, int ith) {
+    const int prev = mr_pool_ith;
+    mr_pool_ith = ith;
     uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
         uint64_t next = c & 0xfffff, nch = (c >> 20) & 0xfffff;
-        if (next >= nch) return;
+        if (next >= nch) break;
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
         /* our chunk is outstanding, so the job (cfn, cctx, isa) cannot change under us */
-        if (worker) mr_isa_enter(p->isa);
+        if (ith) mr_isa_enter(p->isa);
         p->cfn(p->cctx, (long)next);
         atomic_fetch_add_explicit(&p->chunks_done, 1, memory_order_release);
         c = atomic_load_explicit(&p->claim, memory_order_acquire);
     }
+    mr_pool_ith = prev;
 }
+
+int mr_pool_worker_id(void) { return mr_pool_ith; }
 
 static void *mr_pool_worker(void *arg) {
     struct mr_worker_arg *wa = arg;
@@ -98,7 +105,7 @@ static void *mr_pool_worker(void *arg) {
         if (atomic_load(&p->stop)) break;
         seen = w >> 1;
         if (w & 1) {
-            mr_pool_claim_loop(p, 1);
+            mr_pool_claim_loop(p, ith);
         } else {
             /* mr_pool_run waits for every worker, so fn, ctx and isa are this job's */
             mr_isa_enter(p->isa);

@@ -21,6 +21,10 @@ void mr_pool_barrier(mr_pool *p);
  * barrier. p may be NULL (runs every chunk on the calling thread). */
 typedef void (*mr_pool_chunk_fn)(void *ctx, long chunk);
 void mr_pool_run_chunks(mr_pool *p, mr_pool_chunk_fn fn, void *ctx, long n_chunks);
+/* Inside a chunk of mr_pool_run_chunks(p, ...): the running thread's index in [0, mr_pool_size(p))
+ * (0 the calling thread, i worker i), so no two chunks running at once share one; a chunk can use
+ * a per-thread buffer the caller prepared. 0 on a thread that runs no pool's job. */
+int mr_pool_worker_id(void);
 
 /* Split [0, n) into nth nearly equal parts; part ith is [*lo, *hi). */
 static inline void mr_split(long n, int ith, int nth, long *lo, long *hi) {

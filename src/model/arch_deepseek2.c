@@ -446,6 +446,7 @@ static int ds2_eval(mr_model *m, void *st, const int32_t *tok, int n, int pos0, 
             .n_q = n, .pos0 = pos0, .n_head = (int)H, .n_head_kv = 1, .head_dim = (int)kvd,
             .scale = M->kq_scale, .window = 0, .sinks = NULL, .Q = Q, .q_stride = H * kvd,
             .K = s->kv[il], .V = s->kv[il], .kv_f16 = s->kv_f16, .kv_stride = kvd, .out = att, .out_stride = H * kvd,
+            .ws = m->ws,
         };
         MR_PROF_BEGIN(ta);
         if (mr_attention(m->pool, &aa)) return -1;

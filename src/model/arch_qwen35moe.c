@@ -366,7 +366,7 @@ static int q35_attn(mr_model *m, const q35_model *M, const q35_layer *l, q35_sta
     mr_attn_args aa = {
         .n_q = n, .pos0 = pos0, .n_head = (int)H, .n_head_kv = M->n_head_kv, .head_dim = (int)hd, .scale = M->kq_scale,
         .window = 0, .sinks = NULL, .Q = q, .q_stride = H * hd, .K = s->k[il], .V = s->v[il], .kv_f16 = s->kv_f16,
-        .kv_stride = nkv, .out = att, .out_stride = H * hd,
+        .kv_stride = nkv, .out = att, .out_stride = H * hd, .ws = m->ws,
     };
     if (mr_attention(m->pool, &aa)) return -1;
     for (int t = 0; t < n; t++) /* out *= sigmoid(gate) */

@@ -55,6 +55,8 @@ typedef struct {
     int gq;             /* query heads per KV head */
     int tb;             /* query tokens per block */
     int nblk;
+    float *tbuf;        /* per pool thread (mr_pool_worker_id): tfloats each, or NULL (per chunk) */
+    size_t tfloats;
     atomic_int failed;
 } ak_job;
 
@@ -90,7 +92,8 @@ static void ak_chunk(void *arg, long c) {
     const int jlo = ak_row_lo(a, a->pos0 + t0), jhi = a->pos0 + t1 - 1;
     const int tile0 = jlo & ~(AK_W - 1), ntile = (jhi - tile0) / AK_W + 1, W = ntile * AK_W;
     size_t nq = (size_t)R * hd, nsc = (size_t)R * W, nkv = AK_W * (size_t)hd;
-    float *buf = mr_aligned_alloc(64, sizeof(float) * (nq + nsc + nkv + nq));
+    float *buf = J->tbuf ? J->tbuf + (size_t)mr_pool_worker_id() * J->tfloats
+                         : mr_aligned_alloc(64, sizeof(float) * (nq + nsc + nkv + nq));
     if (!buf) { atomic_store(&J->failed, 1); return; }
     float *q = buf, *sc = q + nq, *kv = sc + nsc, *acc = kv + nkv;
 
@@ -185,7 +188,7 @@ static void ak_chunk(void *arg, long c) {
         const int t = t0 + r / gq, h = g * gq + r % gq;
         memcpy(a->out + (int64_t)t * a->out_stride + (int64_t)h * hd, acc + (size_t)r * hd, sizeof(float) * (size_t)hd);
     }
-    mr_aligned_free(buf);
+    if (!J->tbuf) mr_aligned_free(buf);
 }
 
 int AK_ENTRY(mr_pool *pool, const mr_attn_args *a) {
@@ -197,6 +200,19 @@ int AK_ENTRY(mr_pool *pool, const mr_attn_args *a) {
     while (tb > 1 && (long)a->n_head_kv * ((a->n_q + tb - 1) / tb) < 4L * nth) tb = (tb + 1) / 2;
     ak_job J = {.a = a, .gq = gq, .tb = tb, .nblk = (a->n_q + tb - 1) / tb};
     atomic_init(&J.failed, 0);
+    if (a->ws) { /* each thread's buffer from the arena: room for the largest block's */
+        size_t most = 0;
+        for (int blk = 0; blk < J.nblk; blk++) {
+            const int t0 = blk * tb, t1 = t0 + tb < a->n_q ? t0 + tb : a->n_q, R = (t1 - t0) * gq;
+            const int jlo = ak_row_lo(a, a->pos0 + t0), jhi = a->pos0 + t1 - 1;
+            const int tile0 = jlo & ~(AK_W - 1), W = ((jhi - tile0) / AK_W + 1) * AK_W;
+            const size_t f = 2 * (size_t)R * a->head_dim + (size_t)R * W + AK_W * (size_t)a->head_dim;
+            if (f > most) most = f;
+        }
+        J.tfloats = (most + 15) / 16 * 16; /* 64-byte aligned slots, as the allocation was */
+        mr_scratch_reset(a->ws);
+        if (!(J.tbuf = mr_scratch_alloc(a->ws, sizeof(float) * J.tfloats * (size_t)nth))) return -1;
+    }
     mr_pool_run_chunks(pool, ak_chunk, &J, (long)J.nblk * a->n_head_kv);
     if (atomic_load(&J.failed)) { mr_set_error("attention: out of memory"); return -1; }
     return 0;

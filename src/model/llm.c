@@ -310,7 +310,7 @@ static int llm_forward(mr_model *m, mr_llm_state *const *st, const int *pos, con
                 .n_q = t1 - t0, .pos0 = pos[t0], .n_head = L->n_head, .n_head_kv = L->n_head_kv, .head_dim = (int)hd,
                 .scale = L->kq_scale, .window = l->window, .sinks = l->sinks, .Q = q + t0 * qs, .q_stride = qs,
                 .K = sq->k[il], .V = sq->v[il], .kv_f16 = sq->kv_f16, .kv_stride = sq->kv_dim, .out = att + t0 * nq,
-                .out_stride = nq,
+                .out_stride = nq, .ws = m->ws,
             };
             if (mr_attention(m->pool, &aa)) goto done;
         }

@@ -242,6 +242,7 @@ void mr_session_free(mr_session *s) {
     if (!s) return;
     s->m->arch->state_free(s->m, s->st);
     mr_scratch_free(&s->ws);
+    mr_scratch_free(&s->tmp);
     free(s);
 }
 
@@ -315,8 +316,9 @@ int mr_session_eval(mr_session *s, const int32_t *tokens, int n, float *logits, 
     const int isa_prev = mr_isa_enter(s->m->isa);
     mr_pager_eval_begin(s->m->pager, n == 1);
     s->m->ws = &s->ws;
+    s->m->tmp = &s->tmp;
     const int rc = s->m->arch->eval(s->m, s->st, tokens, n, s->n_past, logits, all_logits);
-    s->m->ws = NULL;
+    s->m->ws = s->m->tmp = NULL;
     mr_pager_eval_end(s->m->pager);
     mr_isa_leave(isa_prev);
     if (rc) {
@@ -362,8 +364,9 @@ int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, co
     const int isa_prev = mr_isa_enter(m->isa);
     mr_pager_eval_begin(m->pager, decode);
     m->ws = &s[0]->ws;
+    m->tmp = &s[0]->tmp;
     const int eval_rc = m->arch->eval_multi(m, st, pos, tokens, n, want, logits);
-    m->ws = NULL;
+    m->ws = m->tmp = NULL;
     mr_pager_eval_end(m->pager);
     mr_isa_leave(isa_prev);
     if (eval_rc) goto done;

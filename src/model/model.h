@@ -75,7 +75,8 @@ struct mr_session {
     mr_model *m;
     void *st;
     int n_ctx, n_past;
-    mr_scratch ws; /* the arena of its evals' matrix products (mr_model_matmul_many) */
+    mr_scratch ws;  /* the arena of its evals' matrix products (mr_model_matmul_many) */
+    mr_scratch tmp; /* its evals' buffers that live across products (m->tmp) */
 };
 
 struct mr_model {
@@ -96,8 +97,10 @@ struct mr_model {
     void *priv;                 /* arch-private */
     struct mr_moe_approx *approx; /* MoE approximations (moe_approx.h); allocated at load (settings off) */
     const struct mr_moe_remote *moe_remote; /* experts computed elsewhere (moe.h); NULL: all local */
-    mr_scratch *ws;             /* during an eval, the arena of its session (the first one of a
-                                   multi-sequence eval): evaluations of a model do not overlap */
+    /* during an eval, the arenas of its session (the first one of a multi-sequence eval;
+     * evaluations of a model do not overlap): ws for the products, reset by each; tmp for a step's
+     * buffers that live across products (the approximation masks), reset by the step that uses it */
+    mr_scratch *ws, *tmp;
     int load_err;               /* set by mr_model_tensor / mr_model_f32 on any failure */
     uint8_t *t_used;            /* [n_tensors] found by mr_model_tensor during load (arch->check_tensors) */
     /* repacked copies (quant/repack.h), one per tensor, made by mr_model_weight / init_pager */

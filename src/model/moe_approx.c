@@ -418,8 +418,11 @@ int mr_approx_ffn_act(mr_model *m, int budget, const mr_weight *gate, const mr_w
                       float *u, float lim) {
     const int64_t F = gate->rows, nab = (F + MR_APPROX_ROW_BLOCK - 1) / MR_APPROX_ROW_BLOCK;
     if (up->rows != F || up->cols != gate->cols) { mr_set_error("approx: FFN gate and up shapes differ"); return -1; }
-    uint8_t *act = mr_malloc((size_t)(n * F));
-    float *alpha = mr_malloc(sizeof(float) * (size_t)(n * nab));
+    /* the masks from the session's arena for such buffers (a per-call one outside an eval) */
+    mr_scratch own = {0}, *tmp = m->tmp ? m->tmp : &own;
+    mr_scratch_reset(tmp);
+    uint8_t *act = mr_scratch_alloc(tmp, (size_t)(n * F));
+    float *alpha = mr_scratch_alloc(tmp, sizeof(float) * (size_t)(n * nab));
     mr_mm_act a = {0};
     mr_approx_stats st = {0};
     int rc = -1;
@@ -436,7 +439,7 @@ int mr_approx_ffn_act(mr_model *m, int budget, const mr_weight *gate, const mr_w
     if (n >= 4) {
         if (approx_matmul(m, up, x, n, u)) goto done;
         for (int64_t i = 0; i < n * F; i++) if (!act[i]) u[i] = 0.0f;
-    } else if (mr_mm_act_make(m->pool, &a, up->type, x, up->cols, n, up->cols) ||
+    } else if (mr_mm_act_make_in(m->pool, &a, tmp, up->type, x, up->cols, n, up->cols) ||
                mr_matmul_rows_masked(m->pool, up->data, up->type, F, &a, act, u)) goto done;
     for (int t = 0; t < n; t++) {
         mr_swiglu(g + t * F, g + t * F, u + t * F, F, lim, 1.0f);
@@ -446,7 +449,6 @@ int mr_approx_ffn_act(mr_model *m, int budget, const mr_weight *gate, const mr_w
     rc = 0;
 done:
     mr_mm_act_free(&a);
-    free(act);
-    free(alpha);
+    mr_scratch_free(&own);
     return rc;
 }

@@ -179,6 +179,8 @@ void mr_f16_to_f32_row(float *y, const uint16_t *x, int64_t n) {
 typedef struct {
     const mr_attn_args *a;
     long per_chunk;        /* (token, head) pairs per chunk */
+    float *tbuf;           /* per pool thread (mr_pool_worker_id): tfloats each, or NULL (per chunk) */
+    size_t tfloats;
     int failed;
 } attn_job;
 
@@ -187,7 +189,8 @@ static void attn_chunk(void *arg, long chunk) {
     attn_job *j = arg;
     const mr_attn_args *a = j->a;
     const int hd = a->head_dim, gq = a->n_head / a->n_head_kv;
-    float *s = mr_malloc(sizeof(float) * ((size_t)(a->pos0 + a->n_q) + 2 * (size_t)hd));
+    float *s = j->tbuf ? j->tbuf + (size_t)mr_pool_worker_id() * j->tfloats
+                       : mr_malloc(sizeof(float) * ((size_t)(a->pos0 + a->n_q) + 2 * (size_t)hd));
     if (!s) { j->failed = 1; return; }
     float *q = s + (a->pos0 + a->n_q);
     float *acc = q + hd;
@@ -250,7 +253,7 @@ static void attn_chunk(void *arg, long chunk) {
         }
         memcpy(a->out + (int64_t)t * a->out_stride + (int64_t)h * hd, acc, sizeof(float) * (size_t)hd);
     }
-    free(s);
+    if (!j->tbuf) free(s);
 }
 
 int mr_attention(mr_pool *pool, const mr_attn_args *a) {
@@ -270,9 +273,14 @@ int mr_attention(mr_pool *pool, const mr_attn_args *a) {
     pthread_once(&mr_f16_once, mr_f16_table_init);
     const long pairs = (long)a->n_q * a->n_head;
     const int nth = pool ? mr_pool_size(pool) : 1;
-    attn_job j = {a, 1, 0};
+    attn_job j = {a, 1, NULL, 0, 0};
     j.per_chunk = (pairs + 4L * nth - 1) / (4L * nth); /* ~4 chunks per thread for balance */
     if (j.per_chunk < 1) j.per_chunk = 1;
+    if (a->ws) {
+        j.tfloats = ((size_t)(a->pos0 + a->n_q) + 2 * (size_t)a->head_dim + 15) / 16 * 16;
+        mr_scratch_reset(a->ws);
+        if (!(j.tbuf = mr_scratch_alloc(a->ws, sizeof(float) * j.tfloats * (size_t)nth))) return -1;
+    }
     mr_pool_run_chunks(pool, attn_chunk, &j, (pairs + j.per_chunk - 1) / j.per_chunk);
     if (j.failed) { mr_set_error("attention: out of memory"); return -1; }
     return 0;

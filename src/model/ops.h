@@ -95,6 +95,7 @@ typedef struct {
     const float *Q; int64_t q_stride;
     const void *K, *V; int kv_f16; int64_t kv_stride;
     float *out; int64_t out_stride;
+    mr_scratch *ws;        /* the threads' buffers from this arena (reset by the call; NULL: allocated) */
 } mr_attn_args;
 int mr_attention(mr_pool *pool, const mr_attn_args *a);
 /* The kernels mr_attention uses (one body, attn_kern_x86.h): AVX-512 when that ISA is in use and

@@ -212,9 +212,12 @@ static void ds4_comp_feat_item(void *arg, long c) {
 static int ds4_compress_batch(mr_model *m, const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv,
                               const float *sc, int n, const float *norm, int attn, float *out, float *kvs, float *scs) {
     const int c = r == 4 ? 2 : 1, Wd = c * Dh, n_comp = n / r;
-    float *pad_kv = mr_calloc((size_t)Dh, sizeof(float)), *pad_sc = mr_malloc(sizeof(float) * (size_t)Dh);
-    if (!pad_kv || !pad_sc) { free(pad_kv); free(pad_sc); return -1; }
-    for (int i = 0; i < Dh; i++) pad_sc[i] = -INFINITY;
+    /* the padding rows from the session's arena (no product runs meanwhile) */
+    if (!m->ws) { mr_set_error("deepseek4: compressor outside an evaluation"); return -1; }
+    mr_scratch_reset(m->ws);
+    float *pad_kv = mr_scratch_alloc(m->ws, sizeof(float) * (size_t)Dh), *pad_sc = mr_scratch_alloc(m->ws, sizeof(float) * (size_t)Dh);
+    if (!pad_kv || !pad_sc) return -1;
+    for (int i = 0; i < Dh; i++) { pad_kv[i] = 0.0f; pad_sc[i] = -INFINITY; }
     ds4_comp_job j = {.M = M, .ly = ly, .r = r, .Dh = Dh, .attn = attn, .kv = kv, .sc = sc, .norm = norm, .pad_kv = pad_kv,
                       .pad_sc = pad_sc, .out = out};
     ds4_pfor(m, n_comp, ds4_comp_block_item, &j);
@@ -237,7 +240,6 @@ static int ds4_compress_batch(mr_model *m, const ds4_model *M, const ds4_layer *
             memcpy(scs + (int64_t)i * Wd, sc + (int64_t)(cut + i) * Wd, sizeof(float) * (size_t)Wd);
         }
     }
-    free(pad_kv); free(pad_sc);
     return 0;
 }
 
@@ -365,10 +367,21 @@ typedef struct {
     int n_chunk;          /* head groups per token in phase 2 */
     int *topk_out;        /* [n][topk] selected rows (-1 = none), debug */
     float *scores_out;    /* [n][nvis of the last token] indexer scores (-inf = not visible), debug */
+    /* per pool thread (mr_pool_worker_id), from the session's arena: phase 1's indexer scores,
+     * selection and marks (sel_bytes each), phase 2's attention scratch (head_floats each) */
+    char *sel_buf;
+    size_t sel_bytes;
+    float *head_buf;
+    size_t head_floats;
     int err;
 } ds4_attn_job;
 
 #define DS4_IDX_BLOCK 256 /* indexer rows per phase-0 task */
+/* a thread's phase-1 buffer (ds4_attn_job.sel_buf): scores [nvis_max] floats and 16 bytes of slack,
+ * selection [topk] ints, marks [nvis_max + 1] bytes, each from a 64-byte boundary */
+#define DS4_SEL_64(b) (((size_t)(b) + 63) / 64 * 64)
+#define DS4_SEL_SC(nvis) DS4_SEL_64(sizeof(float) * (size_t)(nvis) + 16)
+#define DS4_SEL_IDS(k) DS4_SEL_64(sizeof(int) * (size_t)(k))
 
 /* S[b] = sum_h w[h] * relu(qI_h . IK_b) for b in [b0, b1), summed in double like ggml's sum_rows */
 static void ds4_idx_scores(const ds4_attn_job *j, long t, int b0, int b1, float *sc) {
@@ -440,9 +453,6 @@ static void ds4_keys_item(void *arg, long t) {
     const int64_t p = j->pos0 + t;
     const float **kf = j->kf + t * (int64_t)j->max_keys;
     const uint16_t **kh = j->kh + t * (int64_t)j->max_keys;
-    float *sc = NULL;
-    char *mark = NULL;
-    int *sel = NULL;
     int nk = 0;
     /* raw window: positions max(0, p-W+1) .. p (§3.7); the batch's own rows, older ones from the ring */
     for (int64_t s = p - M->W + 1 < 0 ? 0 : p - M->W + 1; s <= p; s++, nk++) {
@@ -452,31 +462,32 @@ static void ds4_keys_item(void *arg, long t) {
     if (r > 0) {
         const int nvis = (int)((p + 1) / r);
         int all = 1;
+        const char *mine = NULL;
         if (r == 4 && nvis > M->topk) {
-            mark = mr_malloc((size_t)j->nvis_max + 1);
-            sel = mr_malloc(sizeof(int) * (size_t)M->topk);
+            char *tb = j->sel_buf + (size_t)mr_pool_worker_id() * j->sel_bytes;
+            float *sc = (float *)tb;
+            int *sel = (int *)(tb + DS4_SEL_SC(j->nvis_max));
+            char *mark = (char *)sel + DS4_SEL_IDS(M->topk);
             if (j->scores) sc = j->scores + t * (int64_t)j->nvis_max;
-            else if ((sc = mr_malloc(sizeof(float) * (size_t)j->nvis_max + 16))) ds4_idx_scores(j, t, 0, nvis, sc);
-            if (!mark || !sel || !sc || ds4_idx_select(j, t, nvis, sc, mark, sel)) { j->err = 1; goto done; }
+            else ds4_idx_scores(j, t, 0, nvis, sc);
+            if (ds4_idx_select(j, t, nvis, sc, mark, sel)) { j->err = 1; return; }
             memset(mark, 0, (size_t)j->nvis_max + 1);
             for (int k = 0; k < M->topk; k++) mark[sel[k]] = 1;
             if (j->topk_out) for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = sel[k];
+            mine = mark;
             all = 0;
         } else if (j->topk_out && r == 4) {
             for (int k = 0; k < M->topk; k++) j->topk_out[t * M->topk + k] = k < nvis ? k : -1;
         }
         /* compressed rows in row order (unselected ones are masked out in the reference) */
         for (int b = 0; b < nvis; b++) {
-            if (!all && !mark[b]) continue;
+            if (!all && !mine[b]) continue;
             if (j->comp32) { kf[nk] = j->comp32 + (int64_t)b * D; kh[nk] = NULL; }
             else ds4_rows_ptr(&j->ls->comp, b, &kf[nk], &kh[nk]);
             nk++;
         }
     }
     j->nk[t] = nk;
-done:
-    if (!j->scores) free(sc);
-    free(mark); free(sel);
 }
 
 /* phase 1b: F16 key rows [64c, 64c+64) of token t = c / blocks -> floats (exact), once for all heads */
@@ -504,13 +515,11 @@ static void ds4_heads_item(void *arg, long it) {
     const int D = M->D, H = M->H, nc = j->n_chunk;
     const long t = it / nc;
     const int c = (int)(it % nc), h0 = c * H / nc, h1 = (c + 1) * H / nc;
-    float *scratch = mr_malloc(sizeof(float) * (size_t)ds4_attn_scratch(h1 - h0, j->nk[t], D));
-    if (!scratch) { j->err = 1; return; }
+    float *scratch = j->head_buf + (size_t)mr_pool_worker_id() * j->head_floats;
     const float kq_scale = 1.0f / sqrtf((float)D);
     ds4_attn_mqa(j->o + (t * H + h0) * (int64_t)D, j->q + (t * H + h0) * (int64_t)D, h1 - h0,
                  j->kf + t * (int64_t)j->max_keys, j->kh + t * (int64_t)j->max_keys, j->nk[t], D, kq_scale,
                  j->ly->sinks + h0, j->f16, scratch);
-    free(scratch);
 }
 
 /* the attention phases for the batch (job filled up to the per-batch inputs) */
@@ -519,10 +528,18 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
     const int n = job->n, r = job->ly->ratio, nth = mr_pool_size(m->pool);
     const int short_batch = n < 2 * nth;
     int rc = -1;
-    job->kf = mr_malloc(sizeof(float *) * (size_t)n * (size_t)job->max_keys);
-    job->kh = mr_malloc(sizeof(uint16_t *) * (size_t)n * (size_t)job->max_keys);
-    job->nk = mr_malloc(sizeof(int) * (size_t)n);
+    /* every buffer of the phases from the session's arena (no product runs meanwhile) */
+    mr_scratch *ws = m->ws;
+    if (!ws) { mr_set_error("deepseek4: attention outside an evaluation"); return -1; }
+    mr_scratch_reset(ws);
+    job->kf = mr_scratch_alloc(ws, sizeof(float *) * (size_t)n * (size_t)job->max_keys);
+    job->kh = mr_scratch_alloc(ws, sizeof(uint16_t *) * (size_t)n * (size_t)job->max_keys);
+    job->nk = mr_scratch_alloc(ws, sizeof(int) * (size_t)n);
     if (!job->kf || !job->kh || !job->nk) goto done;
+    if (r == 4 && job->nvis_max > M->topk) {
+        job->sel_bytes = DS4_SEL_SC(job->nvis_max) + DS4_SEL_IDS(M->topk) + DS4_SEL_64((size_t)job->nvis_max + 1);
+        if (!(job->sel_buf = mr_scratch_alloc(ws, job->sel_bytes * (size_t)nth))) goto done;
+    }
     MR_PROF_BEGIN(tk);
     if (r == 4 && short_batch && job->nvis_max > M->topk) {
         /* phase 0: the indexer scores of each token that selects, split by blocks of rows */
@@ -531,8 +548,8 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
             const int nvis = (int)((job->pos0 + t + 1) / 4);
             if (nvis > M->topk) ntask += (nvis + DS4_IDX_BLOCK - 1) / DS4_IDX_BLOCK;
         }
-        job->scores = mr_malloc(sizeof(float) * (size_t)n * (size_t)job->nvis_max);
-        job->stask = mr_malloc(sizeof(long) * (size_t)ntask);
+        job->scores = mr_scratch_alloc(ws, sizeof(float) * (size_t)n * (size_t)job->nvis_max);
+        job->stask = mr_scratch_alloc(ws, sizeof(long) * (size_t)ntask);
         if (!job->scores || !job->stask) goto done;
         long i = 0;
         for (int t = 0; t < n; t++) {
@@ -560,12 +577,17 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
     }
     /* a short batch splits each token's heads in groups (several per thread: a busy thread takes fewer) */
     job->n_chunk = short_batch ? (M->H < 8 * nth ? M->H : 8 * nth) : 1;
+    int nk_max = 0;
+    for (int t = 0; t < n; t++) nk_max = job->nk[t] > nk_max ? job->nk[t] : nk_max;
+    const int h_max = (M->H + job->n_chunk - 1) / job->n_chunk; /* heads of the largest group */
+    job->head_floats = (size_t)(ds4_attn_scratch(h_max, nk_max, M->D) + 15) / 16 * 16;
+    if (!(job->head_buf = mr_scratch_alloc(ws, sizeof(float) * job->head_floats * (size_t)nth))) goto done;
     ds4_pfor(m, (long)n * job->n_chunk, ds4_heads_item, job);
     MR_PROF_END(th, "attn_heads");
     if (!job->err) rc = 0;
 done:
-    free(job->kf); free(job->kh); free(job->nk); free(job->scores); free(job->stask);
     job->kf = NULL; job->kh = NULL; job->nk = NULL; job->scores = NULL; job->stask = NULL;
+    job->sel_buf = NULL; job->head_buf = NULL;
     if (rc) mr_set_error("deepseek4: out of memory in attention");
     return rc;
 }
