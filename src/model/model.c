@@ -276,7 +276,10 @@ int mr_session_mtp_draft(mr_session *s, mr_session *mtp, int32_t last, int kmax,
     mr_moe_approx_begin_eval(mtp->m);
     const int isa_prev = mr_isa_enter(mtp->m->isa);
     mr_pager_eval_begin(mtp->m->pager, 1);
+    s->m->ws = &s->ws; s->m->tmp = &s->tmp;
+    mtp->m->ws = &mtp->ws; mtp->m->tmp = &mtp->tmp; /* one arena per model (mtp may be s) */
     const int rc = s->m->arch->mtp_draft(s->m, s->st, mtp->m, mtp->st, last, kmax, out, logits);
+    s->m->ws = s->m->tmp = mtp->m->ws = mtp->m->tmp = NULL;
     mr_pager_eval_end(mtp->m->pager);
     mr_isa_leave(isa_prev);
     if (rc < 0) mr_model_pager_release_all(mtp->m);
@@ -342,8 +345,11 @@ int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, co
     if (n <= 0) { mr_set_error("eval: no tokens"); return -1; }
     mr_model *m = s[0]->m;
     if (!m->arch->eval_multi) { mr_set_error("eval: %s has no multi-sequence evaluation", m->arch->name); return -1; }
-    int *pos = mr_malloc(sizeof(int) * (size_t)n);
-    void **st = mr_malloc(sizeof(void *) * (size_t)n);
+    enum { FEW = 256 }; /* a batched step's positions and states on the stack up to FEW tokens */
+    int pos_s[FEW];
+    void *st_s[FEW];
+    int *pos = n <= FEW ? pos_s : mr_malloc(sizeof(int) * (size_t)n);
+    void **st = n <= FEW ? st_s : mr_malloc(sizeof(void *) * (size_t)n);
     int rc = -1, decode = 1; /* decode: one token per session (a batched decode step) */
     if (!pos || !st) { mr_set_error("eval: out of memory"); goto done; }
     /* positions: each session's tokens follow what it holds, in order */
@@ -374,8 +380,8 @@ int mr_sessions_eval_rows(mr_session *const *s, const int32_t *tokens, int n, co
     for (int t = 0; t < n; t++) s[t]->n_past++;
     rc = 0;
 done:
-    free(pos);
-    free(st);
+    if (pos != pos_s) free(pos);
+    if (st != st_s) free(st);
     return rc;
 }
 

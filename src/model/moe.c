@@ -378,7 +378,7 @@ static int moe_down(moe_plan *P, const int *xs, int nx, const mr_moe_extra *extr
         if (mr_mm_act_make_in(pool, &eact[k], P->ws, w->type, extra[k].X, w->cols, P->n, w->cols)) return -1;
         parts[np++] = (mr_mm_part){w->data, w->type, w->rows, &eact[k], extra[k].Y, w->rows, w->rp};
     }
-    const int rc = np ? mr_matmul_parts(pool, parts, np) : 0;
+    const int rc = np ? mr_matmul_parts_in(pool, P->ws, parts, np) : 0;
     for (int k = 0; rc == 0 && P->c->bias && k < nx; k++) { /* down biases (gpt-oss), before the weighting */
         const moe_xp *x = &P->xp[xs[k]];
         const float *gb, *ub, *db;

@@ -347,11 +347,14 @@ static void mr_parts_chunk(void *arg, long ch) {
     if (mr_mm_rows(p->act, p->wtype, p->W, p->rp, r0, r1, p->Y, p->ldy ? p->ldy : p->rows)) j->err = 1;
 }
 
-int mr_matmul_parts(mr_pool *pool, const mr_mm_part *parts, int n_parts) {
+int mr_matmul_parts(mr_pool *pool, const mr_mm_part *parts, int n_parts) { return mr_matmul_parts_in(pool, NULL, parts, n_parts); }
+
+int mr_matmul_parts_in(mr_pool *pool, mr_scratch *ws, const mr_mm_part *parts, int n_parts) {
     if (n_parts <= 0) return 0;
     long first_s[17], crow_s[16];
-    long *first = n_parts <= 16 ? first_s : mr_malloc(sizeof(long) * (size_t)(n_parts + 1));
-    long *crow = n_parts <= 16 ? crow_s : mr_malloc(sizeof(long) * (size_t)n_parts);
+    const int few = n_parts <= 16;
+    long *first = few ? first_s : ws ? mr_scratch_alloc(ws, sizeof(long) * (size_t)(n_parts + 1)) : mr_malloc(sizeof(long) * (size_t)(n_parts + 1));
+    long *crow = few ? crow_s : ws ? mr_scratch_alloc(ws, sizeof(long) * (size_t)n_parts) : mr_malloc(sizeof(long) * (size_t)n_parts);
     int rc = -1;
     if (!first || !crow) { mr_set_error("matmul: out of memory"); goto out; }
     size_t total = 0;
@@ -376,8 +379,7 @@ int mr_matmul_parts(mr_pool *pool, const mr_mm_part *parts, int n_parts) {
     mr_pool_run_chunks(pool, mr_parts_chunk, &j, nch);
     rc = j.err ? -1 : 0;
 out:
-    if (first != first_s) free(first);
-    if (crow != crow_s) free(crow);
+    if (!few && !ws) { free(first); free(crow); }
     return rc;
 }
 
@@ -434,7 +436,7 @@ int mr_matmul_many_in(mr_pool *pool, mr_scratch *ws, const mr_matmul_task *t, in
         }
         parts[n_parts++] = (mr_mm_part){w->data, w->type, w->rows, &acts[owner[i]], t[i].Y, t[i].ldy ? t[i].ldy : w->rows, w->rp};
     }
-    rc = mr_matmul_parts(pool, parts, n_parts);
+    rc = mr_matmul_parts_in(pool, ws, parts, n_parts);
 out:
     if (acts)
         for (int k = 0; k < n_act; k++) mr_mm_act_free(&acts[k]);

@@ -99,6 +99,9 @@ typedef struct {
 
 /* All parts in one dispatch over the pool (row chunks of every part). */
 int mr_matmul_parts(mr_pool *pool, const mr_mm_part *parts, int n_parts);
+/* The same with its chunk lists (more than 16 parts) taken from the arena ws (not reset: it may hold
+ * the parts' activations); ws NULL: allocated per call. */
+int mr_matmul_parts_in(mr_pool *pool, mr_scratch *ws, const mr_mm_part *parts, int n_parts);
 /* Rows per chunk for a product of `rows` rows of w_row bytes with ncols columns, when `total_bytes`
  * of weights are spread over nth threads in one dispatch. */
 long mr_mm_chunk_rows(int64_t rows, size_t w_row, int64_t ncols, size_t total_bytes, int nth);

@@ -212,11 +212,11 @@ static void ds4_comp_feat_item(void *arg, long c) {
 static int ds4_compress_batch(mr_model *m, const ds4_model *M, const ds4_layer *ly, int r, int Dh, const float *kv,
                               const float *sc, int n, const float *norm, int attn, float *out, float *kvs, float *scs) {
     const int c = r == 4 ? 2 : 1, Wd = c * Dh, n_comp = n / r;
-    /* the padding rows from the session's arena (no product runs meanwhile) */
-    if (!m->ws) { mr_set_error("deepseek4: compressor outside an evaluation"); return -1; }
-    mr_scratch_reset(m->ws);
-    float *pad_kv = mr_scratch_alloc(m->ws, sizeof(float) * (size_t)Dh), *pad_sc = mr_scratch_alloc(m->ws, sizeof(float) * (size_t)Dh);
-    if (!pad_kv || !pad_sc) return -1;
+    /* the padding rows from the session's arena (no product runs meanwhile; own: a call without one) */
+    mr_scratch own = {0}, *ws = m->ws ? m->ws : &own;
+    mr_scratch_reset(ws);
+    float *pad_kv = mr_scratch_alloc(ws, sizeof(float) * (size_t)Dh), *pad_sc = mr_scratch_alloc(ws, sizeof(float) * (size_t)Dh);
+    if (!pad_kv || !pad_sc) { mr_scratch_free(&own); return -1; }
     for (int i = 0; i < Dh; i++) { pad_kv[i] = 0.0f; pad_sc[i] = -INFINITY; }
     ds4_comp_job j = {.M = M, .ly = ly, .r = r, .Dh = Dh, .attn = attn, .kv = kv, .sc = sc, .norm = norm, .pad_kv = pad_kv,
                       .pad_sc = pad_sc, .out = out};
@@ -240,6 +240,7 @@ static int ds4_compress_batch(mr_model *m, const ds4_model *M, const ds4_layer *
             memcpy(scs + (int64_t)i * Wd, sc + (int64_t)(cut + i) * Wd, sizeof(float) * (size_t)Wd);
         }
     }
+    mr_scratch_free(&own);
     return 0;
 }
 
@@ -529,8 +530,7 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
     const int short_batch = n < 2 * nth;
     int rc = -1;
     /* every buffer of the phases from the session's arena (no product runs meanwhile) */
-    mr_scratch *ws = m->ws;
-    if (!ws) { mr_set_error("deepseek4: attention outside an evaluation"); return -1; }
+    mr_scratch own = {0}, *ws = m->ws ? m->ws : &own; /* own: a call without a session's, freed at the end */
     mr_scratch_reset(ws);
     job->kf = mr_scratch_alloc(ws, sizeof(float *) * (size_t)n * (size_t)job->max_keys);
     job->kh = mr_scratch_alloc(ws, sizeof(uint16_t *) * (size_t)n * (size_t)job->max_keys);
@@ -588,6 +588,7 @@ static int ds4_attn_run(mr_model *m, ds4_attn_job *job) {
 done:
     job->kf = NULL; job->kh = NULL; job->nk = NULL; job->scores = NULL; job->stask = NULL;
     job->sel_buf = NULL; job->head_buf = NULL;
+    mr_scratch_free(&own);
     if (rc) mr_set_error("deepseek4: out of memory in attention");
     return rc;
 }
