@@ -184,24 +184,40 @@ static int ds4_mtp_block(synth_ctx *c, const ds4_shape *s, const synth_mix *mx, 
            synth_norm(c, "blk.%d.nextn.shared_head_norm.weight", L, s->d) ? -1 : 0;
 }
 
-/* The DSpark drafter's recognisable part (mainline arch `dflash`: keys %s.block_size and
- * %s.target_layers, the Markov head markov_w1/w2 and conf_proj); enough for a loader to tell what the
- * file is, not a drafter that runs. */
-static int ds4_dspark(synth_ctx *c, mr_gguf_writer *w, const ds4_shape *s) {
-    const int32_t targets[3] = {1, s->L / 2, s->L - 1};
-    const int64_t rank = 64;
-    if (mr_gguf_writer_set_str(w, "general.architecture", "dflash") ||
-        mr_gguf_writer_set_u32(w, "dflash.block_size", 16) ||
+/* A DSpark drafter for the shape (mainline arch `dflash` with hyper_connection.count: graph_dsv4 of
+ * src/models/dflash.cpp, the keys and tensors its loader reads): DS4_DSPARK_STAGES full V4 stages
+ * (ratio 0, no hash layer), the encoder fc {n_tap*d -> d} + enc.output_norm over the target's taps at
+ * dflash.target_layers (the inputs of layers 1, L/2 and the output streams, index L), its own HC head
+ * and output_norm, the Markov head markov_w1 {R, V} (rows gathered by token) and markov_w2 {R -> V},
+ * the confidence head conf_proj {d + R -> 1} + bias. No token_embd or output: like a full-vocabulary
+ * draft it uses the target's. The mask token (the block's positions after the anchor) is V - 1. */
+#define DS4_DSPARK_STAGES 2
+#define DS4_DSPARK_BLOCK 8
+#define DS4_DSPARK_RANK 32
+static int ds4_dspark(synth_ctx *c, mr_gguf_writer *w, const ds4_shape *s, const synth_mix *mx, int L) {
+    const int32_t targets[3] = {1, L / 2, L};
+    const int S = DS4_DSPARK_STAGES, R = DS4_DSPARK_RANK;
+    int ratios[DS4_DSPARK_STAGES] = {0};
+    synth_tensor *t;
+    if (ds4_metadata(w, "dflash", s, S, ratios, 0, 0, 0.0f) || synth_vocab(w, s->V) ||
+        mr_gguf_writer_set_u32(w, "dflash.block_size", DS4_DSPARK_BLOCK) ||
         mr_gguf_writer_set_kv(w, "dflash.target_layers", MR_GGUF_ARRAY, MR_GGUF_I32, 3, targets) ||
-        mr_gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)s->d) ||
-        mr_gguf_writer_set_u32(w, "dflash.block_count", 1) ||
-        mr_gguf_writer_set_u32(w, "dflash.hyper_connection.count", (uint32_t)s->Nh) || synth_vocab(w, s->V))
+        mr_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)(s->V - 1)))
         return -1;
-    return ds4_mat(c, MR_TYPE_F16, "markov_w1.weight", 0, rank, s->V, 0) ||
-           ds4_mat(c, MR_TYPE_F16, "markov_w2.weight", 0, rank, s->V, 0) ||
-           ds4_mat(c, MR_TYPE_F32, "conf_proj.weight", 0, s->d + rank, 1, 0) ||
-           ds4_mat(c, MR_TYPE_F16, "fc.weight", 0, 3 * (int64_t)s->d, s->d, 0) || ds4_ones(c, "output_norm.weight", 0, s->d)
-               ? -1 : 0;
+    if (ds4_vec(c, "output_hc_base.weight", 0, s->Nh, 0, 0.1f) ||
+        ds4_mat(c, MR_TYPE_F16, "output_hc_fn.weight", 0, (int64_t)s->Nh * s->d, s->Nh, 0) ||
+        ds4_vec(c, "output_hc_scale.weight", 0, 1, 0.5f, 0) || ds4_ones(c, "output_norm.weight", 0, s->d) ||
+        ds4_mat(c, mx->attn, "fc.weight", 0, 3 * (int64_t)s->d, s->d, 0) ||
+        synth_norm(c, "enc.output_norm.weight", 0, s->d) ||
+        ds4_mat(c, MR_TYPE_F16, "markov_w1.weight", 0, R, s->V, 1.0f) ||
+        ds4_mat(c, mx->head, "markov_w2.weight", 0, R, s->V, 0) ||
+        ds4_mat(c, MR_TYPE_F32, "conf_proj.weight", 0, s->d + R, 1, 0))
+        return -1;
+    if (!(t = synth_add(c, SYNTH_VEC, MR_TYPE_F32, "conf_proj.bias", 0, 1, 1, 1, 1))) return -1;
+    t->std = 0.5f;
+    for (int l = 0; l < S; l++)
+        if (ds4_layer(c, s, mx, l, 0, 0)) return -1;
+    return 0;
 }
 
 int synth_ds4_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const synth_mix *mx,
@@ -231,7 +247,7 @@ int synth_ds4_build(synth_ctx *c, mr_gguf_writer *w, const char *shape, const sy
     *n_layer = L;
     c->d = s->d;
     c->n_expert = s->E;
-    if (!strcmp(layout, "dspark")) return ds4_dspark(c, w, s);
+    if (!strcmp(layout, "dspark")) return ds4_dspark(c, w, s, mx, L);
     const int n_mtp = mtp || mtp_only;
     ratios[L] = 0; /* the MTP block attends over its window only */
     if (ds4_metadata(w, v41 ? "deepseek41" : "deepseek4", s, L + n_mtp, ratios, Lh, n_mtp, p->shexp_clamp) ||
