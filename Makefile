@@ -133,6 +133,16 @@ bench-vs-llama: $(BUILD)/bench/bench_mm
 bench-replay: $(BUILD)/moerun
 	python3 bench/agent_replay.py --moerun $(BUILD)/moerun --model $(MODEL) $(REPLAY_ARGS) -- $(SERVER_ARGS)
 
+# the replay's bounds checked (--check: every request within its bound, the restart's first request
+# reads only its new tokens and <= 5 % of its prompt, RAM and disk bounds) on tiny-deepseek4 and
+# tiny-qwen3moe at --scale 1 (prompts of 8-16k tokens); about a minute on 2 idle cores
+.PHONY: bench-replay-check
+bench-replay-check: $(BUILD)/moerun
+	for m in tiny-deepseek4 tiny-qwen3moe; do \
+	  python3 bench/agent_replay.py --moerun $(BUILD)/moerun --model $(or $(MR_SHARED),../shared)/models/$$m.gguf --check -- \
+	    -t 2 -c 32768 --parallel 2 --cache-ram 512M --cache-dir /tmp/moerun-replay-check.$$$$ --cache-disk 2G || exit 1; \
+	  rm -rf /tmp/moerun-replay-check.$$$$; done
+
 # paged inference on a V4-Flash-width model larger than the run's memory limit (bench/paged_scale.sh;
 # docs/PAGING.md): make bench-paged MODEL=/work/models/ds4-12L.gguf ARENAS="4G 6G 10G 16G"
 .PHONY: bench-paged

@@ -10,13 +10,19 @@ assistant messages are the recorded ones, not the model's replies (the history a
 each request generates --gen tokens greedily.
 
 Per request: prompt tokens, tokens from cache (usage.prompt_tokens_details.cached_tokens), tokens read,
-the most a prompt cache may read (the tokens after the prompt's divergence from every earlier prompt,
-plus one snapshot interval), prefill seconds (timings.prompt_ms) and wall seconds; at the end the
-server's peak RSS (VmHWM of each run), the cache directory's size (largest seen) and the /metrics
-counters of the prompt cache, checked against --cache-ram and --cache-disk.
+its new tokens (those after the prompt's divergence from every earlier prompt), the most a prompt
+cache may read (the new tokens plus one snapshot interval), prefill seconds (timings.prompt_ms) and
+wall seconds; at the end the server's peak RSS (VmHWM of each run), the cache directory's size
+(largest seen) and the /metrics counters of the prompt cache, checked against --cache-ram and
+--cache-disk.
+
+With --check the exit status is 1 unless every request after the first read at most its bound, the
+first request after the restart read no more than its new tokens (nothing the server had read
+before the restart) and at most --restart-max percent of its prompt, and the RAM and disk bounds held.
 
   bench/agent_replay.py --moerun build/moerun --model M [--label NAME] [--scale 1] [--gen 8]
-                        [--every 1024] [--max-requests N] [--json out.json] -- SERVER ARGS (e.g. --cache-ram 2G --cache-dir D)
+                        [--every 1024] [--max-requests N] [--json out.json] [--check] [--restart-max 5]
+                        -- SERVER ARGS (e.g. --cache-ram 2G --cache-dir D)
 Only the Python standard library; markdown on stdout."""
 import argparse
 import json
@@ -167,6 +173,8 @@ def main():
     ap.add_argument("--every", type=int, default=1024, help="the server's --cache-every (for the bound)")
     ap.add_argument("--max-requests", type=int, default=0, help="stop after N requests (0: all)")
     ap.add_argument("--json")
+    ap.add_argument("--check", action="store_true", help="exit 1 unless the bounds held (see above)")
+    ap.add_argument("--restart-max", type=float, default=5.0, help="--check: percent of its prompt the restart's first request may read")
     ap.add_argument("server_args", nargs="*")
     a = ap.parse_args()
     sargs = a.server_args
@@ -199,10 +207,11 @@ def main():
         u, tm = r["usage"], r.get("timings", {})
         n, cached = u["prompt_tokens"], u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
         # the BOS the server may add before the template's text is not in ids: n - len(ids) is 0 or 1
-        bound = n - d - (n - len(ids)) + a.every if seen[:-1] else n
+        new = n - d - (n - len(ids)) if seen[:-1] else n
+        bound = new + a.every if seen[:-1] else n
         m = srv.metrics()
         dmax = max(dmax, dir_bytes(cache_dir))
-        rows.append({"label": label, "prompt": n, "cached": cached, "read": n - cached, "bound": bound,
+        rows.append({"label": label, "prompt": n, "cached": cached, "read": n - cached, "new": new, "bound": bound,
                      "prefill_s": tm.get("prompt_ms", 0) / 1e3, "wall_s": wall,
                      "ram_bytes": m.get("prompt_cache_ram_bytes", 0), "disk_bytes": m.get("prompt_cache_disk_bytes", 0)})
         print(f"{label}: {n} tokens, {cached} cached, {wall:.2f} s", file=sys.stderr)
@@ -212,14 +221,15 @@ def main():
     total = time.time() - t_all
     ram_cap, disk_cap = size_arg(sargs, "--cache-ram"), size_arg(sargs, "--cache-disk")
     print(f"### {a.label or os.path.basename(a.model)}: {' '.join(sargs) or '(no cache options)'}\n")
-    print("| request | prompt | from cache | read | bound | prefill s | wall s |\n|---|---:|---:|---:|---:|---:|---:|")
+    print("| request | prompt | from cache | read | new | bound | prefill s | wall s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
     for x in rows:
         ok = "" if x["read"] <= x["bound"] else " (over)"
-        print(f"| {x['label']} | {x['prompt']} | {x['cached']} | {x['read']}{ok} | {x['bound']} | {x['prefill_s']:.2f} | {x['wall_s']:.2f} |")
+        print(f"| {x['label']} | {x['prompt']} | {x['cached']} | {x['read']}{ok} | {x['new']} | {x['bound']} | {x['prefill_s']:.2f} | {x['wall_s']:.2f} |")
     tot_p, tot_r = sum(x["prompt"] for x in rows), sum(x["read"] for x in rows)
     over = [x["label"] for x in rows[1:] if x["read"] > x["bound"]]
     restarted = next((x for x in rows if "restarted" in x["label"]), None)
-    after = f"after the restart read {100.0 * restarted['read'] / restarted['prompt']:.1f} % of the prompt" if restarted else "no restart"
+    after = (f"after the restart read {restarted['read']} of {restarted['prompt']} ({100.0 * restarted['read'] / restarted['prompt']:.2f} %, "
+             f"its new tokens {restarted['new']})" if restarted else "no restart")
     ram_peak, disk_peak = max(x["ram_bytes"] for x in rows), max(x["disk_bytes"] for x in rows)
     print(f"\n{len(rows)} requests: {tot_p} prompt tokens, {tot_r} read ({100.0 * tot_r / tot_p:.1f} %), "
           f"prefill {sum(x['prefill_s'] for x in rows):.1f} s, wall {total:.1f} s (server start {t_load:.1f} s); "
@@ -235,6 +245,19 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"label": a.label, "args": sargs, "rows": rows, "peak_rss": rss, "dir_peak": dmax, "metrics": mets}, f, indent=1)
+    if a.check:
+        bad = [f"{x} read more than its bound" for x in over]
+        if not restarted:
+            bad.append("no restart among the requests")
+        elif restarted["read"] > restarted["new"] or restarted["read"] > a.restart_max / 100 * restarted["prompt"]:
+            bad.append(f"{restarted['label']} read {restarted['read']} of {restarted['prompt']} tokens "
+                       f"(its new tokens {restarted['new']}, at most {a.restart_max:g} %)")
+        if ram_cap is not None and ram_peak > ram_cap:
+            bad.append(f"cache RAM {ram_peak} bytes above --cache-ram")
+        if disk_cap and max(disk_peak, dmax) > disk_cap:
+            bad.append(f"cache directory {max(disk_peak, dmax)} bytes above --cache-disk")
+        print("check: " + ("; ".join(bad) if bad else "ok"))
+        sys.exit(1 if bad else 0)
 
 
 if __name__ == "__main__":

@@ -721,7 +721,7 @@ typedef struct {
                             mr_model_params.mtp) */
     /* The prompt cache shared by all slots (mr_pcache, docs/SERVER.md "Prompt cache"): snapshots at the
      * chat template's message boundaries, every cache_every tokens of a prompt, where a prompt diverged
-     * from the slot's history, and after each reply. Off when cache_ram is 0 and cache_dir is NULL. */
+     * from the slot's history, at the prompt's end and after each reply. Off when cache_ram is 0 and cache_dir is NULL. */
     uint64_t cache_ram;     /* RAM for snapshots (bytes) */
     const char *cache_dir;  /* directory of snapshot files (they survive a restart); also where POST
                                /slots/N?action=save|restore keeps its files; NULL: none */

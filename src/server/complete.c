@@ -230,9 +230,17 @@ static void gen_params(cctx *c, mr_gen_params *gp) {
     gp->spec_min = q->spec_min < gp->spec_max ? q->spec_min : gp->spec_max;
 }
 
+/* The slot's session as it is now into the prompt cache (if there is one), keyed by the first
+ * n_past of tokens. A snapshot that cannot be taken (no memory, a write error) costs only itself. */
+static void cache_store(cctx *c, const int32_t *tokens) {
+    mr_pcache *pc = srv_sched_pcache(c->sc);
+    if (pc && mr_pcache_store(pc, c->slot->s, tokens)) mr_log(1, "prompt cache: %s\n", mr_last_error());
+}
+
 /* The prompt from reuse on: up to each snapshot position (next_mark) evaluated and stored in the
  * prompt cache, the rest through mr_gen (batched steps, or the model taken for mr_gen_prefill's
- * chunks); the slot's cache follows what the session holds. 0 done, 1 the client left, -1 error. */
+ * chunks), then the whole prompt stored; the slot's cache follows what the session holds. 0 done,
+ * 1 the client left, -1 error. */
 static int prefill(cctx *c, mr_gen *g, const int32_t *prompt, int reuse, int n_prompt, int diverge) {
     mr_pcache *pc = srv_sched_pcache(c->sc);
     const int batched = srv_sched_can_batch(c->sc);
@@ -240,8 +248,7 @@ static int prefill(cctx *c, mr_gen *g, const int32_t *prompt, int reuse, int n_p
     int rc = 0, from = reuse;
     for (int p; pc && rc == 0 && (p = next_mark(c, from, n_prompt, diverge)) > 0; from = p) {
         rc = batched ? span_batched(c, prompt, from, p) : span_unbatched(c, prompt, from, p);
-        /* a snapshot that cannot be taken (no memory) costs only the snapshot */
-        if (rc == 0 && mr_pcache_store(pc, c->slot->s, prompt)) mr_log(1, "prompt cache: %s\n", mr_last_error());
+        if (rc == 0) cache_store(c, prompt);
     }
     for (int j = 0; j < from && rc == 0; j++) mr_sampler_accept(mr_gen_sampler(g), prompt[j]);
     if (rc == 0 && batched) {
@@ -252,6 +259,10 @@ static int prefill(cctx *c, mr_gen *g, const int32_t *prompt, int reuse, int n_p
         rc = mr_gen_prefill(g, prompt + from, n_prompt - from);
         srv_model_unlock(c->sc);
     }
+    /* the whole prompt: the next turn renders it again and goes on after it (the template's
+     * generation prompt included), so a turn whose assistant message is not this reply token for
+     * token reads only what it adds, here or after a restart */
+    if (rc == 0) cache_store(c, prompt);
     c->w.t_prefill += mr_now() - t_pre;
     if (rc > 0) srv_cache_prompt(c->slot, prompt, reuse, mr_session_n_past(c->slot->s)); /* what was evaluated stays cached */
     else if (rc < 0) srv_cache_forget(c->slot);
@@ -271,8 +282,7 @@ static int cache_lookup(cctx *c, const int32_t *prompt, int n_prompt, int *diver
     int reuse = srv_cache_reuse(sl, prompt, n_prompt);
     if (!pc) return reuse;
     const double t0 = mr_now();
-    if (reuse == d && d > 0 && held > d && mr_pcache_store(pc, sl->s, prompt)) /* the history cut back: keep its common part */
-        mr_log(1, "prompt cache: %s\n", mr_last_error());
+    if (reuse == d && d > 0 && held > d) cache_store(c, prompt); /* the history cut back: keep its common part */
     int k = mr_pcache_restore(pc, sl->s, prompt, n_prompt - 1, reuse);
     if (k > 0) {
         srv_cache_prompt(sl, prompt, 0, k);
@@ -350,8 +360,7 @@ static int run_choice(cctx *c, const int32_t *prompt, int n_prompt) {
     int ng = mr_gen_tokens(g, &ids);
     srv_cache_reply(c->slot, n_prompt, ids, ng);
     mr_gen_free(g);
-    mr_pcache *pc = srv_sched_pcache(c->sc); /* the next turn of the conversation starts here */
-    if (pc && mr_pcache_store(pc, c->slot->s, c->slot->cache)) mr_log(1, "prompt cache: %s\n", mr_last_error());
+    cache_store(c, c->slot->cache); /* a next turn that sends this reply back goes on from here */
     if (step.finish == MR_GEN_ABORTED) return 1;
     choice_end(c, step.finish);
     return 0;
