@@ -660,6 +660,8 @@ typedef struct {
     int paging;                          /* 0: no budget, experts served from the mmap */
     int n_slots, direct_io;              /* expert slots; 1 if reads use O_DIRECT */
     int huge_pages;                      /* 1 if the arena is on transparent huge pages (madvise) */
+    int repacked_mats, expert_mats;      /* routed-expert matrices (layers x gate/up/down) repacked in
+                                            their slots as read (the resident kernels' layout); all */
     uint64_t slot_bytes, arena_bytes;    /* one slot (an expert's gate+up+down), all slots */
     uint64_t expert_bytes, min_budget;   /* routed-expert bytes in the file; smallest legal budget */
     uint64_t hits, misses;               /* expert uses served resident / read from disk */

@@ -426,15 +426,18 @@ static int load_tokens(void) {
     return n == NTOK ? 0 : -1;
 }
 
-static mr_model *load_kjv(uint64_t budget) {
+static mr_model *load_kjv_isa(uint64_t budget, const char *isa) {
     mr_model_params p;
     mr_model_params_default(&p);
     p.n_threads = 2;
     p.ram_budget = budget;
+    p.isa = isa;
     mr_model *m = mr_model_load(t_shared("models/kjv-moe-q8_0.gguf"), &p);
     if (m) n_vocab = mr_model_n_vocab(m);
     return m;
 }
+
+static mr_model *load_kjv(uint64_t budget) { return load_kjv_isa(budget, NULL); }
 
 /* logits[NTOK][n_vocab]: a prefill of the first half, then decode steps (both paths) */
 static int run(mr_model *m, float *logits) {
@@ -558,24 +561,37 @@ static void test_kjv_skip(void) {
     mr_model_free(m);
 }
 
-/* approximate results do not depend on the pager budget (the smallest legal one vs no paging) */
-static void test_kjv_pager(void) {
-    mr_model *m0 = load_kjv(0);
+/* approximate results do not depend on the pager budget (the smallest legal one vs no paging), under
+ * the process's ISA and under AVX2, where the Q8_0 experts are repacked in their slots as read (row
+ * skipping's masked and block-sparse products then work from the repacked bytes) */
+static void kjv_pager_isa(const char *isa) {
+    mr_model *m0 = load_kjv_isa(0, isa);
     /* the floor: top-k = 4 expert slots */
-    mr_model *m1 = m0 ? load_kjv(mr_pager_min_budget(m0->gguf, m0->exp_layers, m0->n_layer)) : NULL;
+    mr_model *m1 = m0 ? load_kjv_isa(mr_pager_min_budget(m0->gguf, m0->exp_layers, m0->n_layer), isa) : NULL;
     CHECK(m0 && m1, "%s", mr_last_error());
+    mr_pager_stats st;
+    if (m1 && isa && !strcmp(isa, "avx2"))
+        CHECK(mr_model_pager_stats(m1, &st) == 0 && st.repacked_mats == st.expert_mats && st.expert_mats > 0,
+              "avx2: Q8_0 experts not repacked as read");
     if (m0 && m1) {
         float *a = malloc(sizeof(float) * (size_t)NTOK * n_vocab), *b = malloc(sizeof(float) * (size_t)NTOK * n_vocab);
         const char *specs[] = {"prune=0.8 skip=0.1", "tau=0.3 rescale=l1 skip=0.5"};
         for (int i = 0; i < 2; i++) {
             CHECK(set_spec(m0, specs[i]) == 0 && set_spec(m1, specs[i]) == 0, "%s", mr_last_error());
             CHECK(run(m0, a) == 0 && run(m1, b) == 0, "%s", mr_last_error());
-            CHECK(!memcmp(a, b, sizeof(float) * (size_t)NTOK * n_vocab), "%s: paged logits differ", specs[i]);
+            CHECK(!memcmp(a, b, sizeof(float) * (size_t)NTOK * n_vocab), "%s (%s): paged logits differ", specs[i],
+                  isa ? isa : "process ISA");
         }
         free(a); free(b);
     }
     mr_model_free(m0);
     mr_model_free(m1);
+}
+
+static void test_kjv_pager(void) {
+    kjv_pager_isa(NULL);
+    const int avx2 = mr_kernel_isa_from_name("avx2");
+    if (avx2 >= 0 && mr_kernel_isa_available(avx2)) kjv_pager_isa("avx2");
 }
 
 /* Other MoE models and expert types (F32, Q4_K/Q6_K, IQ3_S + MXFP4, mixtral-style, deepseek4 when its

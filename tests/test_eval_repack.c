@@ -1,8 +1,9 @@
 /* Repacked weights (quant/repack.h, quant_simd.h mr_repack_kern): the copy's lookups, and every
  * product through a repacked copy equal to the plain kernels bit for bit (mr_matmul_many with 1..9
  * columns, mr_mm_rows on row ranges that start and end inside groups, a matrix in the middle of a
- * repacked tensor), under every ISA that has a layout for the type; and Q4_0 close to a
- * double-precision dot product. */
+ * repacked tensor), under every ISA that has a layout for the type; the layouts that only move
+ * the bytes also in place (pager slots: through a view, whole groups only, undone exactly); and Q4_0
+ * close to a double-precision dot product. */
 #include "test.h"
 #include "simd_data.h"
 #include "quant/matmul.h"
@@ -45,6 +46,41 @@ static void test_lookup(void) {
 }
 
 /* every type with a layout under `isa`: products through the copy == plain */
+/* Repacked in place (paged experts' slots): the same bytes moved, products through the view equal
+ * the plain ones (Yp: W x X for nc columns), row ranges inside the view only in whole groups, and
+ * the plain rows back exactly. Returns 1 when the type has such a layout under this ISA. */
+static int check_in_place(mr_pool *pool, int type, int isa, const uint8_t *W, const float *X, const float *Yp, int nc) {
+    if (!mr_repack_in_place_applies(type, COLS, ROWS)) return 0;
+    const size_t bytes = mr_row_size(type, COLS) * ROWS;
+    uint8_t *S = malloc(bytes), *stage = malloc(bytes), *back = malloc(bytes);
+    float *Y = malloc(sizeof(float) * ROWS * NC);
+    memcpy(S, W, bytes);
+    CHECK(mr_repack_in_place(S, stage, type, COLS, ROWS) == 0 && memcmp(S, W, bytes) != 0, "%s %s: in place", mr_type_name(type), mr_isa_name(isa));
+    mr_repacked *v = mr_repack_view(type, COLS, ROWS);
+    CHECK(v != NULL && mr_repack_is_view(v) && mr_repack_size(v) == 0, "view");
+    const mr_mat m = {.data = S, .type = type, .rows = ROWS, .cols = COLS, .rp = v};
+    const mr_matmul_task tk = {.w = &m, .X = X, .ncols = nc, .Y = Y};
+    CHECK(mr_matmul_many(pool, &tk, 1) == 0 && !memcmp(Y, Yp, sizeof(float) * ROWS * (size_t)nc),
+          "%s %s %d columns: repacked in place != plain", mr_type_name(type), mr_isa_name(isa), nc);
+    const int gr = mr_repack_group_rows(v, type, COLS, isa);
+    mr_mm_act a;
+    CHECK(mr_mm_act_make(pool, &a, type, X, COLS, nc, COLS) == 0, "act");
+    for (int i = 0; i < ROWS * nc; i++) Y[i] = NAN;
+    CHECK(mr_mm_rows(&a, type, S, v, gr, ROWS, Y, ROWS) == 0, "whole groups of the view");
+    int bad = 0;
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < ROWS; r++)
+            bad += r >= gr ? memcmp(&Y[c * ROWS + r], &Yp[c * ROWS + r], sizeof(float)) != 0 : !isnan(Y[c * ROWS + r]);
+    CHECK(bad == 0, "%s %s: %d values of the view's rows [%d, %d) wrong", mr_type_name(type), mr_isa_name(isa), bad, gr, ROWS);
+    CHECK(mr_mm_rows(&a, type, S, v, 5, 77, Y, ROWS) == -1, "rows cutting groups of a view computed from repacked bytes");
+    mr_mm_act_free(&a);
+    CHECK(mr_repack_undo(S, back, type, COLS, ROWS) == 0 && !memcmp(back, W, bytes), "%s %s: undo != the plain rows",
+          mr_type_name(type), mr_isa_name(isa));
+    mr_repack_free(v);
+    free(S); free(stage); free(back); free(Y);
+    return 1;
+}
+
 static void check_products(int isa, double *worst_q4_0) {
     static const int types[] = {MR_TYPE_Q4_0, MR_TYPE_Q8_0, MR_TYPE_Q4_K, MR_TYPE_Q6_K, MR_TYPE_IQ4_XS, MR_TYPE_IQ4_NL, MR_TYPE_MXFP4, MR_TYPE_IQ3_S, MR_TYPE_Q2_0};
     if (mr_set_isa(isa)) return;
@@ -63,8 +99,10 @@ static void check_products(int isa, double *worst_q4_0) {
         CHECK(rp != NULL, "%s %s: make", mr_type_name(type), mr_isa_name(isa));
         const int gr = mr_repack_group_rows(rp, type, COLS, isa);
         const mr_mat m = {.data = W, .type = type, .rows = ROWS, .cols = COLS, .rp = rp};
+        int in_place = 0;
         for (int nc = 1; nc <= NC; nc++) {
             CHECK(mr_matmul(pool, W, type, ROWS, COLS, X, nc, Yp) == 0, "plain");
+            in_place = check_in_place(pool, type, isa, W, X, Yp, nc);
             const mr_matmul_task tk = {.w = &m, .X = X, .ncols = nc, .Y = Yr};
             CHECK(mr_matmul_many(pool, &tk, 1) == 0, "repacked: %s", mr_get_error());
             CHECK(!memcmp(Yp, Yr, sizeof(float) * ROWS * (size_t)nc), "%s %s %d columns: repacked != plain",
@@ -85,7 +123,11 @@ static void check_products(int isa, double *worst_q4_0) {
                   mr_type_name(type), mr_isa_name(isa), nc, bad);
             mr_mm_act_free(&a);
         }
-        printf("# %s %s: repacked in %d-row groups, bit-identical to plain\n", mr_type_name(type), mr_isa_name(isa), gr);
+        printf("# %s %s: repacked in %d-row groups%s, bit-identical to plain\n", mr_type_name(type), mr_isa_name(isa), gr,
+               in_place ? " (also in place)" : "");
+        /* the layouts paged experts take in their slots: every 4-byte interleave, nothing else */
+        const int want = type == MR_TYPE_Q4_0 || type == MR_TYPE_Q8_0 || type == MR_TYPE_IQ4_NL || type == MR_TYPE_MXFP4;
+        CHECK(in_place == want, "%s %s: in place %d, expected %d", mr_type_name(type), mr_isa_name(isa), in_place, want);
         if (type == MR_TYPE_Q4_0) {
             /* against double sums of the quantized values (column 0) */
             const mr_type_traits *q8 = mr_type_get(MR_TYPE_Q8_0);

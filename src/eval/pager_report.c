@@ -61,8 +61,9 @@ void mr_pager_print_summary(FILE *f, const mr_model *m, long n_prefill, double p
     mr_format_bytes(b, sizeof b, (double)s.arena_bytes);
     mr_format_bytes(c, sizeof c, (double)s.slot_bytes);
     mr_format_bytes(d, sizeof d, (double)s.expert_bytes);
-    fprintf(f, "pager: %d slots of %s = %s for %s of experts (%s reads%s), peak RSS %s\n", s.n_slots, c, b, d,
-            s.direct_io ? "O_DIRECT" : "buffered", s.huge_pages ? ", huge pages" : "", a);
+    fprintf(f, "pager: %d slots of %s = %s for %s of experts (%s reads%s, %d of %d expert matrices repacked as read), peak RSS %s\n",
+            s.n_slots, c, b, d, s.direct_io ? "O_DIRECT" : "buffered", s.huge_pages ? ", huge pages" : "", s.repacked_mats,
+            s.expert_mats, a);
     uint64_t acc = s.hits + s.misses;
     long toks = n_prefill + n_decode;
     mr_format_bytes(a, sizeof a, (double)s.bytes_read);

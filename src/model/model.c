@@ -196,9 +196,11 @@ void mr_model_free(mr_model *m) {
     for (int i = 0; i < m->n_rp; i++) mr_repack_free(m->rp[i]);
     free(m->rp);
     free(m->rp_src);
-    free(m->exp_rp);
     mr_tokenizer_free(m->tok);
-    mr_pager_free(m->pager);
+    mr_pager_free(m->pager); /* its I/O threads convert through slot_rp: free the views after it */
+    free(m->exp_rp);
+    for (int i = 0; m->slot_rp && i < m->n_exp_layers * MR_PAGER_MATS; i++) mr_repack_free(m->slot_rp[i]);
+    free(m->slot_rp);
     mr_moe_approx_free(m->approx);
     free(m->exp_layers);
     free(m->t_used);
@@ -554,6 +556,40 @@ int mr_tensor_get_row(const mr_gguf_tensor *t, int64_t row, float *out) {
     return 0;
 }
 
+/* the pager's conversion (mr_pager_set_convert): an expert matrix with a view in slot_rp is repacked
+ * where it was read, under the model's ISA (the I/O thread's own is the process's) */
+static int mr_model_slot_convert(void *ctx, int layer, int mat, void *data, void *staging) {
+    const mr_model *m = ctx;
+    if (!m->slot_rp[layer * MR_PAGER_MATS + mat]) return 0;
+    const mr_gguf_tensor *t = m->exp_layers[layer].mat[mat];
+    const int isa_prev = mr_isa_enter(m->isa);
+    const int rc = mr_repack_in_place(data, staging, t->type, t->ne[0], t->ne[1]);
+    mr_isa_leave(isa_prev);
+    if (rc) mr_set_error("no in-place layout for %s", t->name);
+    return rc;
+}
+
+/* Paged experts in the repacked layout where it only moves the bytes (quant/repack.h in place): the
+ * slot holds the same bytes, so the arena's size and the reads do not change, and the products run
+ * the resident experts' kernels (the same bits). mr_model_params.no_repack keeps the file's layout. */
+static int mr_model_slot_layouts(mr_model *m, int n) {
+    if (m->params.no_repack) return 0;
+    for (int i = 0; m->slot_rp && i < m->n_exp_layers * MR_PAGER_MATS; i++) mr_repack_free(m->slot_rp[i]);
+    free(m->slot_rp);
+    m->slot_rp = mr_calloc((size_t)n * MR_PAGER_MATS, sizeof *m->slot_rp);
+    if (!m->slot_rp) { mr_set_error("model: out of memory"); return -1; }
+    int any = 0;
+    for (int l = 0; l < n; l++)
+        for (int k = 0; k < MR_PAGER_MATS; k++) {
+            const mr_gguf_tensor *t = m->exp_layers[l].mat[k];
+            if (!t || t->n_dims < 3 || !mr_repack_in_place_applies(t->type, t->ne[0], t->ne[1])) continue;
+            if (!(m->slot_rp[l * MR_PAGER_MATS + k] = mr_repack_view(t->type, t->ne[0], t->ne[1]))) return -1;
+            m->exp_rp[l * MR_PAGER_MATS + k] = m->slot_rp[l * MR_PAGER_MATS + k];
+            any = 1;
+        }
+    return any ? mr_pager_set_convert(m->pager, mr_model_slot_convert, m) : 0;
+}
+
 int mr_model_init_pager(mr_model *m, const mr_pager_layer *layers) { return mr_model_init_pager_n(m, layers, m->n_layer); }
 
 int mr_model_init_pager_n(mr_model *m, const mr_pager_layer *layers, int n) {
@@ -564,11 +600,11 @@ int mr_model_init_pager_n(mr_model *m, const mr_pager_layer *layers, int n) {
     memcpy(m->exp_layers, layers, sizeof(mr_pager_layer) * (size_t)n);
     m->pager = mr_pager_create(m->gguf, m->exp_layers, n, m->params.ram_budget, &m->params.pager);
     if (!m->pager) return -1;
-    /* resident experts get repacked copies; paged ones come from the pager's slots as stored */
-    if (mr_pager_paging(m->pager)) return 0;
     free(m->exp_rp);
     m->exp_rp = mr_calloc((size_t)n * MR_PAGER_MATS, sizeof *m->exp_rp);
     if (!m->exp_rp) { mr_set_error("model: out of memory"); return -1; }
+    /* resident experts get repacked copies; paged ones are repacked in their slots as they arrive */
+    if (mr_pager_paging(m->pager)) return mr_model_slot_layouts(m, n);
     for (int l = 0; l < n; l++)
         for (int k = 0; k < MR_PAGER_MATS; k++) m->exp_rp[l * MR_PAGER_MATS + k] = mr_model_repack(m, layers[l].mat[k]);
     return 0;

@@ -107,6 +107,9 @@ struct mr_model {
     mr_repacked **rp; const mr_gguf_tensor **rp_src; int n_rp, cap_rp;
     int rp_total;               /* load progress: matrices of a repackable type (counted once) */
     const mr_repacked **exp_rp; /* [n_layer * MR_PAGER_MATS] copies of the resident experts, or NULL */
+    /* [n_layer * MR_PAGER_MATS] when paging: views (mr_repack_view) of the matrices the pager's slots
+     * hold repacked in place (exp_rp points at them), NULL entries where slots keep the file's layout */
+    mr_repacked **slot_rp;
     /* floats converted from F16/BF16 1-D tensors by mr_model_f32 (freed with the model) */
     void **owned; int n_owned, cap_owned;
     _Atomic uint64_t identity;  /* mr_model_identity once computed (snapshot.c), 0 before */
@@ -147,7 +150,8 @@ static inline mr_weight mr_weight_of(const mr_gguf_tensor *t) {
 }
 mr_weight mr_model_weight(mr_model *m, const mr_gguf_tensor *t);
 /* The repacked copy of routed-expert matrix `mat` (MR_PAGER_GATE/UP/DOWN) of a layer when the
- * experts are resident (NULL when paged or not repacked): pass it with the pager's pointers. */
+ * experts are resident, its view when paged experts are repacked in their slots (NULL: neither):
+ * pass it with the pager's pointers. */
 const mr_repacked *mr_model_expert_rp(const mr_model *m, int layer, int mat);
 /* Y[j][0..rows) = W X[j] for j < ncols (X columns of cols floats). Uses the model's pool. */
 int mr_model_matmul(mr_model *m, const mr_weight *w, const float *X, int64_t ncols, float *Y);

@@ -20,6 +20,11 @@ int mr_model_pager_stats(const mr_model *m, mr_pager_stats *out) {
     out->n_slots = mr_pager_n_slots(p);
     out->direct_io = mr_pager_uses_direct_io(p);
     out->huge_pages = mr_pager_huge_pages(p);
+    for (int l = 0; l < m->n_exp_layers; l++)
+        for (int k = 0; k < MR_PAGER_MATS; k++) {
+            out->expert_mats += m->exp_layers[l].mat[k] != NULL;
+            out->repacked_mats += m->slot_rp && m->slot_rp[l * MR_PAGER_MATS + k];
+        }
     out->slot_bytes = mr_pager_slot_bytes(m->gguf, m->exp_layers, m->n_exp_layers);
     out->arena_bytes = out->slot_bytes * (uint64_t)out->n_slots;
     out->min_budget = mr_pager_min_budget(m->gguf, m->exp_layers, m->n_exp_layers);

@@ -135,7 +135,8 @@ typedef struct {
     int layer, n, K, E, rows, n_xp;
     int skip;                      /* row masks (gate-first SwiGLU row skipping) */
     int tg, tu, td, has_gate;      /* weight types */
-    const mr_repacked *rg, *ru, *rd; /* the model's repacked copies of resident experts (NULL: none / paged) */
+    const mr_repacked *rg, *ru, *rd; /* the model's repacked copies of resident experts, or the views of
+                                        matrices repacked in the pager's slots (NULL: none) */
     int64_t d, F, dblk, nb;        /* dblk: the down type's block along F; nb = F / dblk */
     moe_xp *xp;
     int *xidx;                     /* [E] expert id -> index in xp */
@@ -370,7 +371,13 @@ static int moe_down(moe_plan *P, const int *xs, int nx, const mr_moe_extra *extr
         moe_xp *x = &P->xp[xs[k]];
         float *y = P->y + (int64_t)x->start * d;
         if (x->sparse_down) {
-            if (mr_matmul_blocks(pool, x->pd, P->td, d, &x->ah, P->bact + (int64_t)x->start * P->nb, 1, y)) return -1;
+            const void *pd = x->pd;
+            if (mr_repack_is_view(P->rd)) { /* repacked in its pager slot: the sparse product wants plain rows */
+                void *plain = moe_take(P, (size_t)d, mr_row_size(P->td, P->F));
+                if (!plain || mr_repack_undo(x->pd, plain, P->td, P->F, d)) return -1;
+                pd = plain;
+            }
+            if (mr_matmul_blocks(pool, pd, P->td, d, &x->ah, P->bact + (int64_t)x->start * P->nb, 1, y)) return -1;
         } else parts[np++] = (mr_mm_part){x->pd, P->td, d, &x->ah, y, d, P->rd};
     }
     for (int k = 0; k < n_extra; k++) {
@@ -409,7 +416,7 @@ static int moe_expert_skipping(moe_plan *P, int xi) {
     P->st.blocks_total += (uint64_t)x->cnt * (uint64_t)nb;
     float *u = P->u + (int64_t)x->start * F;
     const uint8_t *act = P->act + (int64_t)x->start * F;
-    if (x->cnt >= 4) {
+    if (x->cnt >= 4 || mr_repack_is_view(P->ru)) { /* (rows repacked in a pager slot: all of them, the same values) */
         if (moe_gate_up(P, &xi, 1, MOE_UP)) return -1;
         for (int64_t i = 0; i < (int64_t)x->cnt * F; i++) if (!act[i]) u[i] = 0.0f;
     } else if (mr_matmul_rows_masked(P->m->pool, x->pu, P->tu, F, moe_in_u(P, x), act, u)) return -1;

@@ -87,6 +87,9 @@ struct mr_pager {
     int fault_kind;
     uint64_t fault_at, read_seq;
     int slow_ms;              /* fault slow:MS */
+    mr_pager_convert_fn conv; /* mr_pager_set_convert: run on each expert's slices once read */
+    void *conv_ctx;
+    uint64_t conv_max;        /* bytes of the largest slice (each converting I/O thread's staging) */
     /* statistics */
     mr_pager_counters cnt;
     uint64_t *l_hits, *l_miss;
@@ -265,8 +268,42 @@ static int run_job(const io_job *j, int fault, int *ok, uint64_t *bytes) {
     return err;
 }
 
+/* mr_pager_set_convert's conversion of slot s's slices (its reads all done); 0 or -1 with the
+ * message in err. *staging: this thread's room, allocated at its first use. */
+static int convert_slot(mr_pager *p, int s, uint8_t **staging, char *err, size_t n_err) {
+    const slot_io *io = &p->sl[s];
+    if (!*staging && !(*staging = mr_malloc((size_t)p->conv_max))) {
+        snprintf(err, n_err, "pager: out of memory converting expert %d of layer %d", io->expert, io->layer);
+        return -1;
+    }
+    uint8_t *base = p->arena + (size_t)s * p->slot_bytes;
+    for (int m = 0; m < MR_PAGER_MATS; m++)
+        if (p->layers[io->layer].mat[m] && p->conv(p->conv_ctx, io->layer, m, base + p->mat_off[m] + io->delta[m], *staging)) {
+            snprintf(err, n_err, "pager: expert %d of layer %d: %s", io->expert, io->layer, mr_get_error());
+            return -1;
+        }
+    return 0;
+}
+
+int mr_pager_set_convert(mr_pager *p, mr_pager_convert_fn fn, void *ctx) {
+    if (!p->paging) return 0;
+    p->conv_max = 0;
+    for (int l = 0; l < p->n_layers; l++)
+        for (int m = 0; m < MR_PAGER_MATS; m++) {
+            const mr_gguf_tensor *t = p->layers[l].mat[m];
+            const uint64_t slice = t ? t->nbytes / (uint64_t)t->ne[2] : 0;
+            if (slice > p->conv_max) p->conv_max = slice;
+        }
+    pthread_mutex_lock(&p->mu);
+    p->conv = fn;
+    p->conv_ctx = ctx;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
 static void *io_main(void *arg) {
     mr_pager *p = arg;
+    uint8_t *staging = NULL;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         int can_guess;
@@ -310,10 +347,18 @@ static void *io_main(void *arg) {
             }
             s->state = SLOT_ERROR;
         }
+        if (s->pending == 1 && s->state == SLOT_LOADING && p->conv) { /* the expert's last read: convert it */
+            char cerr[sizeof s->err];
+            pthread_mutex_unlock(&p->mu);
+            const int crc = convert_slot(p, j.slot, &staging, cerr, sizeof cerr);
+            pthread_mutex_lock(&p->mu);
+            if (crc) { memcpy(s->err, cerr, sizeof s->err); s->state = SLOT_ERROR; }
+        }
         if (--s->pending == 0 && s->state == SLOT_LOADING) s->state = SLOT_READY;
         pthread_cond_broadcast(&p->cv_done);
     }
     pthread_mutex_unlock(&p->mu);
+    free(staging);
     return NULL;
 }
 

@@ -64,6 +64,14 @@ int mr_pager_get(mr_pager *p, int layer, int id, const void *ptrs[MR_PAGER_MATS]
 void mr_pager_done(mr_pager *p, int layer, int id);
 void mr_pager_release(mr_pager *p, int layer);
 int mr_pager_hint(mr_pager *p, int layer, const int *ids, int n);
+/* A conversion of each expert's slices once they are read, before the expert is served (the model
+ * repacks them into a faster kernel's layout in place, quant/repack.h): fn(ctx, layer, mat, data,
+ * staging) runs on the I/O thread that completed the expert's reads, for every matrix the layer has;
+ * staging holds the largest slice (scratch). It returns 0, or -1 with the error set: the read then
+ * fails like a failed pread. Set before the first prefetch; the slot's bytes are then fn's layout,
+ * no longer the file's. Returns -1 when out of memory. */
+typedef int (*mr_pager_convert_fn)(void *ctx, int layer, int mat, void *data, void *staging);
+int mr_pager_set_convert(mr_pager *p, mr_pager_convert_fn fn, void *ctx);
 /* 1 when paging, guesses are wanted (mr_pager_params.no_guess turns them off) and the arena has at least
  * 4x the floor's slots (with fewer, a guess evicts experts still wanted) */
 int mr_pager_guessing(const mr_pager *p);

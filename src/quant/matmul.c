@@ -292,13 +292,15 @@ int mr_mm_rows(const mr_mm_act *a, int wtype, const void *W, const mr_repacked *
         const int64_t gr = k->rp->rows;
         int64_t g0 = (r0 + gr - 1) / gr, g1 = r1 / gr;
         if (g && gr * g1 > left) g1 = left / gr;
-        if (g && g1 > g0) {
+        if (g && g1 > g0 && (!mr_repack_is_view(rp) || (gr * g0 == r0 && gr * g1 == r1))) {
             if (gr * g0 > r0) mr_rows_plain(a, k, W, w_row, r0, gr * g0, Y, ldy);
             mr_rp_mul(k->rp, g, a->cols, g0, g1, ra, ra_row, a->ncols, Y, ldy);
             if (r1 > gr * g1) mr_rows_plain(a, k, W, w_row, gr * g1, r1, Y, ldy);
             return 0;
         }
     }
+    /* rows repacked in place have no plain form: only whole groups through the layout's kernel */
+    if (mr_repack_is_view(rp) && r1 > r0) return -1;
     mr_rows_plain(a, k, W, w_row, r0, r1, Y, ldy);
     return 0;
 }

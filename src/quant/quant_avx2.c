@@ -46,15 +46,15 @@ static void mr_q2_0_repack8(const void *src, int64_t cols, int64_t g0, int64_t g
     mr_q2_0_repack(src, cols, g0, g1, dst, 8);
 }
 /* 8 rows x 32 values: 8 x 9 bytes */
-static const mr_repack_kern mr_rp_q2_0_avx2 = {8, 8 * 9, mr_q2_0_repack8, mr_q2_0_rp8_group, MR_RP_MAX_NC};
-static const mr_repack_kern mr_rp_q4_0_avx2 = {8, MR_Q4_0_RP8_BLOCK_BYTES, mr_q4_0_repack8, mr_q4_0_rp8_group, 4};
-static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8_0_repack8, mr_q8_0_rp8_group, MR_RP_MAX_NC};
-static const mr_repack_kern mr_rp_iq4_nl_avx2 = {8, 8 * 18, mr_iq4_nl_repack8, mr_iq4_nl_rp8_group, 4};
-static const mr_repack_kern mr_rp_mxfp4_avx2 = {8, 8 * 17, mr_mxfp4_repack8, mr_mxfp4_rp8_group, 4};
-static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_group, MR_RP_MAX_NC};
-static const mr_repack_kern mr_rp_iq4_xs_avx2 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8, mr_iq4_xs_rp8_group, 4};
-static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_group, MR_RP_MAX_NC};
-static const mr_repack_kern mr_rp_iq3_s_avx2 = {8, MR_IQ3_S_RP8_BLOCK_BYTES / 8, mr_iq3_s_repack8, mr_iq3_s_rp8_group, MR_RP_MAX_NC};
+static const mr_repack_kern mr_rp_q2_0_avx2 = {8, 8 * 9, mr_q2_0_repack8, mr_q2_0_rp8_group, MR_RP_MAX_NC, 0};
+static const mr_repack_kern mr_rp_q4_0_avx2 = {8, MR_Q4_0_RP8_BLOCK_BYTES, mr_q4_0_repack8, mr_q4_0_rp8_group, 4, 2};
+static const mr_repack_kern mr_rp_q8_0_avx2 = {8, MR_Q8_0_RP8_BLOCK_BYTES, mr_q8_0_repack8, mr_q8_0_rp8_group, MR_RP_MAX_NC, 2};
+static const mr_repack_kern mr_rp_iq4_nl_avx2 = {8, 8 * 18, mr_iq4_nl_repack8, mr_iq4_nl_rp8_group, 4, 2};
+static const mr_repack_kern mr_rp_mxfp4_avx2 = {8, 8 * 17, mr_mxfp4_repack8, mr_mxfp4_rp8_group, 4, 1};
+static const mr_repack_kern mr_rp_q4_k_avx2 = {8, MR_Q4_K_RP8_BLOCK_BYTES / 8, kr_q4_k_repack8, kr_q4_k_rp8_group, MR_RP_MAX_NC, 0};
+static const mr_repack_kern mr_rp_iq4_xs_avx2 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8, mr_iq4_xs_rp8_group, 4, 0};
+static const mr_repack_kern mr_rp_q6_k_avx2 = {8, MR_Q6_K_RP8_BLOCK_BYTES / 8, kr_q6_k_repack8, kr_q6_k_rp8_group, MR_RP_MAX_NC, 0};
+static const mr_repack_kern mr_rp_iq3_s_avx2 = {8, MR_IQ3_S_RP8_BLOCK_BYTES / 8, mr_iq3_s_repack8, mr_iq3_s_rp8_group, MR_RP_MAX_NC, 0};
 
 #define K(T, D, D4) [MR_TYPE_##T] = {.dot = D, .dot4 = D4}
 #define KX(T, t) K(T, mr_vd_##t##_avx2, mr_vd4_##t##_avx2)

@@ -100,12 +100,12 @@ KX_ENTRY_P(q5_1, _avx512)
 static void mr_q4_0_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
     mr_repack_interleave4(src, cols, g0, g1, dst, 16, 18, 2);
 }
-static const mr_repack_kern mr_rp_q4_0_avx512 = {16, MR_Q4_0_RP_BLOCK_BYTES, mr_q4_0_repack16, mr_q4_0_rp16_group, 8};
+static const mr_repack_kern mr_rp_q4_0_avx512 = {16, MR_Q4_0_RP_BLOCK_BYTES, mr_q4_0_repack16, mr_q4_0_rp16_group, 8, 2};
 static void mr_q2_0_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
     mr_q2_0_repack(src, cols, g0, g1, dst, 16);
 }
 /* 16 rows x 32 values: 16 x 9 bytes */
-static const mr_repack_kern mr_rp_q2_0_avx512 = {16, 16 * 9, mr_q2_0_repack16, mr_q2_0_rp16_group, MR_RP_MAX_NC};
+static const mr_repack_kern mr_rp_q2_0_avx512 = {16, 16 * 9, mr_q2_0_repack16, mr_q2_0_rp16_group, MR_RP_MAX_NC, 0};
 /* IQ4_NL, MXFP4: 16-row layouts of the Q4_0 kind (q4_0_avx512.c), the AVX2 kernels' numerics */
 static void mr_iq4_nl_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
     mr_repack_interleave4(src, cols, g0, g1, dst, 16, 18, 2);
@@ -113,11 +113,11 @@ static void mr_iq4_nl_repack16(const void *src, int64_t cols, int64_t g0, int64_
 static void mr_mxfp4_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst) {
     mr_repack_interleave4(src, cols, g0, g1, dst, 16, 17, 1);
 }
-static const mr_repack_kern mr_rp_iq4_nl_avx512 = {16, 16 * 18, mr_iq4_nl_repack16, mr_iq4_nl_rp16_group, 8};
-static const mr_repack_kern mr_rp_mxfp4_avx512 = {16, 16 * 17, mr_mxfp4_repack16, mr_mxfp4_rp16_group, 8};
+static const mr_repack_kern mr_rp_iq4_nl_avx512 = {16, 16 * 18, mr_iq4_nl_repack16, mr_iq4_nl_rp16_group, 8, 2};
+static const mr_repack_kern mr_rp_mxfp4_avx512 = {16, 16 * 17, mr_mxfp4_repack16, mr_mxfp4_rp16_group, 8, 1};
 /* IQ4_XS: the AVX2 8-row layout and pack, multiplied with vpdpbusd (iq4_xs_avx512.c) */
 static const mr_repack_kern mr_rp_iq4_xs_avx512 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8,
-                                                   mr_iq4_xs_rp8_group_avx512, MR_RP_MAX_NC};
+                                                   mr_iq4_xs_rp8_group_avx512, MR_RP_MAX_NC, 0};
 
 /* The AVX-512 kernel table (quant_simd.h). Q4_0 has block-sum numerics (q4_0_avx512.c) and a
  * repacked layout; the Q8_0 / Q8_1 partners have prepared rows for the dot4p kernels. */

@@ -794,7 +794,7 @@ static void KA_CAT(ka_iq3s_group_, KA_SUFFIX)(const void *w, int64_t cols, const
     ka_iq3s_group(w, cols, act, y, nc);
 }
 static const mr_repack_kern KA_CAT(ka_rp_iq3_s_, KA_SUFFIX) = {1, sizeof(ka_iq3s_rp) / 8, KA_CAT(ka_iq3s_pack_, KA_SUFFIX),
-                                                               KA_CAT(ka_iq3s_group_, KA_SUFFIX), MR_RP_MAX_NC};
+                                                               KA_CAT(ka_iq3s_group_, KA_SUFFIX), MR_RP_MAX_NC, 0};
 KA_ROW_GEMM(iq4_xs)
 KA_ROW_GEMM(iq3_s)
 KA_ROW_GEMM(iq2_xxs)

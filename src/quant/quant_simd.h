@@ -45,6 +45,10 @@ typedef struct {
     void (*pack)(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
     void (*group)(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
     int max_nc;            /* <= MR_RP_MAX_NC */
+    /* a mr_repack_interleave4 layout (the same bytes as the plain rows, only moved): the plain
+     * block's head bytes; 0 for the other layouts. Such a layout can be made in place of the plain
+     * rows and undone (repack.h mr_repack_in_place, mr_repack_undo): paged experts use it. */
+    int i4_head;
 } mr_repack_kern;
 #define MR_RP_MAX_NC 8
 /* The AVX2 repacked kernels of Q2_0, IQ4_NL, MXFP4 and IQ4_XS prefetch their stream MR_RP_PF_BYTES

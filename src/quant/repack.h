@@ -28,4 +28,18 @@ uint64_t mr_repack_size(const mr_repacked *rp);   /* bytes of the copy */
 const void *mr_repack_at(const mr_repacked *rp, const void *W, int type, int64_t cols, int isa, int64_t *rows_left);
 /* rows per group when rp is a copy of a type/cols matrix made for isa, else 1 */
 int mr_repack_group_rows(const mr_repacked *rp, int type, int64_t cols, int isa);
+
+/* In place (paged experts, read into pager slots): under the ISA in use, a matrix whose layout only
+ * moves the plain bytes (mr_repack_kern.i4_head: IQ4_NL, MXFP4, Q4_0, Q8_0 on x86) is repacked where
+ * it lies, through staging (room for the matrix's bytes, used as scratch), in one thread.
+ * mr_repack_in_place: 0 done, -1 when the matrix does not apply (nothing changed).
+ * mr_repack_undo: the plain rows of such a matrix back into dst (the products that need plain rows).
+ * mr_repack_view: a handle for matrices repacked in place: mr_repack_at(view, W, ...) is W itself
+ * (rows_left = rows), so the engine runs the layout's kernel on them; pass it only with such rows.
+ * NULL when the matrix does not apply or out of memory (error set); free with mr_repack_free. */
+int mr_repack_in_place_applies(int type, int64_t cols, int64_t rows);
+int mr_repack_in_place(void *data, void *staging, int type, int64_t cols, int64_t rows);
+int mr_repack_undo(const void *data, void *dst, int type, int64_t cols, int64_t rows);
+mr_repacked *mr_repack_view(int type, int64_t cols, int64_t rows);
+int mr_repack_is_view(const mr_repacked *rp); /* 1 for a mr_repack_view handle */
 #endif
