@@ -2,7 +2,7 @@
 # Finds the Debian packages moerun needs that are missing and installs them with apt-get (through
 # sudo when not root), or stops with the exact command to run. Called by `make` (all, test, demo,
 # MPI=1, fuzz, test-aarch64) before compiling, and by .ci/run.
-#   sh scripts/deps.sh [GROUP...]   groups: build (default), test, mpi, fuzz, aarch64
+#   sh scripts/deps.sh [GROUP...]   groups: build (default), test, mpi, fuzz, aarch64, client
 #   MOERUN_DEPS=check   only report: exit 1 with the command when something is missing
 #   MOERUN_DEPS=skip    do nothing (non-Debian systems, or packages installed another way)
 # Without dpkg-query (not Debian) it says so and succeeds: the compiler then reports what is missing.
@@ -16,12 +16,15 @@ set -u
 # `make MPI=1` build under mpirun); fuzz = clang (the unversioned `clang` the Makefile calls; it
 # pulls in clang-14) with libFuzzer and the sanitizer runtimes (`make fuzz`); aarch64 = the cross
 # compiler, qemu-aarch64 and PCRE2 for arm64 (`make test-aarch64`). NAME:ARCH is a foreign
-# architecture's package: its architecture is added to dpkg first when it is not there.
+# architecture's package: its architecture is added to dpkg first when it is not there. client =
+# what docs/GUIDE.md's client examples run (curl; nodejs and npm for `npm install openai`); no make
+# target asks for it.
 pkgs_build="gcc make libc6-dev libpcre2-dev"
 pkgs_mpi="libopenmpi-dev openmpi-bin"
 pkgs_test="curl python3 iproute2 $pkgs_mpi"
 pkgs_fuzz="clang libclang-rt-14-dev"
 pkgs_aarch64="gcc-aarch64-linux-gnu qemu-user libpcre2-dev:arm64"
+pkgs_client="curl nodejs npm"
 
 mode=${MOERUN_DEPS:-install}
 [ "$mode" = skip ] && exit 0
@@ -35,7 +38,8 @@ for g in "$@"; do
         mpi)   want="$want $pkgs_build $pkgs_mpi" ;;
         fuzz)  want="$want $pkgs_build $pkgs_fuzz" ;;
         aarch64) want="$want $pkgs_build $pkgs_aarch64" ;;
-        *) echo "deps.sh: unknown group '$g' (build, test, mpi, fuzz, aarch64)" >&2; exit 2 ;;
+        client) want="$want $pkgs_build $pkgs_client" ;;
+        *) echo "deps.sh: unknown group '$g' (build, test, mpi, fuzz, aarch64, client)" >&2; exit 2 ;;
     esac
 done
 

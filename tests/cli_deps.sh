@@ -78,6 +78,10 @@ FAKE_INSTALLED="$ALL clang-14" run fuzz
 FAKE_INSTALLED="$ALL curl python3 iproute2" run mpi
 [ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends libopenmpi-dev openmpi-bin" ] && ok deps_group_mpi ||
     fail deps_group_mpi "apt=$(cat "$APTLOG")"
+# client: the guide's client examples (curl, Node's npm)
+FAKE_INSTALLED="$ALL" run client
+[ "$(grep install "$APTLOG")" = "apt-get install -y -qq --no-install-recommends curl nodejs npm" ] && ok deps_group_client ||
+    fail deps_group_client "apt=$(cat "$APTLOG")"
 # aarch64: the arm64 PCRE2 needs arm64 among dpkg's architectures; added once, before the update
 FAKE_INSTALLED="$ALL" run aarch64
 [ "$(cat "$APTLOG")" = "dpkg --add-architecture arm64
