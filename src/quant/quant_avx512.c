@@ -115,6 +115,9 @@ static void mr_mxfp4_repack16(const void *src, int64_t cols, int64_t g0, int64_t
 }
 static const mr_repack_kern mr_rp_iq4_nl_avx512 = {16, 16 * 18, mr_iq4_nl_repack16, mr_iq4_nl_rp16_group, 8, 2};
 static const mr_repack_kern mr_rp_mxfp4_avx512 = {16, 16 * 17, mr_mxfp4_repack16, mr_mxfp4_rp16_group, 8, 1};
+/* Q4_K: a 16-row layout with the numerics of the vec_dot above (q4_k_avx512.c) */
+static const mr_repack_kern mr_rp_q4_k_avx512 = {16, MR_Q4_K_RP16_BLOCK_BYTES / 8, mr_q4_k_repack16, mr_q4_k_rp16_group,
+                                                 MR_RP_MAX_NC, 0};
 /* IQ4_XS: the AVX2 8-row layout and pack, multiplied with vpdpbusd (iq4_xs_avx512.c) */
 static const mr_repack_kern mr_rp_iq4_xs_avx512 = {8, MR_IQ4_XS_RP8_BLOCK_BYTES / 8, mr_iq4_xs_repack8,
                                                    mr_iq4_xs_rp8_group_avx512, MR_RP_MAX_NC, 0};
@@ -143,7 +146,8 @@ const mr_kern mr_kern_avx512[MR_TYPE_COUNT] = {
                         .gemm1 = 1, .rp = &mr_rp_iq4_nl_avx512},
     [MR_TYPE_MXFP4] = {.dot = mr_vd_mxfp4_bs_avx2, .dot4 = mr_vd4_mxfp4_bs_avx2, .gemm = mr_gemm_mxfp4_bs_avx512,
                        .gemm1 = 1, .rp = &mr_rp_mxfp4_avx512},
-    KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q4_K, q4_k), KX(Q5_K, q5_k), KX(Q6_K, q6_k),
+    KX(Q2_K, q2_k), KX(Q3_K, q3_k), KX(Q5_K, q5_k), KX(Q6_K, q6_k),
+    [MR_TYPE_Q4_K] = {.dot = mr_vd_q4_k_avx512, .dot4 = mr_vd4_q4_k_avx512, .rp = &mr_rp_q4_k_avx512},
     KG(IQ2_XXS, iq2_xxs), KG(IQ3_S, iq3_s), KG(IQ1_S, iq1_s), KG(IQ1_M, iq1_m),
     KG(IQ3_XXS, iq3_xxs), KG(IQ2_XS, iq2_xs), KG(IQ2_S, iq2_s),
 };

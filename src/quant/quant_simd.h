@@ -54,8 +54,8 @@ typedef struct {
 /* The AVX2 repacked kernels of Q2_0, IQ4_NL, MXFP4 and IQ4_XS prefetch their stream MR_RP_PF_BYTES
  * ahead (blocks larger than that: the next block), one call per 64-byte line of a block: from DRAM
  * they otherwise stall on it (one thread on Zen 4, 32768 x 4096 GEMV: Q2_0 and IQ4_NL 1.8x, IQ4_XS
- * 1.4x faster). The other layouts (Q4_K, Q6_K, Q8_0, IQ3_S) and every AVX-512 kernel measured the
- * same or slower with it, so they have none. */
+ * 1.4x faster). The other layouts (Q4_K, Q6_K, Q8_0, IQ3_S) and every AVX-512 kernel (AVX-512 Q4_K: 1.1-1.2x
+ * slower from DRAM, 1.3x in cache) measured the same or slower with it, so they have none. */
 #define MR_RP_PF_BYTES 1024
 static inline void mr_rp_prefetch(const void *block, size_t bytes) {
     const char *p = (const char *)block + (bytes > MR_RP_PF_BYTES ? bytes : MR_RP_PF_BYTES);
@@ -157,6 +157,13 @@ void mr_vd4_iq4_xs_bs_avx512(int n, float *s, const void *w, const void *y, size
 void mr_gemm_iq4_xs_bs_avx512(int n, const void *w, size_t w_row, int nr, const void *y, size_t by, int nc, float *s,
                               size_t s_col);
 void mr_iq4_xs_rp8_group_avx512(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
+
+/* Q4_K under AVX-512 (q4_k_avx512.c): weights repacked in groups of 16 rows (2368 bytes per group
+ * and super-block) with the numerics of the AVX-512 vec_dot, multiplied with the Q8_K rows as they
+ * are. */
+#define MR_Q4_K_RP16_BLOCK_BYTES 2368
+void mr_q4_k_repack16(const void *src, int64_t cols, int64_t g0, int64_t g1, void *dst);
+void mr_q4_k_rp16_group(const void *w, int64_t cols, const void *const *act, float *const *y, int nc);
 
 /* IQ3_S under AVX2 (quant_iq_avx2.c): per-super-block integer numerics in every kernel, weights
  * repacked in groups of 8 rows with the grid lookups done (nibbles u = (w + 15) / 2, 1104 bytes per
