@@ -1,5 +1,6 @@
 #!/bin/sh
-# moerun server, constrained replies on kjv-moe (chatml tool calls) and tiny-deepseek4 (DSML): forced
+# moerun server, constrained replies on kjv-moe (chatml, gpt-oss harmony tool calls) and tiny-deepseek4 (DSML,
+# DeepSeek-V3.1): forced
 # tool calls (tool_choice required / named, Anthropic any / tool, streamed or not, parallel_tool_calls
 # false) are one call of an allowed function with arguments valid against its schema, json_schema
 # replies are valid (tests/server_agents.py, its own validator); schemas outside the subset are 400s
@@ -26,5 +27,12 @@ kill $SRV; wait $SRV 2>/dev/null
 
 server_start "$SHARED/models/tiny-deepseek4.gguf" deepseek4
 python3 tests/server_agents.py "http://127.0.0.1:$PORT" "${MR_AGENT_N:-4}" ds4
+kill $SRV; wait $SRV 2>/dev/null
+# the DeepSeek-V3.1 and gpt-oss (harmony) call formats on the same two models
+server_start "$SHARED/models/kjv-moe-q8_0.gguf" gpt-oss
+python3 tests/server_agents.py "http://127.0.0.1:$PORT" "${MR_AGENT_N:-4}" kjv_harmony
+kill $SRV; wait $SRV 2>/dev/null
+server_start "$SHARED/models/tiny-deepseek4.gguf" deepseek3
+python3 tests/server_agents.py "http://127.0.0.1:$PORT" "${MR_AGENT_N:-4}" ds4_ds31
 kill $SRV; wait $SRV 2>/dev/null
 exit 0

@@ -56,9 +56,11 @@ static void run_case(const mr_json *c) {
         const mr_json *tc = mr_json_get(m, "tool_calls");
         msgs[n].tool_calls = calls + nc;
         for (const mr_json *t = tc ? tc->child : NULL; t && nc < MAX_CALLS; t = t->next) {
-            const mr_json *f = mr_json_get(t, "function");
-            calls[nc++] = (mr_chat_tool_call){mr_json_get_str(t, "id", NULL), mr_json_get_str(f, "name", ""),
-                                              mr_json_get_str(f, "arguments", "{}")};
+            const mr_json *f = mr_json_get(t, "function"), *a = mr_json_get(f, "arguments");
+            /* arguments given as an object (the templates that write them with tojson): their JSON
+             * text, as a client sends it */
+            const char *args = a && a->type == MR_JSON_OBJ && no < MAX_CALLS + 16 ? (owned[no++] = mr_json_dump(a)) : mr_json_get_str(f, "arguments", "{}");
+            calls[nc++] = (mr_chat_tool_call){mr_json_get_str(t, "id", NULL), mr_json_get_str(f, "name", ""), args};
             msgs[n].n_tool_calls++;
         }
     }

@@ -52,6 +52,8 @@ static void test_round_trip(void) {
     round_trip("chatml", "<|im_start|>assistant\n", "<|im_end|>");
     round_trip("kimi-k2", "<|im_assistant|>assistant<|im_middle|>", "<|im_end|>");
     round_trip("deepseek4", "</think>", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>");
+    round_trip("deepseek3", "<think></think>", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>");
+    round_trip("gpt-oss", "<|channel|>analysis<|message|>", "<|call|>");
 }
 
 static void test_render_tools(void) {
@@ -93,6 +95,37 @@ static void test_parse_bad(void) {
     if (n > 0) mr_chat_tool_calls_free(got, n);
     const char *d2 = "<" DSML "tool_calls>\n<" DSML "invoke name=\"f\">\n<" DSML "parameter name=\"x\">1</" DSML "parameter>";
     CHECK(mr_chat_parse_tool_calls(NULL, "deepseek4", d2, strlen(d2), &cl, got, 4) == -1, "ds4 malformed accepted");
+}
+
+#define DS31(x) "<\xef\xbd\x9ctool\xe2\x96\x81" x "\xef\xbd\x9c>"
+/* the DeepSeek-V3.1 and gpt-oss call syntaxes as models write them: several calls, a reply cut
+ * before the closing markers, gpt-oss's own header order (channel first, <|constrain|>) */
+static void test_parse_formats(void) {
+    static const struct { const char *tmpl, *text; int n; size_t content; const char *name2, *args2; } cases[] = {
+        {"deepseek3", "Hm." DS31("calls\xe2\x96\x81" "begin") DS31("call\xe2\x96\x81" "begin") "f" DS31("sep") "{\"a\":1}"
+         DS31("call\xe2\x96\x81" "end") DS31("call\xe2\x96\x81" "begin") "g_2" DS31("sep") "{}" DS31("call\xe2\x96\x81" "end")
+         DS31("calls\xe2\x96\x81" "end"), 2, 3, "g_2", "{}"},
+        {"deepseek3", DS31("calls\xe2\x96\x81" "begin") DS31("call\xe2\x96\x81" "begin") "f" DS31("sep") "{\"a\": [true]}", 1, 0, NULL, NULL},
+        {"deepseek3", DS31("calls\xe2\x96\x81" "begin") DS31("call\xe2\x96\x81" "begin") "f" DS31("sep") "[1]", -1, 0, NULL, NULL},
+        {"deepseek3", DS31("calls\xe2\x96\x81" "begin") "f" DS31("sep") "{}", -1, 0, NULL, NULL},
+        {"gpt-oss", "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}<|call|>", 1, 0, NULL, NULL},
+        {"gpt-oss", " to=functions.f<|channel|>commentary json<|message|>{\"a\":1}<|call|><|start|>assistant to=functions.h"
+         "<|channel|>commentary json<|message|>{\"b\": null}", 2, 0, "h", "{\"b\": null}"},
+        {"gpt-oss", "Sure.<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}", 1, 5, NULL, NULL},
+        {"gpt-oss", " to=functions.f<|channel|>commentary json<|message|>nope", -1, 0, NULL, NULL},
+        {"gpt-oss", " to=functions.<|channel|>commentary json<|message|>{}", -1, 0, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mr_chat_tool_call got[4];
+        size_t cl = 0;
+        const int n = mr_chat_parse_tool_calls(NULL, cases[i].tmpl, cases[i].text, strlen(cases[i].text), &cl, got, 4);
+        CHECK(n == cases[i].n && (n < 0 || cl == cases[i].content), "case %zu (%s): %d calls, content %zu", i, cases[i].tmpl, n, cl);
+        if (n > 0) CHECK(!strcmp(got[0].name, "f") && (!strncmp(got[0].arguments, "{\"a\": ", 6) || !strcmp(got[0].arguments, "{}")),
+                         "case %zu: %s(%s)", i, got[0].name, got[0].arguments);
+        if (n == 2 && cases[i].name2)
+            CHECK(!strcmp(got[1].name, cases[i].name2) && !strcmp(got[1].arguments, cases[i].args2), "case %zu: %s(%s)", i, got[1].name, got[1].arguments);
+        if (n > 0) mr_chat_tool_calls_free(got, n);
+    }
 }
 
 /* request checks: wrong types and unsupported features are refused naming the field */
@@ -187,6 +220,7 @@ int main(void) {
     RUN(test_round_trip);
     RUN(test_render_tools);
     RUN(test_parse_bad);
+    RUN(test_parse_formats);
     RUN(test_request);
     return t_finish();
 }

@@ -278,7 +278,7 @@ static void test_schema_object_like_json_object(void) {
     mr_jschema_free(sc);
 }
 
-/* tool calls (mr_gen_calls) in the chatml, deepseek4 (DSML) and kimi-k2 formats: random walks through the
+/* tool calls (mr_gen_calls) in the chatml, deepseek4 (DSML), kimi-k2, deepseek3 and gpt-oss formats: random walks through the
  * recogniser always end in one call that the template's own parser (mr_chat_parse_tool_calls) reads
  * back, of one of the functions, with arguments valid against its schema */
 static const char *FN_NAMES[] = {"get_weather", "add", "get", "noargs"};
@@ -364,6 +364,8 @@ static void calls_walks(const char *tmpl) {
 }
 
 static void test_calls_kimi(void) { calls_walks("kimi-k2"); }
+static void test_calls_ds31(void) { calls_walks("deepseek3"); }
+static void test_calls_harmony(void) { calls_walks("gpt-oss"); }
 
 static void test_calls_chatml(void) {
     calls_walks("chatml");
@@ -411,6 +413,8 @@ int main(void) {
     RUN(test_schema_object_like_json_object);
     RUN(test_calls_chatml);
     RUN(test_calls_kimi);
+    RUN(test_calls_ds31);
+    RUN(test_calls_harmony);
     RUN(test_calls_dsml);
     return t_finish();
 }

@@ -269,8 +269,8 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
         uses_tools |= msgs[i].n_tool_calls > 0 || !strcmp(msgs[i].role, "tool");
     }
     const int kimi = !strcmp(tmpl, "kimi-k2");
-    if (!strcmp(tmpl, "deepseek3") && (o->thinking >= 0 || mr_chat_template_has(m, "thinking"))) {
-        mr_chat_render_ds31(&b, msgs, n, o->thinking, add_assistant); /* tools were refused above */
+    if (!strcmp(tmpl, "deepseek3") && (uses_tools || o->thinking >= 0 || mr_chat_template_has(m, "thinking"))) {
+        mr_chat_render_ds31(&b, msgs, n, o->thinking, add_assistant);
         return b.len;
     }
     if (!strcmp(tmpl, "chatglm4") && (o->thinking >= 0 || mr_chat_template_has(m, "<think>"))) {
@@ -278,8 +278,7 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
         mr_chat_render_glm(&b, msgs, n, o->thinking, add_assistant);
         return b.len;
     }
-    if (!strcmp(tmpl, "gpt-oss") && (o->thinking >= 0 || o->effort || mr_chat_template_has(m, "Reasoning: "))) {
-        if (uses_tools) { mr_set_error("chat: template gpt-oss has no tool calls here"); return -1; }
+    if (!strcmp(tmpl, "gpt-oss") && (uses_tools || o->thinking >= 0 || o->effort || mr_chat_template_has(m, "Reasoning: "))) {
         mr_chat_opts h = *o;
         char date[32];
         if (!h.date) { /* the reference's strftime_now: today */
@@ -288,11 +287,11 @@ int mr_chat_render_opts(const mr_model *m, const char *tmpl, const mr_chat_msg *
             strftime(date, sizeof date, "%Y-%m-%d", gmtime_r(&now, &tm));
             h.date = date;
         }
-        mr_chat_render_harmony(&b, msgs, n, &h, add_assistant);
+        mr_chat_render_harmony(&b, msgs, n, tools, n_tools, &h, add_assistant);
         return b.len;
     }
     if (uses_tools && !ds4 && !chatml && !kimi) {
-        mr_set_error("chat: template %s has no tool calls here (chatml, deepseek4 and kimi-k2 do)", tmpl);
+        mr_set_error("chat: template %s has no tool calls here (chatml, deepseek4, kimi-k2, deepseek3 and gpt-oss do)", tmpl);
         return -1;
     }
     if (ds4 || chatml || kimi) {
@@ -348,6 +347,8 @@ const char *mr_chat_tool_marker(const mr_model *m, const char *tmpl) {
     if (!strcmp(tmpl, "chatml")) return "<tool_call>";
     if (!strcmp(tmpl, "deepseek4")) return DS4_CALLS_OPEN;
     if (!strcmp(tmpl, "kimi-k2")) return "<|tool_calls_section_begin|>";
+    if (!strcmp(tmpl, "deepseek3")) return DS31_CALLS;
+    if (!strcmp(tmpl, "gpt-oss")) return "to=functions.";
     return NULL;
 }
 
@@ -364,6 +365,12 @@ int mr_chat_tool_call_format(const mr_model *m, const char *tmpl, mr_chat_call_f
     } else if (!strcmp(tmpl, "kimi-k2")) { /* the call's index: 0 (the first of the reply's calls in a fresh conversation) */
         *f = (mr_chat_call_format){"<|tool_calls_section_begin|>", "<|tool_call_begin|>functions.", ":0<|tool_call_argument_begin|>",
                                    "<|tool_call_end|>", 0};
+    } else if (!strcmp(tmpl, "deepseek3")) {
+        *f = (mr_chat_call_format){DS31_CALLS, DS31_CALL, DS31_SEP, DS31_CALL_END DS31_CALLS_END, 0};
+    } else if (!strcmp(tmpl, "gpt-oss")) {
+        /* after the generation prompt's "<|start|>assistant"; the reply ends with the arguments (its
+         * <|call|> is an end-of-generation token) */
+        *f = (mr_chat_call_format){" to=functions.", "", "<|channel|>commentary json<|message|>", "", 0};
     } else {
         mr_set_error("chat: template %s has no tool calls here", tmpl);
         return -1;
@@ -490,14 +497,22 @@ int mr_chat_parse_tool_calls(const mr_model *m, const char *tmpl, const char *te
     const char *at = memmem(text, len, marker, strlen(marker));
     if (!at) return 0;
     const char *end = text + len;
-    int ds4 = !strcmp(marker, DS4_CALLS_OPEN), kimi = !ds4 && strcmp(marker, "<tool_call>");
-    int n = ds4 ? parse_ds4(at, end, calls, max) : kimi ? mr_chat_parse_kimi(at, end, calls, max) : parse_chatml(at, end, calls, max);
+    const int ds4 = !strcmp(marker, DS4_CALLS_OPEN), chatml = !strcmp(marker, "<tool_call>"), harmony = !strcmp(marker, "to=functions.");
+    const int n = ds4 ? parse_ds4(at, end, calls, max) : chatml ? parse_chatml(at, end, calls, max)
+                : harmony ? mr_chat_parse_harmony(at, end, calls, max) : !strcmp(marker, DS31_CALLS) ? mr_chat_parse_ds31(at, end, calls, max)
+                : mr_chat_parse_kimi(at, end, calls, max);
     if (n == -2) return -1;
     if (n <= 0) return n < 0 ? -1 : 0;
-    /* the separator the renderer puts before the calls is not part of the content */
+    /* the separator the renderer puts before the calls is not part of the content; nor is a harmony
+     * call's header before "to=" (a new assistant message, its channel) */
     size_t c = (size_t)(at - text);
     if (ds4 && c >= 2 && !memcmp(at - 2, "\n\n", 2)) c -= 2;
-    else if (!ds4 && !kimi && c >= 1 && at[-1] == '\n') c -= 1;
+    else if (chatml && c >= 1 && at[-1] == '\n') c -= 1;
+    else if (harmony) {
+        static const char *const head[] = {" ", "<|channel|>commentary", "<|start|>assistant", "<|end|>"};
+        for (int h = 0; h < 4; h++)
+            if (c >= strlen(head[h]) && !memcmp(text + c - strlen(head[h]), head[h], strlen(head[h]))) c -= strlen(head[h]);
+    }
     *content_len = c;
     return n;
 }
