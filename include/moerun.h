@@ -697,6 +697,9 @@ int mr_ram_budget_parse(const char *arg, const char *model_path, int n_ctx, uint
 /* The arena "auto" chooses when `avail` bytes of RAM are free (0: this machine's MemAvailable, or the
  * memory cgroup's room when smaller): 0 when every expert fits (no paging); -1 if below the minimum. */
 int mr_ram_budget_auto(const char *model_path, uint64_t avail, int n_ctx, uint64_t *out);
+/* Bytes of RAM this process may still use: MemAvailable, or the memory cgroup's room when smaller
+ * (0 if /proc/meminfo cannot be read). */
+uint64_t mr_mem_available(void);
 /* A size: a number with an optional K/M/G/T (binary multiples; "KiB", "MB" spell the same), e.g.
  * "512M", "1.5G", "0": 0, or -1 if the whole string is not one. */
 int mr_size_parse(const char *s, uint64_t *out);

@@ -26,6 +26,10 @@ static int opt_template(const char *opt, const char *v, void *dst) {
     return 0;
 }
 
+/* --cache-ram not given: 1/8 of the memory available after the load, at most llama-server's default */
+#define CACHE_RAM_DEFAULT UINT64_MAX
+#define CACHE_RAM_MAX (8ull << 30)
+
 /* --cache-ram / --cache-disk: a size ("512M", "2G"); a bare number is MiB, as llama-server's --cache-ram */
 static int opt_cache_size(const char *opt, const char *v, void *dst) {
     uint64_t b;
@@ -60,7 +64,8 @@ static int opt_cache_size(const char *opt, const char *v, void *dst) {
      "approximations while serving (default: MOERUN_ADMIN_KEY, else the API\nkey; with neither the endpoint answers 403)", \
      .kind = MR_OPT_STR, .dst = &(a)->sp.admin_key}, \
     {.names = "-cram, --cache-ram", .arg = "SIZE", .help = "prompt cache shared by all slots: RAM for snapshots of the evaluation\n" \
-     "state (e.g. 2G; a number is MiB; default 0 = none unless --cache-dir); a\nprompt restores the longest cached prefix and reads only the rest", \
+     "state (e.g. 2G; a number is MiB; 0 = off; default: 1/8 of the memory\navailable once the model is loaded, at most 8G); a prompt restores the\n" \
+     "longest cached prefix and reads only the rest", \
      .kind = MR_OPT_FN, .dst = &(a)->sp.cache_ram, .fn = opt_cache_size}, \
     {.names = "--cache-dir", .arg = "DIR", .help = "prompt cache files in DIR (created if missing): they survive a restart;\n" \
      "POST /slots/N?action=save|restore keeps its files there too", .kind = MR_OPT_STR, .dst = &(a)->sp.cache_dir}, \
@@ -91,9 +96,10 @@ static void server_usage(FILE *f) {
                "Each connection has its own thread (keep-alive, Expect: 100-continue, read deadlines); requests\n"
                "that generate take one of --parallel slots in arrival order. A prompt that shares a prefix with\n"
                "a slot re-uses its evaluated tokens (deepseek4 only when the prompt extends the whole sequence);\n"
-               "with --cache-ram or --cache-dir, snapshots taken at message boundaries, every --cache-every\n"
-               "tokens, at the prompt's end and after each reply serve any slot, diverging prompts and restarts\n"
-               "(POST /slots/N?action=save|restore too). The address is bound before the model loads. See docs/SERVER.md.\n"
+               "A prompt cache in RAM (on by default, --cache-ram 0 turns it off; with --cache-dir also on disk):\n"
+               "snapshots taken at message boundaries, every --cache-every tokens, at the prompt's end and after\n"
+               "each reply serve any slot, diverging prompts and restarts (POST /slots/N?action=save|restore too).\n"
+               "The address is bound before the model loads. See docs/SERVER.md.\n"
                "Responses name the active MoE approximation: \"moerun\":{\"approx\":SPEC} and an X-Moerun-Approx\n"
                "header; --moe-approx-file is checked before every evaluation (docs/APPROX.md).\n"
                "With --ep (expert parallelism: an MPI build under mpirun; docs/MULTIHOST.md) rank 0 serves HTTP,\n"
@@ -109,6 +115,7 @@ static int cmd_server(int argc, char **argv) {
     mr_cli_common_init(&a.c);
     mr_cli_spec_default(&a.spec);
     mr_server_params_default(&a.sp);
+    a.sp.cache_ram = CACHE_RAM_DEFAULT;
     a.sp.stop = &server_stop;
     a.sp.api_key = getenv("MOERUN_API_KEY");
     a.sp.admin_key = getenv("MOERUN_ADMIN_KEY");
@@ -138,6 +145,12 @@ static int cmd_server(int argc, char **argv) {
         return intr ? 130 : 1;
     }
     if (mr_approx_params_enabled(&a.c.ap)) mr_cli_approx_report(m, stderr);
+    if (a.sp.cache_ram == CACHE_RAM_DEFAULT) {
+        /* measured once the model (and its expert arena) holds its memory, so the cache's bound comes
+         * out of what is left, never out of what --ram-budget auto gave the experts */
+        const uint64_t eighth = mr_mem_available() / 8;
+        a.sp.cache_ram = eighth < CACHE_RAM_MAX ? eighth : CACHE_RAM_MAX;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -31,7 +31,7 @@ int mr_size_parse(const char *s, uint64_t *out) {
     return 0;
 }
 
-static uint64_t mem_available(void) {
+uint64_t mr_mem_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return 0;
     char line[256];
@@ -39,7 +39,8 @@ static uint64_t mem_available(void) {
     while (fgets(line, sizeof line, f))
         if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
     fclose(f);
-    return (uint64_t)kb * 1024;
+    uint64_t avail = (uint64_t)kb * 1024, room = mr_cgroup_mem_room();
+    return room < avail ? room : avail; /* a memory cgroup (container, systemd scope) allows less */
 }
 
 /* the routed-expert tensors of a GGUF by name, as the architectures load them */
@@ -109,12 +110,7 @@ int mr_ram_budget_auto(const char *model_path, uint64_t avail, int n_ctx, uint64
     mr_pager_model_info mi;
     if (mr_pager_model_sizes(model_path, &mi)) return -1;
     if (!mi.expert_bytes) return 0; /* dense model: nothing to page */
-    if (!avail) {
-        uint64_t room = mr_cgroup_mem_room();
-        avail = mem_available();
-        if (!avail) { mr_set_error("--ram-budget auto: cannot read MemAvailable from /proc/meminfo"); return -1; }
-        if (room < avail) avail = room; /* a memory cgroup (container, systemd scope) allows less */
-    }
+    if (!avail && !(avail = mr_mem_available())) { mr_set_error("--ram-budget auto: cannot read MemAvailable from /proc/meminfo"); return -1; }
     /* everything that stays resident: dense weights (page cache), KV cache, scratch, and a margin */
     uint64_t dense = mi.total_bytes - mi.expert_bytes;
     uint64_t kv = mi.kv_bytes_per_token * (uint64_t)(n_ctx > 0 ? n_ctx : 4096);
