@@ -142,6 +142,16 @@ mr_model *mr_session_model(const mr_session *s);
  * NULL): [kmax][n_vocab], the block's logits of each step. The session itself is unchanged. Returns
  * the number of drafts (kmax cut to the context), -1 with an error (no MTP block, ...). */
 int mr_session_mtp_draft(mr_session *s, mr_session *mtp, int32_t last, int kmax, int32_t *out, float *logits);
+/* The same for any drafter of the hook, with conf (may be NULL): [kmax] a DSpark drafter's confidence in
+ * each draft (its conf_proj head; -1 where the drafter has none, as an MTP block). A DSpark drafter
+ * (general.architecture dflash, docs/DEEPSEEK4.md "DSpark drafters") drafts min(kmax, block_size) tokens
+ * in one block after injecting the taps of the positions evaluated since its last call. */
+int mr_session_draft_conf(mr_session *s, mr_session *mtp, int32_t last, int kmax, int32_t *out, float *logits,
+                          float *conf);
+/* Prepare m for drafter d (an MTP sidecar: nothing to do; a DSpark drafter: m's sessions record the
+ * mean of the hyper-connection streams at d's target layers from their next evaluation on, so call it
+ * before the prompt is evaluated). -1 if d cannot draft for m. */
+int mr_model_draft_attach(mr_model *m, const mr_model *d);
 int mr_model_n_mtp(const mr_model *m); /* MTP blocks loaded (0: none or not asked for); a sidecar has
                                           mr_model_n_layer 0 */
 /* Evaluate n tokens after the ones already in the session (n > 1: one batch; n == 1: decode step).

@@ -40,3 +40,9 @@ if "$MOERUN" run -m "$TMPD/trunk.gguf" -p "And God said" --temp 0 -n 24 -t 1 --s
    [ "$(sed -n 's/^ids: //p' "$TMPD/o")" = "$(sed -n 's/^ids: //p' "$TMPD/plain")" ] && grep -q "^speculative: MTP drafts .* drafted" "$TMPD/e"; then
   ok run_spec_mtp_sidecar_same_ids; else fail run_spec_mtp_sidecar_same_ids "$(head -c 300 "$TMPD/e")"; fi
 expect_err run_mtp_sidecar_alone "MTP sidecar" "$MOERUN" run -m "$TMPD/side.gguf" -p hi -n 2
+# a DSpark drafter (arch dflash) given with -md: block drafts from the trunk's target-layer states, same ids
+"$MOERUN" synth --shape deepseek-v4-tiny-di64 --mix f32 --seed 2 --layout dspark -o "$TMPD/dspark.gguf" >/dev/null 2>&1
+if "$MOERUN" run -m "$TMPD/trunk.gguf" -p "And God said" --temp 0 -n 24 -t 1 --show-ids -md "$TMPD/dspark.gguf" >"$TMPD/o" 2>"$TMPD/e" &&
+   [ "$(sed -n 's/^ids: //p' "$TMPD/o")" = "$(sed -n 's/^ids: //p' "$TMPD/plain")" ] && grep -q "^speculative: DSpark drafts .* drafted" "$TMPD/e"; then
+  ok run_spec_dspark_same_ids; else fail run_spec_dspark_same_ids "$(head -c 300 "$TMPD/e")"; fi
+expect_err run_dspark_alone "DSpark drafter" "$MOERUN" run -m "$TMPD/dspark.gguf" -p hi -n 2

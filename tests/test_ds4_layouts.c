@@ -4,7 +4,9 @@
  *   mtp       + a bundled MTP block (block_count L+1, nextn_predict_layers 1, blk.L.nextn.*): runs the
  *             L trunk layers only, so its logits equal the trunk file's bit for bit
  *   mtp-only  an MTP sidecar (mainline's convert --mtp): refused as such
- *   dspark    a DSpark drafter (arch dflash): refused as such
+ *   dspark    a DSpark drafter (arch dflash): loads as a drafter (no trunk layers, its stages), run
+ *             alone it is refused by name; without hyper-connections (a DFlash drafter for another
+ *             family) refused as such
  *   v41       DeepSeek-V4.1 (arch deepseek41): refused as such
  * and swiglu_clamp_shexp: read, applied to the shared expert (absent: the routed clamp). */
 #include "moerun.h"
@@ -81,7 +83,33 @@ static void test_ds4_layout_mtp_bundled(void) {
 }
 
 static void test_ds4_layout_mtp_only(void) { refused("mtp-only", "MTP sidecar"); }
-static void test_ds4_layout_dspark(void) { refused("dspark", "DSpark"); }
+static int rewrite(const char *src, const char *dst, const char *drop, const char *set, int arr_type, uint64_t n,
+                   const void *vals);
+
+static void test_ds4_layout_dspark(void) {
+    const char *p = make("dspark", 0);
+    CHECK(p, "synth dspark");
+    if (!p) return;
+    mr_model_params mp;
+    mr_model_params_default(&mp);
+    mr_model *m = mr_model_load(p, &mp);
+    CHECK(m && mr_model_n_layer(m) == 0 && mr_model_n_mtp(m) == 2, "the DSpark file should load as a drafter of 2 stages: %s",
+          m ? "wrong counts" : mr_last_error());
+    mr_session *s = m ? mr_session_new(m, 32) : NULL;
+    const int32_t one = 1;
+    CHECK(s && mr_session_eval(s, &one, 1, NULL, 0) && strstr(mr_last_error(), "DSpark drafter"),
+          "run alone, a DSpark drafter should be refused by name: %s", mr_last_error());
+    mr_session_free(s);
+    mr_model_free(m);
+    /* the same keys without hyper_connection.count: mainline's DFlash drafter for a non-V4 target */
+    char q[300];
+    snprintf(q, sizeof q, "%s.nohc.gguf", p);
+    CHECK(!rewrite(p, q, "dflash.hyper_connection.count", NULL, 0, 0, NULL), "rewrite: %s", mr_last_error());
+    m = mr_model_load(q, &mp);
+    CHECK(!m && strstr(mr_last_error(), "DFlash"), "a DFlash drafter should be refused by name: %s", mr_last_error());
+    mr_model_free(m);
+    unlink(q);
+}
 static void test_ds4_layout_v41(void) { refused("v41", "DeepSeek-V4.1"); }
 
 /* swiglu_clamp_shexp = 0.05 bites on nearly every shared-expert activation: the clamping graphs'

@@ -9,6 +9,7 @@
 #include "moerun_tools.h"
 #include "test.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -19,7 +20,8 @@ typedef struct {
     unsigned long long seed;
     float shexp;
     int mtp; /* also the MTP block's draft logits (mr_session_mtp_draft), loaded with params.mtp: 1 the
-                file's own block, 2 a sidecar's (layout mtp-only, same shape/mix/seed, hash side_hash) */
+                file's own block, 2 a sidecar's (layout mtp-only, same shape/mix/seed, hash side_hash);
+                3: a DSpark drafter's blocks (layout dspark, same shape/mix/seed, hash side_hash) */
 } ml_entry;
 
 static int read_manifest(ml_entry *e, int max) {
@@ -175,7 +177,70 @@ static void check_chain(const ml_entry *e, mr_model *m, mr_model *side, const in
     free(lg); free(pos); free(ref);
 }
 
+/* One DSpark block after the target took ids[0..p) (decode: one token per eval, a one-token draft before
+ * each, as the driver injects after every target batch): the drafts, confidences and the block's logits
+ * (rows [k][V]) for ids[p]; 0 or -1 */
+static int dspark_block(mr_model *m, mr_model *side, const int32_t *ids, int n, int p, int decode, int k, int32_t *got,
+                        float *conf, float *lg) {
+    mr_session *s = mr_session_new(m, n + 16), *ds = mr_session_new(side, n + 16);
+    int32_t one;
+    int rc = !s || !ds;
+    if (!rc && !decode && p > 0) rc = mr_session_eval(s, ids, p, NULL, 0);
+    for (int q = 0; !rc && decode && q < p; q++)
+        rc = mr_session_draft_conf(s, ds, ids[q], 1, &one, NULL, NULL) != 1 || mr_session_eval(s, ids + q, 1, NULL, 0);
+    if (!rc) rc = mr_session_draft_conf(s, ds, ids[p], k, got, lg, conf) != k;
+    mr_session_free(s);
+    mr_session_free(ds);
+    return rc ? -1 : 0;
+}
+
+/* the DSpark goldens (NAME.dspark-PATH.txt: p, mainline's k drafts and k confidences per block;
+ * NAME.dspark-PATH.lgts: the blocks' logits with the Markov bias): the same drafts, confidences within
+ * 1e-3 (mainline's own two paths differ by up to 2.1e-4), the logits in the entry's class */
+static void check_dspark(const ml_entry *e, mr_model *m, mr_model *side, const int32_t *ids, int n, int paged) {
+    enum { K = 8 };
+    for (int d = 0; d < 2; d++) {
+        const char *path = d ? "dspark-decode" : "dspark-prefill";
+        char rel[256], why[512] = "";
+        snprintf(rel, sizeof rel, DIR "%.63s.%s.txt", e->name, path);
+        FILE *f = fopen(rel, "r");
+        snprintf(rel, sizeof rel, DIR "%.63s.%s.lgts", e->name, path);
+        int nr = 0, nv = 0, row = 0, bad = !f, p;
+        int32_t *pos = NULL;
+        float *ref = NULL, cmax = 0.0f;
+        if (bad || mr_lgts_read(rel, &nr, &nv, &pos, &ref)) { snprintf(why, sizeof why, "cannot read %s", rel); bad = 1; }
+        const int V = mr_model_n_vocab(m);
+        float *lg = bad ? NULL : malloc(sizeof(float) * (size_t)nr * (size_t)V);
+        while (lg && !bad && fscanf(f, "%d", &p) == 1 && row + K <= nr && p < n) {
+            int32_t want[K], got[K];
+            float wc[K], gc[K];
+            for (int i = 0; i < K; i++) bad |= fscanf(f, "%d", &want[i]) != 1;
+            for (int i = 0; i < K; i++) bad |= fscanf(f, "%f", &wc[i]) != 1;
+            if (!bad && dspark_block(m, side, ids, n, p, d, K, got, gc, lg + (size_t)row * V)) {
+                snprintf(why, sizeof why, "block at %d: %s", p, mr_last_error());
+                bad = 1;
+            }
+            for (int i = 0; !bad && i < K; i++) {
+                if (got[i] != want[i]) { snprintf(why, sizeof why, "at %d draft %d is %d, mainline's %d", p, i, got[i], want[i]); bad = 1; }
+                const float dc = fabsf(gc[i] - wc[i]);
+                cmax = dc > cmax ? dc : cmax;
+                if (!(dc <= 1e-3f)) { snprintf(why, sizeof why, "at %d confidence %d is %g, mainline's %g", p, i, gc[i], wc[i]); bad = 1; }
+            }
+            row += K;
+        }
+        if (f) fclose(f);
+        mr_logits_cmp c;
+        if (!bad && (row != nr || !lg || nv != V)) { snprintf(why, sizeof why, "dspark files do not fit (%d of %d rows)", row, nr); bad = 1; }
+        if (!bad && (mr_logits_compare(ref, lg, nr, V, &c) || mr_logits_check_class(e->cls, &c, why, sizeof why) != 1)) bad = 1;
+        printf("%s %s.%s.%s [%s] %d blocks of %d drafts, confidence max diff %.2g %s\n", bad ? "FAIL" : "ok", e->name, path,
+               paged ? "paged" : "resident", e->cls, nr / K, K, (double)cmax, why);
+        if (bad) t_failed++; else t_passed++;
+        free(lg); free(pos); free(ref);
+    }
+}
+
 static void check_mtp(const ml_entry *e, mr_model *m, mr_model *side, const int32_t *ids, int n, int paged) {
+    if (e->mtp == 3) { check_dspark(e, m, side, ids, n, paged); return; }
     for (int d = 0; d < 2; d++) {
         const char *path = d ? "mtp-decode" : "mtp-prefill";
         float *lg = mtp_rows(m, side, e, path, ids, n);
@@ -210,7 +275,7 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
     if (!strcmp(e->model, "synth")) {
         snprintf(model, sizeof model, "%.200s/%.63s.gguf", tmpdir, e->name);
         if (synth_checked(e, e->layout, e->hash, model)) return;
-        if (e->mtp == 2 && synth_checked(e, "mtp-only", e->side_hash, side_path)) { unlink(model); return; }
+        if (e->mtp >= 2 && synth_checked(e, e->mtp == 3 ? "dspark" : "mtp-only", e->side_hash, side_path)) { unlink(model); return; }
     } else {
         snprintf(model, sizeof model, "%s", t_shared(e->model));
     }
@@ -222,16 +287,16 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
     mp.graph = MR_GRAPH_MAINLINE;
     mp.mtp = e->mtp != 0;
     mr_pager_model_info pi, si = {0};
-    if (mr_pager_model_sizes(model, &pi) || pi.min_budget == 0 || (e->mtp == 2 && mr_pager_model_sizes(side_path, &si))) {
+    if (mr_pager_model_sizes(model, &pi) || pi.min_budget == 0 || (e->mtp >= 2 && mr_pager_model_sizes(side_path, &si))) {
         printf("FAIL %s: pager sizes: %s\n", e->name, mr_last_error());
         t_failed++;
     }
     for (int paged = 0; ids && paged < 2; paged++) {
         mp.ram_budget = paged ? pi.min_budget : 0;
         mr_model *m = mr_model_load(model, &mp), *side = NULL;
-        if (m && e->mtp == 2) {
+        if (m && e->mtp >= 2) {
             mp.ram_budget = paged ? si.min_budget : 0;
-            if (!(side = mr_model_load(side_path, &mp))) { mr_model_free(m); m = NULL; }
+            if (!(side = mr_model_load(side_path, &mp)) || mr_model_draft_attach(m, side)) { mr_model_free(side); mr_model_free(m); m = side = NULL; }
         }
         if (!m) { printf("FAIL %s: %s\n", e->name, mr_last_error()); t_failed++; continue; }
         const int V = mr_model_n_vocab(m);
@@ -278,7 +343,7 @@ static void run_entry(const ml_entry *e, const char *tmpdir) {
     mr_model_free(m);
     free(ids);
     if (!strcmp(e->model, "synth")) unlink(model);
-    if (e->mtp == 2) unlink(side_path);
+    if (e->mtp >= 2) unlink(side_path);
 }
 
 int main(void) {

@@ -469,6 +469,68 @@ static void test_spec_mtp_identical(void) {
     rmdir(dir);
 }
 
+/* DSpark drafts (-md with a dflash file, mainline's draft-dspark driver): a synthesized drafter for the
+ * tiny-di64 trunk, greedy output identical to plain decoding, resident and paged (the drafter's experts
+ * paged too); random weights accept practically none. A target session evaluated before the drafter is
+ * attached has no taps to give it: refused by name. */
+static void test_spec_dspark_identical(void) {
+    char dir[] = "/tmp/mr_specdsp_XXXXXX", path[64], dpath[64];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    snprintf(path, sizeof path, "%s/trunk.gguf", dir);
+    snprintf(dpath, sizeof dpath, "%s/dspark.gguf", dir);
+    mr_synth_params sy = {.shape = "deepseek-v4-tiny-di64", .mix = "f32", .seed = 3, .layout = "trunk"};
+    CHECK(mr_synth(path, &sy) == 0, "synth: %s", mr_last_error());
+    sy.layout = "dspark";
+    CHECK(mr_synth(dpath, &sy) == 0, "synth: %s", mr_last_error());
+    mr_pager_model_info pi, di;
+    CHECK(mr_pager_model_sizes(path, &pi) == 0 && mr_pager_model_sizes(dpath, &di) == 0, "%s", mr_last_error());
+    mr_sampler_params sp;
+    mr_sampler_default_params(&sp);
+    sp.temperature = 0;
+    for (int paged = 0; paged < 2; paged++) {
+        mr_model_params mp;
+        mr_model_params_default(&mp);
+        mp.n_threads = 1;
+        mp.ram_budget = paged ? pi.min_budget : 0;
+        mr_model *m = mr_model_load(path, &mp);
+        mp.ram_budget = paged ? di.min_budget : 0;
+        mr_model *dm = mr_model_load(dpath, &mp);
+        mr_session *ds = dm ? mr_session_new(dm, 256) : NULL;
+        CHECK(m && ds, "load: %s", mr_last_error());
+        if (!m || !ds) { mr_session_free(ds); mr_model_free(dm); mr_model_free(m); continue; }
+        int32_t prompt[64], a[64], b[64];
+        int np = rep_prompt(prompt, mr_model_n_vocab(m)), active = 0;
+        mr_gen_stats gs;
+        int na = gen(m, prompt, np, 40, &sp, 0, NULL, NULL, a, NULL, NULL, NULL, 0);
+        int nb = gen(m, prompt, np, 40, &sp, 5, ds, NULL, b, &gs, &active, NULL, 0);
+        CHECK(na == 40 && nb == na && !memcmp(a, b, sizeof(int32_t) * (size_t)na), "greedy output differs with DSpark drafts");
+        CHECK(active && gs.n_spec_steps >= 20 && gs.n_drafted >= gs.n_spec_steps, "DSpark drafts: %d steps, %d drafted",
+              gs.n_spec_steps, gs.n_drafted);
+        printf("# DSpark drafts (%s): %d verification steps, %d drafted, %d accepted\n", paged ? "paged" : "resident",
+               gs.n_spec_steps, gs.n_drafted, gs.n_draft_accepted);
+        if (!paged) {
+            mr_session *s = mr_session_new(m, 64), *s2 = NULL;
+            int32_t out[4];
+            mr_model *m2 = mr_model_load(path, &mp);
+            if (m2 && (s2 = mr_session_new(m2, 64)) && mr_session_eval(s2, prompt, 4, NULL, 0) == 0) {
+                CHECK(mr_model_draft_attach(m2, dm) == 0, "attach: %s", mr_last_error());
+                CHECK(mr_session_mtp_draft(s2, ds, prompt[4], 4, out, NULL) < 0 && strstr(mr_last_error(), "attach"),
+                      "a session evaluated before the attach should be refused: %s", mr_last_error());
+            }
+            CHECK(s && mr_session_mtp_draft(s, ds, prompt[0], 4, out, NULL) == 4, "a fresh session drafts: %s", mr_last_error());
+            mr_session_free(s2);
+            mr_model_free(m2);
+            mr_session_free(s);
+        }
+        mr_session_free(ds);
+        mr_model_free(dm);
+        mr_model_free(m);
+    }
+    remove(path);
+    remove(dpath);
+    rmdir(dir);
+}
+
 int main(void) {
     RUN(test_spec_verify_distribution);
     RUN(test_spec_truncate_exact);
@@ -478,5 +540,6 @@ int main(void) {
     RUN(test_spec_stop_and_limit);
     RUN(test_spec_batched_identical);
     RUN(test_spec_mtp_identical);
+    RUN(test_spec_dspark_identical);
     return t_finish();
 }

@@ -34,13 +34,21 @@ int mr_cli_spec_setup(mr_cli_spec *o, int n_threads, int n_ctx, mr_gen_params *g
     mr_model_params_default(&dp);
     mr_cli_env_apply(&dp);
     dp.n_threads = n_threads;
-    dp.mtp = 1; /* a DeepSeek-V4 MTP sidecar loads as its block (other models ignore it) */
+    dp.mtp = 1; /* a DeepSeek-V4 MTP sidecar loads as its block (other models and DSpark drafters ignore it) */
     o->draft_model = mr_model_load(o->draft_path, &dp);
     if (!o->draft_model) { fprintf(stderr, "error: draft model: %s\n", mr_last_error()); return -1; }
     o->draft = mr_session_new(o->draft_model, n_ctx);
     if (!o->draft) { fprintf(stderr, "error: draft model: %s\n", mr_last_error()); return -1; }
     gp->draft = o->draft;
     return 0;
+}
+
+static const char *spec_kind(const mr_cli_spec *o) {
+    if (o->draft_model && !mr_model_n_layer(o->draft_model)) {
+        const char *a = mr_model_meta_str(o->draft_model, "general.architecture");
+        return a && !strcmp(a, "dflash") ? "DSpark" : "MTP";
+    }
+    return o->mtp ? "MTP" : o->draft_path ? "draft-model" : "n-gram";
 }
 
 void mr_cli_spec_report(const mr_cli_spec *o, const mr_gen *g, FILE *out) {
@@ -52,7 +60,7 @@ void mr_cli_spec_report(const mr_cli_spec *o, const mr_gen *g, FILE *out) {
     mr_gen_stats gs;
     mr_gen_get_stats(g, &gs);
     fprintf(out, "speculative: %s drafts of up to %d, %d verification steps, %d drafted, %d accepted (%.1f%%), %.2f tokens per step\n",
-            o->mtp || (o->draft_model && !mr_model_n_layer(o->draft_model)) ? "MTP" : o->draft_path ? "draft-model" : "n-gram", o->max, gs.n_spec_steps, gs.n_drafted, gs.n_draft_accepted,
+            spec_kind(o), o->max, gs.n_spec_steps, gs.n_drafted, gs.n_draft_accepted,
             gs.n_drafted ? 100.0 * gs.n_draft_accepted / gs.n_drafted : 0.0,
             gs.n_spec_steps ? (double)(gs.n_spec_steps + gs.n_draft_accepted) / gs.n_spec_steps : 0.0);
 }

@@ -337,6 +337,8 @@ mr_gen *mr_gen_new(mr_session *s, const mr_gen_params *p) {
                 mr_set_error("generate: the draft model's vocabulary (%d tokens) differs from the model's (%d)", (int)mr_model_n_vocab(dm), g->n_vocab);
                 goto fail;
             }
+            /* a DSpark drafter reads states the session keeps from its next evaluation on (the prompt's) */
+            if (mr_draft_is_mtp(dm) && mr_model_draft_attach(mr_session_model(s), dm)) goto fail;
         }
         /* rejected drafts are cut from the state: only architectures that can cut it */
         g->spec = mr_session_can_truncate(s) && (!g->p.draft || mr_session_can_truncate(g->p.draft));

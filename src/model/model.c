@@ -20,10 +20,11 @@ extern const struct mr_arch mr_arch_deepseek2;
 extern const struct mr_arch mr_arch_gpt_oss;
 extern const struct mr_arch mr_arch_glm4moe;
 extern const struct mr_arch mr_arch_qwen35moe;
+extern const struct mr_arch mr_arch_dflash;
 
 static const struct mr_arch *mr_find_arch(const char *name) {
     const struct mr_arch *table[] = {&mr_arch_llama, &mr_arch_qwen3moe, &mr_arch_deepseek4, &mr_arch_deepseek2,
-                                         &mr_arch_gpt_oss, &mr_arch_glm4moe, &mr_arch_qwen35moe};
+                                         &mr_arch_gpt_oss, &mr_arch_glm4moe, &mr_arch_qwen35moe, &mr_arch_dflash};
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (table[i] && table[i]->name && !strcmp(table[i]->name, name)) return table[i];
     return NULL;
@@ -32,12 +33,7 @@ static const struct mr_arch *mr_find_arch(const char *name) {
 /* Architectures that come with the files users download beside the ones we run, refused by what
  * they are rather than as "unsupported" (arch names from mainline llama.cpp's llama-arch.cpp). */
 static void mr_unsupported_arch(const mr_model *m, const char *arch) {
-    if (!strcmp(arch, "dflash")) {
-        const int dspark = mr_gguf_find_tensor(m->gguf, "markov_w1.weight") != NULL;
-        mr_set_error("%s: this is a %s speculative-decoding drafter (general.architecture 'dflash'), a sidecar that "
-                     "drafts for its target model from the target's hidden states; it does not run alone and moerun "
-                     "does not run it (-md takes a complete model or a DeepSeek-V4 MTP sidecar; docs/DEEPSEEK4.md)", m->path, dspark ? "DSpark" : "DFlash");
-    } else if (!strcmp(arch, "deepseek41")) {
+    if (!strcmp(arch, "deepseek41")) {
         mr_set_error("%s: this is a DeepSeek-V4.1 model (general.architecture 'deepseek41', with Engram tables), "
                      "which moerun does not support; DeepSeek-V4-Flash files are 'deepseek4'", m->path);
     } else {
@@ -263,11 +259,11 @@ int mr_session_truncate(mr_session *s, int n) {
     return 0;
 }
 
-int mr_session_mtp_draft(mr_session *s, mr_session *mtp, int32_t last, int kmax, int32_t *out, float *logits) {
+int mr_session_draft_conf(mr_session *s, mr_session *mtp, int32_t last, int kmax, int32_t *out, float *logits, float *conf) {
     if (!mtp) mtp = s;
-    if (!mtp->m->n_mtp || !s->m->arch->mtp_draft || mtp->m->arch != s->m->arch) {
+    if (!mtp->m->n_mtp || !s->m->arch->mtp_draft || mtp->m->arch->mtp_draft != s->m->arch->mtp_draft) {
         mr_set_error("mtp: %s has no MTP block loaded for %s (a deepseek4 file with nextn_predict_layers, or its "
-                     "sidecar, loaded with mr_model_params.mtp = 1)", mtp->m->path, s->m->path);
+                     "sidecar, loaded with mr_model_params.mtp = 1, or a DSpark drafter)", mtp->m->path, s->m->path);
         return -1;
     }
     if (last < 0 || last >= s->m->n_vocab) { mr_set_error("mtp: token %d is out of range", last); return -1; }
@@ -280,12 +276,25 @@ int mr_session_mtp_draft(mr_session *s, mr_session *mtp, int32_t last, int kmax,
     mr_pager_eval_begin(mtp->m->pager, 1);
     s->m->ws = &s->ws; s->m->tmp = &s->tmp;
     mtp->m->ws = &mtp->ws; mtp->m->tmp = &mtp->tmp; /* one arena per model (mtp may be s) */
-    const int rc = s->m->arch->mtp_draft(s->m, s->st, mtp->m, mtp->st, last, kmax, out, logits);
+    const int rc = s->m->arch->mtp_draft(s->m, s->st, mtp->m, mtp->st, last, kmax, out, logits, conf);
     s->m->ws = s->m->tmp = mtp->m->ws = mtp->m->tmp = NULL;
     mr_pager_eval_end(mtp->m->pager);
     mr_isa_leave(isa_prev);
     if (rc < 0) mr_model_pager_release_all(mtp->m);
     return rc;
+}
+
+int mr_session_mtp_draft(mr_session *s, mr_session *mtp, int32_t last, int kmax, int32_t *out, float *logits) {
+    return mr_session_draft_conf(s, mtp, last, kmax, out, logits, NULL);
+}
+
+int mr_model_draft_attach(mr_model *m, const mr_model *d) {
+    if (!d->n_mtp || d->n_layer) { mr_set_error("draft: %s is not an MTP sidecar or DSpark drafter", d->path); return -1; }
+    if (d->arch->mtp_draft != m->arch->mtp_draft) {
+        mr_set_error("draft: %s (%s) cannot draft for %s (%s)", d->path, d->arch_name, m->path, m->arch_name);
+        return -1;
+    }
+    return m->arch->draft_attach ? m->arch->draft_attach(m, d) : 0;
 }
 
 int mr_model_n_mtp(const mr_model *m) { return m->n_mtp; }

@@ -61,9 +61,12 @@ struct mr_arch {
     /* the evaluation state at n_past positions through io (above); returns what io->fn returned */
     int (*state_io)(mr_model *m, void *st, int n_past, mr_state_io *io);
     /* optional: mr_session_mtp_draft (moerun.h): the trunk's state st at n_past positions, the MTP block
-     * of model mm (m, or a sidecar of the same arch) with its state mst (st, or the sidecar session's) */
+     * of model mm (m, or a sidecar or DSpark drafter with the same hook) with its state mst (st, or the
+     * drafter session's); conf (a DSpark drafter's confidences) may be NULL */
     int (*mtp_draft)(mr_model *m, void *st, mr_model *mm, void *mst, int32_t last, int kmax, int32_t *out,
-                     float *logits);
+                     float *logits, float *conf);
+    /* optional: mr_model_draft_attach (moerun.h): make m's sessions keep what drafter d reads */
+    int (*draft_attach)(mr_model *m, const mr_model *d);
     /* refuse a file with a tensor the loader did not look up (mainline loads optional biases, LongRoPE
      * factors, NVFP4 ".scale" tensors...: ignoring one would compute something else), except the blocks
      * past n_layer (MTP heads, skipped on purpose) */

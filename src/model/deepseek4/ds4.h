@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DS4_MAX_TAP 8
+#define DS4_MAX_TAP_LAYERS 256
+
 typedef struct {
     int ratio;                  /* 0, 4 or 128 */
     float lim;                  /* routed SwiGLU clamp (swiglu_clamp_exp) */
@@ -43,6 +46,19 @@ typedef struct {
     const float *enorm, *hnorm, *mtp_norm; /* nextn.enorm, hnorm; shared_head_norm, else output_norm */
     const mr_gguf_tensor *mtp_embd;     /* nextn.embed_tokens, else token_embd */
     int shexp_key;              /* the file has swiglu_clamp_shexp */
+    /* a DSpark drafter (arch dflash, mainline's graph_dsv4; n_layer 0, its L stages run only by
+     * ds4_dspark_draft): encoder fc {n_tap*d -> d} + enc_norm over the target's taps, the stages'
+     * block attention (noncausal: every block row sees the whole block), the Markov head
+     * markov_w1 {R, V} / markov_w2 {R -> V}, the confidence head conf_w {d + R -> 1} + conf_b */
+    int dspark, block, mask_tok, noncausal, R_mk, n_tap;
+    int tap[DS4_MAX_TAP];       /* target layers whose input streams' mean feeds the encoder (L: the output) */
+    mr_weight fc, markov_w2, conf_w;
+    const float *enc_norm, *conf_b;
+    const mr_gguf_tensor *markov_w1;
+    /* a target with a DSpark drafter attached (ds4_draft_attach): sessions keep the mean of the streams
+     * at the tap layers' inputs, tap_at[il] = the tap's index or -1 ([L + 1]), of the last tap_cap positions */
+    int n_taps, tap_cap;
+    int tap_at[DS4_MAX_TAP_LAYERS + 1];
     int d, L, V, H, D, R, G, rq, ro, E, K, F, Fs, Lh, W, Hi, Di, topk, Nh, Ti, n_ctx_train;
     float eps, eps_hc, ws;
     int norm_w;
@@ -113,6 +129,9 @@ typedef struct {
     float *h;
     int32_t *htok;
     int hcap, h_low, mtp_past;
+    /* model n_taps: the taps [tap_cap][n_taps][d] (position p at row p % tap_cap) from position tap_from on */
+    float *tap;
+    int tap_from;
     float *kconv;       /* scratch kept between steps: a short batch's F16 keys as floats */
     size_t kconv_cap;   /* floats */
     mr_scratch scratch; /* a batch's buffers (forward.c ds4_buf_carve), grown to the largest batch */
@@ -127,7 +146,10 @@ int ds4_eval_multi(mr_model *m, void *const *st, const int *pos, const int32_t *
                    float *logits);
 /* forward.c: the mr_arch mtp_draft (mr_session_mtp_draft in moerun.h) */
 int ds4_mtp_draft(mr_model *m, void *st, mr_model *mm, void *mst, int32_t last, int kmax, int32_t *out,
-                  float *logits);
+                  float *logits, float *conf);
+/* forward.c: a DSpark drafter's block (called by ds4_mtp_draft for a dflash mm); conf [kmax] or NULL */
+int ds4_dspark_draft(mr_model *m, void *st, mr_model *mm, void *mst, int32_t last, int kmax, int32_t *out,
+                     float *logits, float *conf);
 /* rows of the MTP block's window ring: the window, the cut-back slack and the longest draft */
 #define DS4_MTP_RING_EXTRA (DS4_CUT_SLACK + 64)
 

@@ -455,8 +455,11 @@ static void ds4_keys_item(void *arg, long t) {
     const float **kf = j->kf + t * (int64_t)j->max_keys;
     const uint16_t **kh = j->kh + t * (int64_t)j->max_keys;
     int nk = 0;
-    /* raw window: positions max(0, p-W+1) .. p (§3.7); the batch's own rows, older ones from the ring */
-    for (int64_t s = p - M->W + 1 < 0 ? 0 : p - M->W + 1; s <= p; s++, nk++) {
+    /* raw window: positions max(0, p-W+1) .. p (§3.7); the batch's own rows, older ones from the ring. A
+     * DSpark block is non-causal: every row also sees the block's later rows (mainline's draft context
+     * with causal attention off, the window mask still on) */
+    const int64_t last = M->noncausal ? j->pos0 + j->n - 1 : p;
+    for (int64_t s = p - M->W + 1 < 0 ? 0 : p - M->W + 1; s <= last; s++, nk++) {
         if (s >= j->pos0) { kf[nk] = j->kvb + (s - j->pos0) * D; kh[nk] = NULL; }
         else ds4_rows_ptr(&j->ls->raw, s % j->ls->raw.cap, &kf[nk], &kh[nk]);
     }
@@ -774,7 +777,7 @@ static int ds4_attn_seq(mr_model *m, ds4_state *st, int il, int n, int pos0, ds4
         const int64_t last = pos0 + n;
         const int max_comp = r ? (int)(r == 4 && last / 4 > M->topk ? M->topk : last / r) : 0;
         job.nvis_max = r ? (int)(last / r) : 0;
-        job.max_keys = M->W + max_comp;
+        job.max_keys = M->W + max_comp + (M->noncausal ? n : 0);
         /* keys are F16 values when they come from an F16 cache: always, unless MOERUN_DS4_PREFILL_F32
          * asks for the reference's F32 keys in a prefill's compressed layers */
         job.f16 = M->kv_f16 && (r == 0 || !prefill || !M->prefill_f32);
@@ -984,9 +987,10 @@ static void ds4_head_item(void *arg, long t) {
 }
 
 /* HC head, norm and LM head for no rows of X [no][Nh*d] (§3.2, §3.10): the trunk's with output_norm
- * and output, the MTP block's with its shared head norm and head */
+ * and output, the MTP block's with its shared head norm and head; pre (may be NULL): [no][d] the HC
+ * head's output before the norm (a DSpark drafter's confidence input) */
 static int ds4_head(mr_model *m, const ds4_model *M, const float *X, int no, ds4_buf *B, const float *norm,
-                    const mr_weight *head, float *logits) {
+                    const mr_weight *head, float *logits, float *pre) {
     const int d = M->d, dump = mr_model_dumping(m);
     MR_PROF_BEGIN(th0);
     ds4_hc_job nj = {.M = M, .X = X, .zn = B->zn};
@@ -997,12 +1001,47 @@ static int ds4_head(mr_model *m, const ds4_model *M, const float *X, int no, ds4
     ds4_head_job hj = {M, X, B->zn, B->mixes, B->y};
     ds4_pfor(m, no, ds4_head_item, &hj);
     DUMP("result_hc", -1, B->y, d, no);
+    if (pre) memcpy(pre, B->y, sizeof(float) * (size_t)d * (size_t)no);
     for (int t = 0; t < no; t++) mr_rms_norm(B->y + (int64_t)t * d, B->y + (int64_t)t * d, norm, d, M->eps);
     MR_PROF_END(th1, "hc_head");
     DUMP("result_norm", -1, B->y, d, no);
     if (mr_model_matmul(m, head, B->y, no, logits)) return -1;
     DUMP("result_output", -1, logits, M->V, no);
     return 0;
+}
+
+/* A DSpark drafter's taps (ds4_draft_attach): each session's ring, made at its first evaluation after
+ * the drafter was attached (positions before it have none: tap_from) */
+static int ds4_tap_rings(const ds4_model *M, ds4_state *const *st, const int *pos, int n) {
+    for (int t = 0; t < n; t++) {
+        ds4_state *s = st[t];
+        if (s->tap) continue;
+        if (!(s->tap = mr_calloc((size_t)M->tap_cap * (size_t)M->n_taps * (size_t)M->d, sizeof(float)))) {
+            mr_set_error("deepseek4: out of memory for the DSpark taps");
+            return -1;
+        }
+        s->tap_from = pos[t];
+    }
+    return 0;
+}
+
+/* the mean of the Nh streams of X [n][Nh*d] at layer il's input (mainline's dsv4_hc_mean: summed in
+ * stream order, times 1/Nh), into each session's tap ring when il is a tap layer */
+static void ds4_taps(const ds4_model *M, ds4_state *const *st, const int *pos, int il, int n, const float *X) {
+    const int k = M->tap_at[il], d = M->d, Nh = M->Nh;
+    if (k < 0) return;
+    const float inv = 1.0f / (float)Nh;
+    for (int t = 0; t < n; t++) {
+        ds4_state *s = st[t];
+        const float *x = X + (int64_t)t * Nh * d;
+        float *dst = s->tap + ((int64_t)(pos[t] % M->tap_cap) * M->n_taps + k) * d;
+        for (int i = 0; i < d; i++) {
+            float acc = x[i];
+            for (int h = 1; h < Nh; h++) acc += x[(int64_t)h * d + i];
+            dst[i] = acc * inv;
+        }
+        if (pos[t] < s->h_low) s->h_low = pos[t];
+    }
 }
 
 /* One forward pass over n tokens: token t of session st[t] at position pos[t] (a session's tokens in
@@ -1032,10 +1071,13 @@ static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const 
         for (int h = 0; h < Nh; h++) memcpy(X + t * hd + (int64_t)h * d, e, sizeof(float) * (size_t)d);
     }
     MR_PROF_END(tem, "embed");
+    if (M->n_taps && ds4_tap_rings(M, st, pos, n)) goto done;
     for (int il = 0; il < M->L; il++) {
+        if (M->n_taps) ds4_taps(M, st, pos, il, n, X);
         if (ds4_attention(m, st, pos, il, n, X, &B)) goto done;
         if (ds4_ffn(m, il, tok, n, X, &B, &st[0]->moe_ws)) goto done;
     }
+    if (M->n_taps) ds4_taps(M, st, pos, M->L, n, X);
     for (int t = 0; M->keep_h && t < n; t++) { /* the MTP block's input pairs (ds4_mtp_draft) */
         ds4_state *s = st[t];
         memcpy(s->h + (int64_t)(pos[t] % s->hcap) * hd, X + t * hd, sizeof(float) * (size_t)hd);
@@ -1051,7 +1093,7 @@ static int ds4_forward(mr_model *m, ds4_state *const *st, const int *pos, const 
                 no++;
             }
     }
-    if (logits && no && ds4_head(m, M, X + t0 * hd, no, &B, M->out_norm, &M->output, logits)) goto done;
+    if (logits && no && ds4_head(m, M, X + t0 * hd, no, &B, M->out_norm, &M->output, logits, NULL)) goto done;
     rc = 0;
 done:
     return rc;
@@ -1063,8 +1105,10 @@ done:
 #define DS4_MAX_BATCH 256
 /* an MTP sidecar has no trunk to run */
 static int ds4_no_trunk(const mr_model *m) {
-    if (!((const ds4_model *)m->priv)->sidecar) return 0;
-    mr_set_error("%s: an MTP sidecar has no trunk layers: it only drafts for the main model's sessions", m->path);
+    const ds4_model *M = m->priv;
+    if (!M->sidecar && !M->dspark) return 0;
+    mr_set_error("%s: %s has no trunk layers: it only drafts for the main model's sessions", m->path,
+                 M->dspark ? "a DSpark drafter" : "an MTP sidecar");
     return -1;
 }
 
@@ -1137,7 +1181,7 @@ static int ds4_mtp_run(mr_model *m, ds4_state *st, const int32_t *tok, int n, in
     if (logits) {
         if (ds4_ffn(m, M->L, tok, n, X, &B, &st->moe_ws)) goto done;
         if (hout) memcpy(hout, X, sizeof(float) * (size_t)(hd * n));
-        if (ds4_head(m, M, X, n, &B, M->mtp_norm, &M->mtp_head, logits)) goto done;
+        if (ds4_head(m, M, X, n, &B, M->mtp_norm, &M->mtp_head, logits, NULL)) goto done;
     }
     rc = 0;
 done:
@@ -1162,8 +1206,10 @@ static int32_t ds4_argmax(const float *l, int n) {
  * streams (step 0: the trunk's at n_past - 1), greedy. The chain's ring rows are left behind as
  * scratch: mtp_past stays n_past, so the next catch-up writes those positions first. */
 int ds4_mtp_draft(mr_model *m, void *stp, mr_model *mm, void *mstp, int32_t last, int kmax, int32_t *out,
-                  float *logits) {
+                  float *logits, float *conf) {
     const ds4_model *M = m->priv, *MM = mm->priv;
+    if (MM->dspark) return ds4_dspark_draft(m, stp, mm, mstp, last, kmax, out, logits, conf);
+    for (int i = 0; conf && i < kmax; i++) conf[i] = -1.0f; /* an MTP block has no confidence head */
     ds4_state *st = stp, *mst = mstp;
     const int n = st->n_past, V = M->V;
     const int64_t hd = (int64_t)M->Nh * M->d;
@@ -1208,5 +1254,137 @@ done:
     free(h);
     free(lg);
     free(tk);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* a DSpark drafter (mainline llama.cpp's dflash graph_dsv4 under common/speculative.cpp's draft-dspark
+ * driver) */
+
+/* KV injection of positions from..from+nc-1 into the stages' window rings (the embedding batch of
+ * graph_dsv4): the target's taps [nc][n_tap*d] (from st's ring) through fc and enc.output_norm, then per
+ * stage kv_norm(attn_kv g) with the stage's RoPE on the last dims (and FP8 where the graph has it),
+ * stored like the stage's own window rows; no attention runs. */
+static int ds4_dspark_inject(mr_model *mm, const ds4_model *M, const ds4_state *st, ds4_state *mst, int from, int nc) {
+    const ds4_model *MM = mm->priv;
+    const int d = MM->d, D = MM->D, nt = MM->n_tap;
+    float *feat = mr_malloc(sizeof(float) * (size_t)nc * (size_t)(nt * d) + 16);
+    float *g = mr_malloc(sizeof(float) * (size_t)nc * (size_t)d + 16), *kv = mr_malloc(sizeof(float) * (size_t)nc * (size_t)D + 16);
+    int rc = -1;
+    if (!feat || !g || !kv) { mr_set_error("deepseek4: out of memory for the DSpark injection"); goto done; }
+    for (int q = 0; q < nc; q++)
+        memcpy(feat + (int64_t)q * nt * d, st->tap + (int64_t)((from + q) % M->tap_cap) * nt * d, sizeof(float) * (size_t)(nt * d));
+    if (mr_model_matmul(mm, &MM->fc, feat, nc, g)) goto done;
+    for (int q = 0; q < nc; q++) mr_rms_norm(g + (int64_t)q * d, g + (int64_t)q * d, MM->enc_norm, d, MM->eps);
+    for (int il = 0; il < MM->L; il++) {
+        const ds4_layer *ly = &MM->layers[il];
+        ds4_rows *ring = &mst->l[il].raw;
+        if (mr_model_matmul(mm, &ly->kv, g, nc, kv)) goto done;
+        for (int q = 0; q < nc; q++) {
+            float cs[4096], *r = kv + (int64_t)q * D;
+            mr_rms_norm(r, r, ly->kv_norm, D, MM->eps);
+            ds4_rope_cache(&ly->rope, from + q, 0, cs);
+            ds4_rope_tail(r, D, MM->R, cs);
+            if (MM->fp8) ds4_fp8_sim(r, D, MM->R);
+            ds4_rows_put(ring, (from + q) % ring->cap, r);
+        }
+    }
+    rc = 0;
+done:
+    free(feat); free(g); free(kv);
+    return rc;
+}
+
+/* The Markov head over the block's k rows (base logits lg [k][V], pre-norm states pre [k][d]), in place:
+ * row i gets markov_w2 markov_w1[prev] added, prev = the anchor for row 0, else row i-1's argmax; the
+ * confidence of row i is sigmoid(conf_proj [pre_i; markov_w1[prev]] + b). out: each row's argmax. */
+static int ds4_dspark_markov(mr_model *mm, int32_t last, int k, float *lg, const float *pre, int32_t *out, float *conf) {
+    const ds4_model *MM = mm->priv;
+    const int d = MM->d, R = MM->R_mk, V = MM->V;
+    float *feat = mr_malloc(sizeof(float) * (size_t)(d + R) + 16), *bias = mr_malloc(sizeof(float) * (size_t)V + 16);
+    int rc = -1;
+    int32_t prev = last;
+    if (!feat || !bias) { mr_set_error("deepseek4: out of memory for the Markov head"); goto done; }
+    for (int i = 0; i < k; i++) {
+        float *row = lg + (int64_t)i * V;
+        if (mr_tensor_get_row(MM->markov_w1, prev, feat + d) || mr_model_matmul(mm, &MM->markov_w2, feat + d, 1, bias)) goto done;
+        for (int v = 0; v < V; v++) row[v] += bias[v];
+        if (conf && MM->conf_w.data) {
+            float c;
+            memcpy(feat, pre + (int64_t)i * d, sizeof(float) * (size_t)d);
+            if (mr_model_matmul(mm, &MM->conf_w, feat, 1, &c)) goto done;
+            conf[i] = mr_sigmoid(c + (MM->conf_b ? MM->conf_b[0] : 0.0f));
+        } else if (conf) {
+            conf[i] = -1.0f;
+        }
+        out[i] = prev = ds4_argmax(row, V);
+    }
+    rc = 0;
+done:
+    free(feat); free(bias);
+    return rc;
+}
+
+/* The block [last, mask x (k-1)] at positions n..n+k-1 through the stages: embedding (the drafter's or
+ * the target's) copied into every stream, each stage's attention (window ring + the whole block) and
+ * MoE, the drafter's HC head, output_norm and head (its own or the target's): base logits lg [k][V] and
+ * the pre-norm states pre [k][d] */
+static int ds4_dspark_block(const ds4_model *M, mr_model *mm, ds4_state *mst, int32_t last, int n, int k, float *lg,
+                            float *pre) {
+    const ds4_model *MM = mm->priv;
+    const int d = MM->d, Nh = MM->Nh;
+    const int64_t hd = (int64_t)Nh * d;
+    const mr_gguf_tensor *emb = MM->tok_embd ? MM->tok_embd : M->tok_embd;
+    const mr_weight *head = MM->output.data ? &MM->output : &M->output;
+    ds4_state *stv[64];
+    int pos[64];
+    int32_t tok[64];
+    ds4_buf B;
+    float *X, *e;
+    if (ds4_buf_carve(MM, mst, k, &B, &X, &e)) return -1;
+    for (int t = 0; t < k; t++) {
+        stv[t] = mst;
+        pos[t] = n + t;
+        tok[t] = t ? MM->mask_tok : last;
+        if (mr_tensor_get_row(emb, tok[t], e)) return -1;
+        for (int h = 0; h < Nh; h++) memcpy(X + t * hd + (int64_t)h * d, e, sizeof(float) * (size_t)d);
+    }
+    for (int il = 0; il < MM->L; il++)
+        if (ds4_attention(mm, stv, pos, il, k, X, &B) || ds4_ffn(mm, il, tok, k, X, &B, &mst->moe_ws)) return -1;
+    return ds4_head(mm, MM, X, k, &B, MM->out_norm, head, lg, pre);
+}
+
+/* mr_session_mtp_draft with a DSpark drafter (mm, mst) for the target (m, st) at n = n_past: the taps of
+ * the positions evaluated since the drafter's last call (at most its window before n: older rows are
+ * never read) are injected, then one block of k = min(kmax, block_size) drafts: row i of the block at
+ * position n + i predicts the token at n + i + 1 (mainline's anchor-first DSpark; no confidence cut, as
+ * its default p_min 0). The block's ring rows are scratch: mtp_past stays n, the next injection writes
+ * those positions first. */
+int ds4_dspark_draft(mr_model *m, void *stp, mr_model *mm, void *mstp, int32_t last, int kmax, int32_t *out,
+                     float *logits, float *conf) {
+    const ds4_model *M = m->priv, *MM = mm->priv;
+    ds4_state *st = stp, *mst = mstp;
+    const int n = st->n_past, V = MM->V, k = kmax < MM->block ? kmax : MM->block;
+    if (!M->n_taps || M->n_taps != MM->n_tap || (n > 0 && !st->tap)) {
+        mr_set_error("%s: attach the DSpark drafter %s (mr_model_draft_attach) before evaluating the session, so that "
+                     "it keeps the drafter's target-layer states", m->path, mm->path);
+        return -1;
+    }
+    if (mst->mtp_past > n) mst->mtp_past = n; /* the drafter's state does not see the target cut back */
+    int from = mst->mtp_past < st->h_low ? mst->mtp_past : st->h_low;
+    if (from < n - MM->W) from = n - MM->W;
+    if (from < st->tap_from || !st->tap) from = st->tap ? st->tap_from : n;
+    if (from < 0) from = 0;
+    float *lg = logits ? logits : mr_malloc(sizeof(float) * (size_t)k * (size_t)V + 16);
+    float *pre = mr_malloc(sizeof(float) * (size_t)k * (size_t)MM->d + 16);
+    int rc = -1;
+    if (!lg || !pre) { mr_set_error("deepseek4: out of memory for DSpark drafts"); goto done; }
+    if (n > from && ds4_dspark_inject(mm, M, st, mst, from, n - from)) goto done;
+    mst->mtp_past = st->h_low = n;
+    if (ds4_dspark_block(M, mm, mst, last, n, k, lg, pre) || ds4_dspark_markov(mm, last, k, lg, pre, out, conf)) goto done;
+    rc = k;
+done:
+    if (lg != logits) free(lg);
+    free(pre);
     return rc;
 }

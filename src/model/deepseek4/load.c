@@ -147,6 +147,7 @@ static int ds4_read_nextn(mr_model *m, ds4_model *M) {
 /* attention.compress_ratios: u32/i32 array of >= L entries, each 0, 4 or 128 */
 static int ds4_read_ratios(mr_model *m, ds4_model *M) {
     const mr_gguf_kv *kv;
+    if (ds4_get_kv_array(m, "attention.compress_ratios", &kv) && M->dspark) return 0; /* mainline: all 0 */
     if (ds4_get_kv_array(m, "attention.compress_ratios", &kv)) {
         mr_set_error("%s: missing key %s.attention.compress_ratios", m->path, m->arch_name);
         return -1;
@@ -167,6 +168,12 @@ static int ds4_read_ratios(mr_model *m, ds4_model *M) {
         }
         M->layers[l].ratio = (int)r;
     }
+    for (int l = 0; M->dspark && l < M->L; l++)
+        if (M->layers[l].ratio != 0) {
+            mr_set_error("%s: DSpark stage %d has compress ratio %d; mainline llama.cpp's DSpark drafters attend over "
+                         "their window only (ratio 0 on every stage)", m->path, l, M->layers[l].ratio);
+            return -1;
+        }
     if (M->mtp && M->layers[M->L].ratio != 0) {
         mr_set_error("%s: the MTP block (blk.%d) has compress ratio %d; it attends over its window only (ratio 0, as "
                      "mainline llama.cpp requires)", m->path, M->L, M->layers[M->L].ratio);
@@ -180,6 +187,37 @@ static int ds4_read_ratios(mr_model *m, ds4_model *M) {
                                         dst = (int)v_; } while (0)
 #define F32(suffix, req, def, dst) do { if (mr_model_hp_f32(m, suffix, req, def, &dst)) goto fail; } while (0)
 #define BAD(...) do { mr_set_error(__VA_ARGS__); goto fail; } while (0)
+
+/* A DSpark drafter's keys (mainline llama_model_dflash::load_arch_hparams and the draft-dspark driver):
+ * block_size, target_layers (the target layers whose inputs feed the encoder), the mask token of the
+ * block's later rows, attention.causal (absent: a non-causal block, the driver's default); every
+ * block_count block is a stage. A bonus-anchor export (sample_from_anchor false) is refused. */
+static int ds4_read_dspark(mr_model *m, ds4_model *M) {
+    const mr_gguf_kv *kv;
+    uint32_t v = 0;
+    int causal = 0, anchor = 1;
+    if (mr_model_hp_u32(m, "block_size", 1, 0, &v)) return -1;
+    if (v < 1 || v > 64) BAD("%s: dflash.block_size %u must be in 1..64", m->path, v);
+    M->block = (int)v;
+    if (ds4_get_kv_array(m, "target_layers", &kv) || kv->type != MR_GGUF_ARRAY ||
+        (kv->arr_type != MR_GGUF_I32 && kv->arr_type != MR_GGUF_U32) || kv->n < 1 || kv->n > DS4_MAX_TAP)
+        BAD("%s: a DSpark drafter needs dflash.target_layers, an integer array of 1..%d layers", m->path, DS4_MAX_TAP);
+    M->n_tap = (int)kv->n;
+    for (int i = 0; i < M->n_tap; i++) {
+        const int32_t t = ((const int32_t *)kv->arr)[i];
+        if (t < 0 || t > DS4_MAX_TAP_LAYERS) BAD("%s: dflash.target_layers[%d] = %d is out of range", m->path, i, t);
+        M->tap[i] = t;
+    }
+    if (mr_model_hp_bool(m, "attention.causal", 0, 0, &causal) || mr_model_hp_bool(m, "sample_from_anchor", 0, 1, &anchor)) return -1;
+    if (!anchor) BAD("%s: a DSpark drafter with a bonus anchor slot (dflash.sample_from_anchor false) is not supported", m->path);
+    M->noncausal = !causal;
+    if (mr_gguf_get_u32(m->gguf, "tokenizer.ggml.mask_token_id", &v)) BAD("%s: a DSpark drafter needs tokenizer.ggml.mask_token_id (the block's mask token)", m->path);
+    M->mask_tok = (int)(v & 0x7fffffff);
+    M->L = M->n_run = M->L_all;
+    return 0;
+fail:
+    return -1;
+}
 
 /* the loaders below stop looking after the first error, so the message names the first problem */
 static const float *ds4_vec(mr_model *m, int req, int64_t n, const char *fmt, int il) {
@@ -255,7 +293,7 @@ static int ds4_read_hparams(mr_model *m, ds4_model *M, ds4_hp *hp) {
     U32("attention.indexer.head_count", 0, 0, M->Hi);
     U32("attention.indexer.key_length", 0, 0, M->Di);
     U32("attention.indexer.top_k", 0, 0, M->topk);
-    U32("hash_layer_count", 1, 0, M->Lh);
+    U32("hash_layer_count", !M->dspark, 0, M->Lh);
     U32("hyper_connection.count", 1, 0, M->Nh);
     U32("hyper_connection.sinkhorn_iterations", 1, 0, M->Ti);
     F32("hyper_connection.epsilon", 1, 0.0f, M->eps_hc);
@@ -458,13 +496,49 @@ static int ds4_load_tensors(mr_model *m, ds4_model *M, mr_pager_layer *pl) {
     return m->load_err ? -1 : 0;
 }
 
+/* A DSpark drafter's tensors (mainline load_arch_tensors with hyper_connection.count): the Markov head
+ * (without it the file is a DFlash drafter), the confidence head, the encoder, its HC head and norm,
+ * token_embd and output when it has its own (else the target's), the stages. */
+static int ds4_load_dspark_tensors(mr_model *m, ds4_model *M, mr_pager_layer *pl) {
+    const int d = M->d, Nh = M->Nh;
+    const int64_t any[2] = {-1, -1};
+    M->markov_w1 = mr_model_tensor(m, 0, 2, any, "markov_w1.weight");
+    if (!M->markov_w1) BAD("%s: a DFlash drafter without the DSpark Markov head (markov_w1): moerun runs DSpark drafters only", m->path);
+    M->R_mk = (int)M->markov_w1->ne[0];
+    M->V = (int)M->markov_w1->ne[1];
+    const int64_t es[2] = {d, M->V};
+    M->tok_embd = mr_model_tensor(m, 0, 2, es, "token_embd.weight");
+    M->markov_w2 = ds4_mat(m, 1, M->R_mk, M->V, "markov_w2.weight", 0);
+    M->conf_w = ds4_mat(m, 0, (int64_t)d + M->R_mk, 1, "conf_proj.weight", 0);
+    M->conf_b = ds4_vec(m, 0, 1, "conf_proj.bias", 0);
+    M->fc = ds4_mat(m, 1, (int64_t)M->n_tap * d, d, "fc.weight", 0);
+    M->enc_norm = ds4_vec(m, 1, d, "enc.output_norm.weight", 0);
+    M->out_hc_base = ds4_vec(m, 1, Nh, "output_hc_base.weight", 0);
+    M->out_hc_fn = ds4_mat(m, 1, (int64_t)Nh * d, Nh, "output_hc_fn.weight", 0);
+    M->out_hc_scale = ds4_vec(m, 1, 1, "output_hc_scale.weight", 0);
+    M->out_norm = ds4_vec(m, 1, d, "output_norm.weight", 0);
+    M->output = ds4_mat(m, 0, d, M->V, "output.weight", 0);
+    for (int l = 0; l < M->L; l++)
+        if (ds4_load_layer(m, M, l, &pl[l])) return -1;
+    return m->load_err ? -1 : 0;
+fail:
+    return -1;
+}
+
 static int ds4_load(mr_model *m) {
     ds4_model *M = mr_calloc(1, sizeof *M);
     mr_pager_layer *pl = NULL;
     if (!M) { mr_set_error("deepseek4: out of memory"); return -1; }
     m->priv = M;
     ds4_hp hp;
-    if (ds4_read_hparams(m, M, &hp) || ds4_read_nextn(m, M) || ds4_read_ffexp(m, M)) goto fail;
+    M->dspark = !strcmp(m->arch_name, "dflash");
+    if (M->dspark && !mr_gguf_find_kv(m->gguf, "dflash.hyper_connection.count"))
+        BAD("%s: this is a DFlash speculative-decoding drafter for a target without hyper-connections "
+            "(general.architecture 'dflash', no dflash.hyper_connection.count); moerun runs only DeepSeek-V4 DSpark "
+            "drafters", m->path);
+    if (ds4_read_hparams(m, M, &hp) || (M->dspark ? ds4_read_dspark(m, M) : ds4_read_nextn(m, M)) ||
+        ds4_read_ffexp(m, M))
+        goto fail;
     char stkey[128];
     snprintf(stkey, sizeof stkey, "%s.rope.scaling.type", m->arch_name);
     const char *stype = mr_model_meta_str_internal(m, stkey);
@@ -475,11 +549,11 @@ static int ds4_load(mr_model *m) {
     ds4_rope_layers(M, &hp, stype);
     pl = mr_calloc((size_t)M->n_run, sizeof *pl);
     if (!pl) BAD("deepseek4: out of memory");
-    if (ds4_load_tensors(m, M, pl)) goto fail;
+    if (M->dspark ? ds4_load_dspark_tensors(m, M, pl) : ds4_load_tensors(m, M, pl)) goto fail;
     m->n_vocab = M->V;
     m->n_embd = M->d;
-    m->n_layer = M->sidecar ? 0 : M->L;
-    m->n_mtp = M->mtp;
+    m->n_layer = M->sidecar || M->dspark ? 0 : M->L;
+    m->n_mtp = M->dspark ? M->L : M->mtp;
     m->n_ctx_train = M->n_ctx_train;
     if (mr_model_init_pager_n(m, pl, M->n_run)) goto fail;
     free(pl);
@@ -506,6 +580,7 @@ static void ds4_state_free(mr_model *m, void *p) {
     free(s->l);
     free(s->h);
     free(s->htok);
+    free(s->tap);
     free(s->kconv);
     mr_scratch_free(&s->scratch);
     mr_scratch_free(&s->moe_ws);
@@ -522,7 +597,7 @@ static void ds4_state_reset(mr_model *m, void *p) {
     }
     /* the trunk's streams of position -1 are zero (mainline's first pair) */
     if (s->h) memset(s->h, 0, sizeof(float) * (size_t)s->hcap * (size_t)M->Nh * (size_t)M->d);
-    s->h_low = s->mtp_past = 0;
+    s->h_low = s->mtp_past = s->tap_from = 0;
     for (int l = 0; l < s->n_layers; l++) {
         ds4_lstate *ls = &s->l[l];
         const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
@@ -605,6 +680,7 @@ static int ds4_state_io(mr_model *m, void *p, int n_past, mr_state_io *io) {
         /* the trunk's streams are not in a snapshot: the MTP block restarts from zero streams */
         if (s->h) memset(s->h, 0, sizeof(float) * (size_t)s->hcap * (size_t)M->Nh * (size_t)M->d);
         s->h_low = s->mtp_past = 0;
+        s->tap_from = n_past; /* nor the DSpark taps: the drafter reads only positions evaluated after this */
     }
     return 0;
 }
@@ -617,6 +693,8 @@ static void *ds4_state_new(mr_model *m, int n_ctx) {
     s->l = mr_calloc((size_t)M->n_run, sizeof(ds4_lstate));
     if (!s->l) goto oom;
     s->n_layers = M->sidecar ? 0 : M->L;
+    /* a DSpark stage's ring also holds the block after the window */
+    const int ring = M->dspark ? M->W + DS4_MTP_RING_EXTRA : M->W + DS4_CUT_SLACK;
     if (M->keep_h) {
         s->hcap = M->W + DS4_CUT_SLACK + 2;
         s->h = mr_calloc((size_t)s->hcap * (size_t)M->Nh * (size_t)M->d, sizeof(float));
@@ -627,7 +705,7 @@ static void *ds4_state_new(mr_model *m, int n_ctx) {
     for (int l = 0; l < s->n_layers; l++) {
         ds4_lstate *ls = &s->l[l];
         const int r = M->layers[l].ratio, c = r == 4 ? 2 : 1;
-        if (ds4_rows_init(&ls->raw, M->D, M->W + DS4_CUT_SLACK, M->kv_f16)) goto oom;
+        if (ds4_rows_init(&ls->raw, M->D, ring, M->kv_f16)) goto oom;
         if (r > 0) {
             if (ds4_rows_init(&ls->hkv, c * M->D, c * r + DS4_CUT_SLACK, 0) ||
                 ds4_rows_init(&ls->hsc, c * M->D, c * r + DS4_CUT_SLACK, 0)) goto oom;
@@ -654,6 +732,39 @@ oom:
     return NULL;
 }
 
+/* a DSpark drafter d for the target m (mr_model_draft_attach): m's sessions keep the mean of the streams at
+ * d's target layers (the encoder input) for its window and the longest draft; an MTP sidecar needs
+ * nothing here (params.mtp keeps the streams it reads) */
+static int ds4_draft_attach(mr_model *m, const mr_model *dm) {
+    ds4_model *M = m->priv;
+    const ds4_model *D = dm->priv;
+    if (!D->dspark) return 0;
+    if (M->dspark || M->sidecar) { mr_set_error("%s: a drafter cannot be the target of %s", m->path, dm->path); return -1; }
+    if (D->d != M->d || D->V != M->V) {
+        mr_set_error("%s: the DSpark drafter (width %d, %d tokens) does not fit %s (%d, %d)", dm->path, D->d, D->V, m->path, M->d, M->V);
+        return -1;
+    }
+    if (M->L > DS4_MAX_TAP_LAYERS) { mr_set_error("%s: more than %d layers to tap", m->path, DS4_MAX_TAP_LAYERS); return -1; }
+    int at[DS4_MAX_TAP_LAYERS + 1];
+    for (int l = 0; l <= M->L; l++) at[l] = -1;
+    for (int i = 0; i < D->n_tap; i++) {
+        if (D->tap[i] > M->L || at[D->tap[i]] >= 0) {
+            mr_set_error("%s: target layer %d (of %d, or given twice) does not fit %s", dm->path, D->tap[i], M->L, m->path);
+            return -1;
+        }
+        at[D->tap[i]] = i;
+    }
+    const int cap = D->W + DS4_MTP_RING_EXTRA;
+    if (M->n_taps && (M->n_taps != D->n_tap || M->tap_cap != cap || memcmp(M->tap_at, at, sizeof(int) * (size_t)(M->L + 1)))) {
+        mr_set_error("%s: already keeps the states of another DSpark drafter", m->path);
+        return -1;
+    }
+    memcpy(M->tap_at, at, sizeof(int) * (size_t)(M->L + 1));
+    M->tap_cap = cap;
+    M->n_taps = D->n_tap;
+    return 0;
+}
+
 const struct mr_arch mr_arch_deepseek4 = {
     .name = "deepseek4",
     .load = ds4_load,
@@ -666,4 +777,22 @@ const struct mr_arch mr_arch_deepseek4 = {
     .eval = ds4_eval,
     .eval_multi = ds4_eval_multi,
     .mtp_draft = ds4_mtp_draft,
+    .draft_attach = ds4_draft_attach,
+};
+
+/* DSpark drafters (general.architecture dflash with hyper-connections): the same loader and state, run
+ * only through the target's mtp_draft */
+const struct mr_arch mr_arch_dflash = {
+    .name = "dflash",
+    .load = ds4_load,
+    .free = ds4_free,
+    .state_new = ds4_state_new,
+    .state_free = ds4_state_free,
+    .state_reset = ds4_state_reset,
+    .state_truncate = ds4_state_truncate,
+    .state_io = ds4_state_io,
+    .eval = ds4_eval,
+    .eval_multi = ds4_eval_multi,
+    .mtp_draft = ds4_mtp_draft,
+    .check_tensors = 1,
 };
