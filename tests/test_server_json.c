@@ -49,6 +49,76 @@ static void test_sbuf_escape(void) {
     mr_sbuf_free(&b);
 }
 
+/* 1 if s[0..n) is well-formed UTF-8 (checked apart from json.c: by the code points' ranges) */
+static int utf8_ok(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i], k = c < 0x80 ? 1 : c >= 0xc0 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf8 ? 4 : 0;
+        if (!k || i + k > n) return 0;
+        unsigned cp = k == 1 ? c : c & (0x7f >> k);
+        for (unsigned q = 1; q < k; q++) {
+            if ((s[i + q] & 0xc0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + q] & 0x3f);
+        }
+        const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min[k] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+/* where a streamed reply's piece may end (the generator's rule): not after a lead byte and fewer
+ * continuation bytes than it needs */
+static size_t piece_end(const unsigned char *s, size_t n) {
+    for (size_t i = n, back = 0; back < 4 && i > 0; back++, i--)
+        if ((s[i - 1] & 0xc0) != 0x80) {
+            const unsigned c = s[i - 1], need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+            return n - (i - 1) >= need ? n : i - 1;
+        }
+    return n;
+}
+
+/* bytes that are not UTF-8 (a model's tokens may split characters or be arbitrary bytes) are
+ * written as U+FFFD, so every JSON string is valid UTF-8; a text given in pieces that end where a
+ * streamed reply's do reads the same as given whole */
+static void test_sbuf_utf8(void) {
+    mr_sbuf b = {0};
+    const char *in = "\xe2\x96\x81 ok \xff\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x96";
+    mr_sbuf_json_str(&b, in, strlen(in));
+    const char *want = "\"\xe2\x96\x81 ok \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+                       "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\"";
+    CHECK(b.p && !strcmp(b.p, want), "replaced: %s", b.p ? b.p : "(null)");
+    mr_sbuf_free(&b);
+    uint64_t r = 88172645463325252ull;
+    int same = 0;
+    for (int t = 0; t < 2000; t++) {
+        unsigned char s[64];
+        const size_t n = 1 + t % 63;
+        for (size_t i = 0; i < n; i++) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            const unsigned char pool[] = {'a', 0x80, 0x8f, 0x90, 0xa0, 0xbf, 0xc0, 0xc2, 0xdf, 0xe0, 0xe2, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff};
+            s[i] = pool[r % sizeof pool];
+        }
+        mr_sbuf whole = {0}, parts = {0};
+        mr_sbuf_json_str(&whole, (const char *)s, n);
+        size_t sent = 0;
+        for (size_t have = 1; have <= n; have++) { /* one byte more per step, the ready part given */
+            const size_t ready = have == n ? n : piece_end(s, have);
+            if (ready <= sent) continue;
+            mr_sbuf one = {0};
+            mr_sbuf_json_str(&one, (const char *)s + sent, ready - sent);
+            if (one.p) mr_sbuf_add(&parts, one.p + 1, one.n - 2); /* without the quotes */
+            mr_sbuf_free(&one);
+            sent = ready;
+        }
+        const int ok = whole.p && parts.p && utf8_ok((const unsigned char *)whole.p, whole.n) && whole.n == parts.n + 2 &&
+                       !memcmp(whole.p + 1, parts.p, parts.n);
+        same += ok;
+        mr_sbuf_free(&whole);
+        mr_sbuf_free(&parts);
+    }
+    CHECK(same == 2000, "%d of 2000 texts valid and the same in pieces", same);
+}
+
 static void test_http_parse(void) {
     char req[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
     mr_http_req r = {0};
@@ -108,6 +178,7 @@ int main(void) {
     RUN(test_json_values);
     RUN(test_json_rejects);
     RUN(test_sbuf_escape);
+    RUN(test_sbuf_utf8);
     RUN(test_http_parse);
     RUN(test_http_head);
     return t_finish();

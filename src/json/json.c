@@ -285,10 +285,37 @@ void mr_sbuf_printf(mr_sbuf *b, const char *fmt, ...) {
     free(big);
 }
 
+/* bytes of the well-formed UTF-8 character at s[i] (RFC 3629: no overlong forms, surrogates or
+ * code points above U+10FFFF), 0 if there is none */
+static size_t utf8_char(const unsigned char *s, size_t n, size_t i) {
+    const unsigned char c = s[i];
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) need = 2;
+    else if (c >= 0xe0 && c <= 0xef) { need = 3; if (c == 0xe0) lo = 0xa0; if (c == 0xed) hi = 0x9f; }
+    else if (c >= 0xf0 && c <= 0xf4) { need = 4; if (c == 0xf0) lo = 0x90; if (c == 0xf4) hi = 0x8f; }
+    else return 0;
+    if (n - i < need || s[i + 1] < lo || s[i + 1] > hi) return 0;
+    for (size_t k = 2; k < need; k++)
+        if ((s[i + k] & 0xc0) != 0x80) return 0;
+    return need;
+}
+
+/* (a byte that does not start a well-formed UTF-8 character is written as U+FFFD: every JSON text
+ * written is valid UTF-8; a text cut only between characters, or where the cut sequence is
+ * ill-formed anyway, gives the same characters in pieces as whole) */
 void mr_sbuf_json_str(mr_sbuf *b, const char *s, size_t n) {
     mr_sbuf_add(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            const size_t k = utf8_char((const unsigned char *)s, n, i);
+            if (k) mr_sbuf_add(b, s + i, k);
+            else mr_sbuf_add(b, "\xef\xbf\xbd", 3);
+            i += k ? k - 1 : 0;
+            continue;
+        }
         switch (c) {
         case '"': mr_sbuf_add(b, "\\\"", 2); break;
         case '\\': mr_sbuf_add(b, "\\\\", 2); break;
