@@ -175,14 +175,18 @@ typedef struct {
     int n_types;                   /* the weight types a token multiplies (at most 8; the rest join the last) */
     int type[8];
     double type_bytes[8], type_params[8]; /* per token, by type */
+    double type_exp_params[8];     /* the routed experts' share of type_params */
 } mr_plan_model;
 typedef struct {
     int cores, threads;
     double dram_gbs;               /* read bandwidth over 512 MiB, `threads` threads (1e9 B/s) */
-    double cpu_gemv_gbs;           /* one column through the model's matrices, in cache, by the per-token
-                                      bytes of each type (gemv_gbs[i]: pm->type[i]) */
-    double cpu_gemm_gflops;        /* 64 columns (likewise by the per-token weights of each type) */
-    double gemv_gbs[8], gemm_gflops[8];
+    double cpu_gemv_gbs;           /* one column through the model's matrices streamed from DRAM in the
+                                      engine's layout, by the per-token bytes of each type (gemv_gbs[i]:
+                                      pm->type[i]) */
+    double cpu_gemm_gflops;        /* a 512-token prefill's columns: 64 for dense matrices, 512 x top-k /
+                                      experts for routed ones (by the per-token weights of each type) */
+    int exp_cols;                  /* the routed experts' columns in that prefill */
+    double gemv_gbs[8], gemm_gflops[8], gemm_exp_gflops[8];
     double disk_gbs;               /* O_DIRECT 1 MiB random reads, 8 threads, on the model's file; 0: none */
     char disk_note[256];           /* why disk_gbs is 0 */
 } mr_plan_machine;

@@ -85,8 +85,9 @@ static int cmd_plan(int argc, char **argv) {
     }
     fprintf(stderr, "plan: measuring this machine for %.1f s...\n", o.seconds);
     if (mr_plan_measure(o.model, &pm, o.threads, o.seconds, &mc)) { fprintf(stderr, "error: %s\n", mr_last_error()); return 1; }
-    printf("machine: %d cores, %d threads; DRAM read %.1f GB/s; CPU on the model's rows: %.1f GB/s (1 column), "
-           "%.0f GFLOP/s (64 columns); disk ", mc.cores, mc.threads, mc.dram_gbs, mc.cpu_gemv_gbs, mc.cpu_gemm_gflops);
+    printf("machine: %d cores, %d threads; DRAM read %.1f GB/s; CPU on the model's rows: %.1f GB/s (1 column, "
+           "streamed from DRAM), %.0f GFLOP/s (a 512-token batch: 64 columns, %d per expert); disk ", mc.cores,
+           mc.threads, mc.dram_gbs, mc.cpu_gemv_gbs, mc.cpu_gemm_gflops, mc.exp_cols);
     if (mc.disk_gbs > 0) printf("%.2f GB/s (O_DIRECT 1 MiB random reads, 8 threads)\n", mc.disk_gbs);
     else printf("not measured (%s)\n", mc.disk_note);
     mr_plan_result r;

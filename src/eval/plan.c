@@ -4,12 +4,14 @@
  * The model of a decoded token (every figure per token):
  *   bytes    = dense bytes (all but the routed experts; the token embedding counts one row) +
  *              routed bytes (top-k experts of every MoE layer)
- *   resident = max(bytes / DRAM read rate, bytes / the CPU's GEMV rate on the model's expert type)
+ *   resident = max(bytes / DRAM read rate, bytes / the engine's GEMV rate on each of the model's types,
+ *              weights streamed from DRAM); DRAM-bound when the GEMV rate is within 15 % of the DRAM
+ *              read rate, else CPU-bound
  *   paged    = resident + routed bytes x (1 - hit) / device read rate      (decode reads are waited for)
  * hit: the arena's share of all (layer, expert) pairs under uniform routing (any policy's steady
  * state), and the default policy's hit rate on a trained MoE's real routing (kjv-moe) at that share
  * as the skewed bound. A prefill is compute-bound: 2 x active weights FLOPs per token at the CPU's
- * GEMM rate; paged, each 512-token batch touches nearly every expert of a layer, whose misses are
+ * GEMM rate (dense matrices at 64 columns, routed experts at their share of a 512-token batch); paged, each 512-token batch touches nearly every expert of a layer, whose misses are
  * read while it computes (the slower of the two). */
 #include "moerun_tools.h"
 #include "base/base.h"
@@ -44,7 +46,7 @@ static uint32_t plan_u32(const mr_gguf *g, const char *arch, const char *suffix)
 }
 
 /* adds a token's bytes and weights of one tensor type to the per-type table */
-static void plan_add_type(mr_plan_model *pm, int type, double bytes, double params) {
+static void plan_add_type(mr_plan_model *pm, int type, double bytes, double params, int expert) {
     const mr_type_traits *tt = mr_type_get(type);
     if (!tt || !tt->vec_dot) return; /* not a weight matrix (deepseek4's i32 hash-routing table) */
     int i = 0;
@@ -55,6 +57,7 @@ static void plan_add_type(mr_plan_model *pm, int type, double bytes, double para
     }
     pm->type_bytes[i] += bytes;
     pm->type_params[i] += params;
+    if (expert) pm->type_exp_params[i] += params;
 }
 
 static int plan_layer_of(const char *name, int *layer) {
@@ -94,7 +97,7 @@ int mr_plan_read(const char *path, mr_plan_model *pm) {
             double ep = params / (double)(t->ne[2] ? t->ne[2] : 1) * pm->n_expert_used;
             pm->routed_per_token += (double)e * pm->n_expert_used;
             pm->active_params += ep;
-            plan_add_type(pm, t->type, (double)e * pm->n_expert_used, ep);
+            plan_add_type(pm, t->type, (double)e * pm->n_expert_used, ep, 1);
             if (t->nbytes > exp_bytes_max) { exp_bytes_max = t->nbytes; pm->expert_type = t->type; }
 
             continue;
@@ -108,7 +111,7 @@ int mr_plan_read(const char *path, mr_plan_model *pm) {
         pm->dense_per_token += (double)t->nbytes;
         if (t->n_dims >= 2) {
             pm->active_params += params;
-            plan_add_type(pm, t->type, (double)t->nbytes, params);
+            plan_add_type(pm, t->type, (double)t->nbytes, params, 0);
         }
     }
     pm->n_moe_layer = (int)moe_layers;
@@ -140,37 +143,53 @@ static double plan_dram(mr_pool *pool, double seconds) {
     return best / 1e9;
 }
 
-/* One matrix of the type (the first 2-D weight, or the first expert of a 3-D one, at most 4096 rows)
- * multiplied for about `seconds`: weight bytes per second with one column (decode) and FLOP/s with 64
- * columns (prefill), on the rows as the file has them (the pager's plain layout). */
-static int plan_cpu_type(const mr_gguf *g, int type, mr_pool *pool, double seconds, double *gemv_gbs, double *gemm_gflops) {
+/* The engine's product with one matrix of the type (the first 2-D weight, or the first expert of a
+ * 3-D one: at most 4096 rows, a multiple of 16 so that a repacked copy holds whole groups), in the
+ * layout the model runs (its repacked copy when the type has one under this ISA):
+ *   out[0] decode: weight bytes/s of one column over those rows tiled to 256 MiB, more than any
+ *          last-level cache, so the weights stream from DRAM as a decoded token's do;
+ *   out[1] prefill, dense: FLOP/s at 64 columns (a matrix's share of a 512-token batch);
+ *   out[2] prefill, routed: FLOP/s at exp_cols columns (an expert's share of that batch). */
+static int plan_cpu_type(const mr_gguf *g, int type, int exp_cols, mr_pool *pool, double seconds, double out[3]) {
     const mr_gguf_tensor *w = NULL;
     for (uint64_t i = 0; i < mr_gguf_n_tensors(g) && !w; i++) {
         const mr_gguf_tensor *t = mr_gguf_tensor_at(g, i);
         if (t->type == type && t->n_dims >= 2 && t->ne[1] >= 16 && strcmp(t->name, "token_embd.weight")) w = t;
     }
-    *gemv_gbs = *gemm_gflops = 0;
+    out[0] = out[1] = out[2] = 0;
     if (!w) return 0;
-    int64_t cols = w->ne[0], rows = w->ne[1] > 4096 ? 4096 : w->ne[1], nc = 64;
-    size_t row_bytes = mr_row_size(w->type, cols);
-    float *x = mr_malloc(sizeof(float) * (size_t)(cols * nc)), *y = mr_malloc(sizeof(float) * (size_t)(rows * nc));
-    int rc = -1;
-    if (!x || !y) { mr_set_error("out of memory"); goto done; }
+    int64_t cols = w->ne[0], rows = (w->ne[1] > 4096 ? 4096 : w->ne[1]) / 16 * 16, nc = 64;
+    size_t mat_bytes = mr_row_size(w->type, cols) * (size_t)rows;
+    size_t copies = ((size_t)256 << 20) / mat_bytes + 1, big_bytes = copies * mat_bytes;
+    int64_t big_rows = rows * (int64_t)copies;
+    uint8_t *big = mr_big_alloc(big_bytes, 1, NULL);
+    float *x = mr_malloc(sizeof(float) * (size_t)(cols * nc));
+    float *y = mr_malloc(sizeof(float) * (size_t)(big_rows > rows * nc ? big_rows : rows * nc));
+    mr_repacked *rp = NULL;
+    int rc = -1, err = 0;
+    if (!big || !x || !y) { mr_set_error("out of memory timing the %s rows", mr_type_name(type)); goto done; }
+    for (size_t c = 0; c < copies; c++) memcpy(big + c * mat_bytes, w->data, mat_bytes);
+    if (mr_repack_applies(type, cols) && !(rp = mr_repack_make(pool, big, type, cols, big_rows, &err)) && err) goto done;
     for (int64_t i = 0; i < cols * nc; i++) x[i] = (float)((i * 7919 % 2001) - 1000) * 1e-3f;
-    for (int pass = 0; pass < 2; pass++) {
-        int64_t ncols = pass ? nc : 1;
+    /* pass 0: one column over the 256 MiB; 1: 64 columns, 2: exp_cols columns, over one copy */
+    for (int pass = 0; pass < 3; pass++) {
+        int64_t ncols = pass == 0 ? 1 : pass == 1 ? nc : exp_cols, r = pass ? rows : big_rows;
+        mr_mat m = {.data = big, .type = type, .rows = r, .cols = cols, .name = "plan", .rp = rp};
+        mr_matmul_task task = {.w = &m, .X = x, .ncols = ncols, .Y = y};
         long reps = 0;
-        double t0 = mr_now(), t;
+        double t0 = mr_now(), t, slice = pass ? seconds / 4 : seconds / 2;
         do {
-            if (mr_matmul(pool, w->data, w->type, rows, cols, x, ncols, y)) goto done;
+            if (mr_matmul_many(pool, &task, 1)) goto done;
             reps++;
             t = mr_now() - t0;
-        } while (t < seconds / 2 || reps < 3);
-        if (pass) *gemm_gflops = 2.0 * (double)rows * (double)cols * (double)ncols * (double)reps / t / 1e9;
-        else *gemv_gbs = (double)row_bytes * (double)rows * (double)reps / t / 1e9;
+        } while (t < slice || reps < 3);
+        if (pass) out[pass] = 2.0 * (double)r * (double)cols * (double)ncols * (double)reps / t / 1e9;
+        else out[0] = (double)big_bytes * (double)reps / t / 1e9;
     }
     rc = 0;
 done:
+    mr_repack_free(rp);
+    if (big) mr_big_free(big, big_bytes);
     free(x);
     free(y);
     return rc;
@@ -180,14 +199,20 @@ done:
 static int plan_cpu(const char *path, const mr_plan_model *pm, mr_pool *pool, double seconds, mr_plan_machine *mc) {
     mr_gguf *g = mr_gguf_open(path);
     if (!g) return -1;
+    /* a 512-token batch routes 512 x top-k rows over the experts: an expert's columns */
+    double ec = pm->n_expert > 0 ? 512.0 * pm->n_expert_used / pm->n_expert : 64;
+    mc->exp_cols = ec < 1 ? 1 : ec > 64 ? 64 : (int)(ec + 0.5);
     double tb = 0, tp = 0, sb = 0, sp = 0;
     for (int i = 0; i < pm->n_types; i++) {
-        if (plan_cpu_type(g, pm->type[i], pool, seconds / pm->n_types, &mc->gemv_gbs[i], &mc->gemm_gflops[i])) {
+        double r[3];
+        if (plan_cpu_type(g, pm->type[i], mc->exp_cols, pool, seconds / pm->n_types, r)) {
             mr_gguf_close(g);
             return -1;
         }
-        if (mc->gemv_gbs[i] > 0) { tb += pm->type_bytes[i] / mc->gemv_gbs[i]; sb += pm->type_bytes[i]; }
-        if (mc->gemm_gflops[i] > 0) { tp += pm->type_params[i] / mc->gemm_gflops[i]; sp += pm->type_params[i]; }
+        mc->gemv_gbs[i] = r[0], mc->gemm_gflops[i] = r[1], mc->gemm_exp_gflops[i] = r[2];
+        if (r[0] > 0) { tb += pm->type_bytes[i] / r[0]; sb += pm->type_bytes[i]; }
+        double dense = pm->type_params[i] - pm->type_exp_params[i], routed = pm->type_exp_params[i];
+        if (r[1] > 0 && r[2] > 0) { tp += dense / r[1] + routed / r[2]; sp += dense + routed; }
     }
     mr_gguf_close(g);
     mc->cpu_gemv_gbs = tb > 0 ? sb / tb : 0;
@@ -248,7 +273,7 @@ void mr_plan_predict(const mr_plan_model *pm, const mr_plan_machine *mc, uint64_
     double t_cpu = mc->cpu_gemv_gbs > 0 ? bytes / (mc->cpu_gemv_gbs * 1e9) : 0;
     double t_res = t_dram > t_cpu ? t_dram : t_cpu;
     r->decode_res = t_res > 0 ? 1 / t_res : 0;
-    r->decode_res_bound = t_dram >= t_cpu ? "DRAM" : "CPU";
+    r->decode_res_bound = t_cpu <= 1.15 * t_dram ? "DRAM" : "CPU";
     double flops = 2 * pm->active_params;
     r->prefill_res = mc->cpu_gemm_gflops > 0 && flops > 0 ? mc->cpu_gemm_gflops * 1e9 / flops : 0;
     uint64_t pairs = (uint64_t)pm->n_moe_layer * (uint64_t)pm->n_expert;
